@@ -1,0 +1,40 @@
+# Cairn. `make run` starts a single dev node; `make test` installs, builds, lints and tests.
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+NPM_STAMP := node_modules/.cairn-install-stamp
+SEEDS ?= 10000
+TAP_JOBS ?= 2
+
+.PHONY: install build lint test test-unit sim sim-swarm run clean
+
+$(NPM_STAMP): package.json package-lock.json
+	@command -v node >/dev/null || { echo "node (20 or newer) is required" >&2; exit 1; }
+	npm ci --no-audit --no-fund
+	npx tap build
+	@touch $@
+
+install: $(NPM_STAMP)
+
+build: $(NPM_STAMP)
+	npx tsc -p tsconfig.json
+
+lint: build
+	node scripts/check-architecture.mjs
+
+# Unit, transcript, property and simulation tests (a CI-sized swarm), then a plain summary line.
+test: lint
+	@bash scripts/run-tests.sh
+
+test-unit: build
+	@bash scripts/run-tests.sh
+
+# A long deterministic-simulation swarm: make sim SEEDS=10000
+sim: build
+	node dist/cluster-test/sim/cli.js swarm --seeds $(SEEDS)
+
+run: build
+	@echo "Stage 1 ships the Raft core and its simulator; the agent lands with Stage 3."
+	node dist/cluster-test/sim/cli.js demo
+
+clean:
+	rm -rf dist

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs every compiled test file with tap and prints a closing "N passed, N failed" line.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+log=$(mktemp)
+jobs=${TAP_JOBS:-2}
+files=$(find dist -name '*.test.js' -not -path '*/node_modules/*' | sort)
+extra=$(find scripts -name '*.test.mjs' | sort)
+npx tap --jobs="$jobs" --reporter=tap $files $extra 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+# tap's summary comment: "# { total: N, pass: P, fail: F, ... }" counts top-level test files.
+summary=$(grep -E '^# \{ total:' "$log" | tail -n 1)
+pass=$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary"); pass=${pass:-0}
+fail=$(sed -nE 's/.*fail: ([0-9]+).*/\1/p' <<<"$summary"); fail=${fail:-0}
+rm -f "$log"
+if [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; then fail=1; fi
+echo "test files: $pass passed, $fail failed"
+exit "$rc"

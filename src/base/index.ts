@@ -1,0 +1,6 @@
+export * from './ids.js';
+export * from './assert.js';
+export * from './errors.js';
+export * from './result.js';
+export * from './ports.js';
+export { SeededRandom } from './prng.js';
