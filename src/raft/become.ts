@@ -1,0 +1,95 @@
+import { assert, NO_NODE, type NodeId, type Term } from '../base/index.js';
+import { isVoter, NOOP_ENTRY_DATA } from './config.js';
+import { failForwardedReads, failLeaderReads } from './read-index.js';
+import { appendLeaderEntries, syncProgressWithConfig } from './replication.js';
+import type { LeaderState, RaftState } from './state.js';
+
+/**
+ * Role transitions (etcd becomeFollower/becomeCandidate/becomeLeader). These are the only
+ * functions that assign `r.role`, so leader-only state is created here and dropped here.
+ */
+
+function setLeader(r: RaftState, leader: NodeId): void {
+  if (r.leader !== leader) failForwardedReads(r);
+  r.leader = leader;
+}
+
+/** Leaves the current role: leader-only duties end and its waiting reads fail. */
+function leaveRole(r: RaftState): void {
+  const ls = r.leaderState();
+  if (ls) failLeaderReads(r, ls);
+  r.broadcastWanted = false;
+  r.broadcastCommit = false;
+}
+
+function reset(r: RaftState, term: Term): void {
+  if (r.term !== term) {
+    assert(term > r.term, () => `term must not go back from ${r.term} to ${term}`);
+    r.term = term;
+    r.vote = NO_NODE;
+  }
+  r.electionElapsed = 0;
+  r.heartbeatElapsed = 0;
+  r.resetRandomizedElectionTimeout();
+}
+
+export function becomeFollower(r: RaftState, term: Term, leader: NodeId): void {
+  leaveRole(r);
+  reset(r, term);
+  r.role = { kind: 'follower' };
+  setLeader(r, leader);
+}
+
+export function becomePreCandidate(r: RaftState): void {
+  assert(r.role.kind !== 'leader', 'a leader cannot become a pre-candidate');
+  leaveRole(r);
+  // Thesis §9.6: a pre-candidate does not change its term or vote; it only asks.
+  r.role = { kind: 'pre-candidate', votes: new Map() };
+  setLeader(r, NO_NODE);
+}
+
+export function becomeCandidate(r: RaftState): void {
+  assert(r.role.kind !== 'leader', 'a leader cannot become a candidate');
+  leaveRole(r);
+  reset(r, (r.term + 1) as Term);
+  r.vote = r.id;
+  r.role = { kind: 'candidate', votes: new Map() };
+  setLeader(r, NO_NODE);
+}
+
+export function becomeLeader(r: RaftState): void {
+  assert(r.role.kind === 'candidate', () => `only a candidate can become leader (role ${r.role.kind})`);
+  leaveRole(r);
+  reset(r, r.term);
+  const ls: LeaderState = {
+    kind: 'leader',
+    progress: new Map(),
+    transferee: NO_NODE,
+    transferElapsed: 0,
+    readsAwaitingCommit: [],
+    readsInRound: [],
+    readSeq: 0,
+    readRoundWanted: false,
+    readAcks: new Map(),
+    uncommittedBytes: 0,
+  };
+  r.role = ls;
+  setLeader(r, r.id);
+  syncProgressWithConfig(r, ls);
+  for (const [id, pr] of ls.progress) pr.recentActive = id === r.id;
+  // Thesis §6.4 / §4.1 errata: commit an entry of our own term before serving reads or
+  // accepting a configuration change.
+  appendLeaderEntries(r, ls, [NOOP_ENTRY_DATA]);
+}
+
+/**
+ * Thesis §4.2.2: a leader that is not part of the configuration it committed steps down
+ * once that configuration is committed (it managed the cluster until then).
+ */
+export function maybeStepDownAfterRemoval(r: RaftState): boolean {
+  if (r.role.kind !== 'leader') return false;
+  if (r.log.committed < r.log.configIndex()) return false;
+  if (isVoter(r.log.config(), r.id)) return false;
+  becomeFollower(r, r.term, NO_NODE);
+  return true;
+}

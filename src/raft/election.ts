@@ -1,0 +1,88 @@
+import { NO_NODE, type NodeId, type Term } from '../base/index.js';
+import { becomeCandidate, becomeFollower, becomeLeader, becomePreCandidate } from './become.js';
+import { voteResult } from './quorum.js';
+import type { RaftState } from './state.js';
+import type { MsgVote, MsgVoteResp } from './types.js';
+
+/**
+ * Leader election (Raft §5.2) with pre-vote (thesis §9.6) and the leader lease on votes
+ * (thesis §4.2.3, enforced in step.ts).
+ */
+
+/** Start an election. `transfer`: asked by the leader (thesis §3.10), so skip pre-vote. */
+export function campaign(r: RaftState, transfer: boolean): void {
+  if (!r.promotable()) return;
+  if (r.opts.preVote && !transfer) {
+    becomePreCandidate(r);
+    requestVotes(r, 'pre-vote', (r.term + 1) as Term, false);
+  } else {
+    startElection(r, transfer);
+  }
+}
+
+function startElection(r: RaftState, transfer: boolean): void {
+  becomeCandidate(r);
+  requestVotes(r, 'vote', r.term, transfer);
+}
+
+function requestVotes(r: RaftState, type: 'vote' | 'pre-vote', term: Term, transfer: boolean): void {
+  // Our own vote first: a single-voter cluster wins at once.
+  if (recordVote(r, r.id, true)) return;
+  const lastIndex = r.log.lastIndex();
+  const lastTerm = r.log.lastTerm();
+  for (const id of r.voters()) {
+    if (id === r.id) continue;
+    r.send({ type, from: r.id, to: id, term, lastIndex, lastTerm, transfer });
+  }
+}
+
+/** Records a vote and acts on the outcome. Returns whether the campaign ended. */
+function recordVote(r: RaftState, from: NodeId, granted: boolean): boolean {
+  const role = r.role;
+  if (role.kind !== 'pre-candidate' && role.kind !== 'candidate') return false;
+  if (!role.votes.has(from)) role.votes.set(from, granted);
+  switch (voteResult(r.voters(), role.votes)) {
+    case 'won':
+      if (role.kind === 'pre-candidate') startElection(r, false);
+      else becomeLeader(r);
+      return true;
+    case 'lost':
+      becomeFollower(r, r.term, NO_NODE);
+      return true;
+    case 'pending':
+      return false;
+  }
+}
+
+/** A (pre-)vote response for the current campaign. */
+export function handleVoteResp(r: RaftState, m: MsgVoteResp): void {
+  const role = r.role.kind;
+  const expect = role === 'pre-candidate' ? 'pre-vote-resp' : role === 'candidate' ? 'vote-resp' : undefined;
+  if (m.type !== expect) return;
+  recordVote(r, m.from, !m.reject);
+}
+
+/**
+ * Raft §5.2 / §5.4.1 and thesis §9.6: grant when we have not voted for someone else this term
+ * (or, for a pre-vote, the asker's term is ahead of ours) and the candidate's log is at least
+ * as up-to-date as ours. The lease check happened in step.ts before we got here.
+ */
+export function handleVote(r: RaftState, m: MsgVote): void {
+  const canVote =
+    r.vote === m.from ||
+    (r.vote === NO_NODE && r.leader === NO_NODE) ||
+    (m.type === 'pre-vote' && m.term > r.term) ||
+    (m.type === 'vote' && r.opts.plantedBugs.doubleVote === true);
+  const respType = m.type === 'vote' ? 'vote-resp' : 'pre-vote-resp';
+  if (canVote && r.log.isUpToDate(m.lastIndex, m.lastTerm)) {
+    // Thesis §9.6: a granted pre-vote carries the asker's future term, so it is not mistaken
+    // for a stale response; a granted vote is in our (now equal) term.
+    r.send({ type: respType, from: r.id, to: m.from, term: m.term, reject: false });
+    if (m.type === 'vote') {
+      r.electionElapsed = 0;
+      r.vote = m.from;
+    }
+  } else {
+    r.send({ type: respType, from: r.id, to: m.from, term: r.term, reject: true });
+  }
+}

@@ -1,0 +1,15 @@
+export * from './types.js';
+export type { RaftOptions, PlantedBugs } from './options.js';
+export { RawNode, type Proposed } from './raw-node.js';
+export {
+  applyConfigChange,
+  decodeConfigEntry,
+  describeConfig,
+  encodeConfigEntry,
+  isVoter,
+  learners,
+  makeConfig,
+  NOOP_ENTRY_DATA,
+  voters,
+} from './config.js';
+export { majority, majorityValue, voteResult, type VoteResult } from './quorum.js';

@@ -1,0 +1,241 @@
+import { NO_NODE, SeededRandom, nodeId, type LogIndex, type NodeId, type Term } from '../../base/index.js';
+import { makeConfig } from '../config.js';
+import type { RaftOptions } from '../options.js';
+import { RawNode } from '../raw-node.js';
+import type { Entry, HardState, Message, PersistedState, ReadFailure, ReadState, Snapshot } from '../types.js';
+
+/**
+ * A deterministic in-memory cluster of real RawNodes for tests and transcripts: each node has
+ * a "disk" (what its driver persisted), an applied list, and an outbox; messages move only
+ * when the test says so. Used by the transcript, paper and property tests.
+ */
+export interface TestNode {
+  readonly id: NodeId;
+  raw: RawNode;
+  options: RaftOptions;
+  disk: { hardState: HardState; snapshot: Snapshot | undefined; entries: Entry[] };
+  applied: Entry[];
+  readStates: ReadState[];
+  readFailures: ReadFailure[];
+  /** Messages produced by this node and not yet delivered. */
+  outbox: Message[];
+  /** Installed snapshots' data (the "state machine" restore). */
+  restoredFrom: Snapshot[];
+}
+
+export interface ClusterOptions {
+  readonly seed?: number;
+  readonly electionTimeoutTicks?: number;
+  readonly heartbeatTimeoutTicks?: number;
+  readonly preVote?: boolean;
+  readonly checkQuorum?: boolean;
+  readonly maxAppendBytes?: number;
+  readonly maxInflightMsgs?: number;
+  readonly snapshotChunkBytes?: number;
+  readonly plantedBugs?: RaftOptions['plantedBugs'];
+}
+
+export class TestCluster {
+  readonly nodes = new Map<NodeId, TestNode>();
+  /** Pairs (from>to) whose messages are dropped. */
+  private readonly cut = new Set<string>();
+  private readonly rng: SeededRandom;
+
+  constructor(private readonly opts: ClusterOptions = {}) {
+    this.rng = new SeededRandom(opts.seed ?? 1);
+  }
+
+  private nodeOptions(id: NodeId): RaftOptions {
+    const o = this.opts;
+    return {
+      id,
+      random: this.rng.fork(),
+      ...(o.electionTimeoutTicks !== undefined ? { electionTimeoutTicks: o.electionTimeoutTicks } : {}),
+      ...(o.heartbeatTimeoutTicks !== undefined ? { heartbeatTimeoutTicks: o.heartbeatTimeoutTicks } : {}),
+      ...(o.preVote !== undefined ? { preVote: o.preVote } : {}),
+      ...(o.checkQuorum !== undefined ? { checkQuorum: o.checkQuorum } : {}),
+      ...(o.maxAppendBytes !== undefined ? { maxAppendBytes: o.maxAppendBytes } : {}),
+      ...(o.maxInflightMsgs !== undefined ? { maxInflightMsgs: o.maxInflightMsgs } : {}),
+      ...(o.snapshotChunkBytes !== undefined ? { snapshotChunkBytes: o.snapshotChunkBytes } : {}),
+      ...(o.plantedBugs !== undefined ? { plantedBugs: o.plantedBugs } : {}),
+    };
+  }
+
+  /** Bootstraps voters (and learners) as one initial cluster. */
+  bootstrap(voterIds: readonly string[], learnerIds: readonly string[] = []): void {
+    const config = makeConfig([
+      ...voterIds.map((v) => ({ id: nodeId(v), suffrage: 'voter' as const, address: `${v}:7500` })),
+      ...learnerIds.map((v) => ({ id: nodeId(v), suffrage: 'learner' as const, address: `${v}:7500` })),
+    ]);
+    for (const v of [...voterIds, ...learnerIds]) this.start(nodeId(v), RawNode.bootstrapState(config));
+  }
+
+  /** Adds a node that joins later with an empty log. */
+  addEmpty(id: string): TestNode {
+    return this.start(nodeId(id), RawNode.emptyState());
+  }
+
+  start(id: NodeId, state: PersistedState): TestNode {
+    const options = this.nodeOptions(id);
+    const node: TestNode = {
+      id,
+      raw: new RawNode(options, state),
+      options,
+      disk: { hardState: state.hardState, snapshot: state.snapshot, entries: [...state.entries] },
+      applied: [],
+      readStates: [],
+      readFailures: [],
+      outbox: [],
+      restoredFrom: [],
+    };
+    this.nodes.set(id, node);
+    return node;
+  }
+
+  /** Crash and restart from disk: undelivered outbox and volatile state are lost. */
+  restart(id: string): TestNode {
+    const old = this.node(id);
+    const state: PersistedState = { hardState: old.disk.hardState, snapshot: old.disk.snapshot, entries: old.disk.entries };
+    const fresh = this.start(old.id, state);
+    fresh.applied = old.applied.filter((e) => e.index <= (state.snapshot?.meta.index ?? 0));
+    return fresh;
+  }
+
+  node(id: string): TestNode {
+    const n = this.nodes.get(id as NodeId);
+    if (!n) throw new Error(`no node ${id}`);
+    return n;
+  }
+
+  ids(): NodeId[] {
+    return [...this.nodes.keys()];
+  }
+
+  /** Processes one Ready of a node (persist, queue messages, apply, advance). Returns whether there was one. */
+  processReady(id: string): boolean {
+    const n = this.node(id);
+    if (!n.raw.hasReady()) return false;
+    const rd = n.raw.ready();
+    if (rd.snapshot) {
+      n.disk.snapshot = rd.snapshot;
+      n.disk.entries = n.disk.entries.filter((e) => e.index > (rd.snapshot as Snapshot).meta.index);
+      n.restoredFrom.push(rd.snapshot);
+      n.applied = n.applied.filter((e) => e.index <= (rd.snapshot as Snapshot).meta.index);
+    }
+    const first = rd.entries[0];
+    if (first) {
+      n.disk.entries = n.disk.entries.filter((e) => e.index < first.index).concat(rd.entries);
+    }
+    if (rd.hardState) n.disk.hardState = rd.hardState;
+    n.outbox.push(...rd.messages);
+    n.applied.push(...rd.committedEntries);
+    n.readStates.push(...rd.readStates);
+    n.readFailures.push(...rd.readFailures);
+    n.raw.advance(rd);
+    return true;
+  }
+
+  /** Delivers every queued message from `from` (or all nodes); returns the number delivered. */
+  deliver(filter: (m: Message) => boolean = () => true): number {
+    let count = 0;
+    for (const n of this.nodes.values()) {
+      const keep: Message[] = [];
+      const send: Message[] = [];
+      for (const m of n.outbox) (filter(m) ? send : keep).push(m);
+      n.outbox = keep;
+      for (const m of send) {
+        count++;
+        if (this.cut.has(`${m.from}>${m.to}`)) continue;
+        const to = this.nodes.get(m.to);
+        if (to) to.raw.step(structuredClone(m));
+      }
+    }
+    return count;
+  }
+
+  /** Drops queued messages matching the filter. */
+  drop(filter: (m: Message) => boolean): Message[] {
+    const dropped: Message[] = [];
+    for (const n of this.nodes.values()) {
+      n.outbox = n.outbox.filter((m) => (filter(m) ? (dropped.push(m), false) : true));
+    }
+    return dropped;
+  }
+
+  /** Processes Readys and delivers messages until nothing moves. */
+  stabilize(maxRounds = 10_000): void {
+    for (let round = 0; round < maxRounds; round++) {
+      let moved = false;
+      for (const id of this.ids()) while (this.processReady(id)) moved = true;
+      if (this.deliver() > 0) moved = true;
+      if (!moved) return;
+    }
+    throw new Error(`cluster did not stabilize within ${maxRounds} rounds`);
+  }
+
+  /** Cuts both directions between the groups (a symmetric partition). */
+  partition(...groups: string[][]): void {
+    this.heal();
+    for (const a of groups) for (const b of groups) {
+      if (a === b) continue;
+      for (const x of a) for (const y of b) this.cut.add(`${x}>${y}`);
+    }
+  }
+
+  isolate(id: string): void {
+    this.partition([id], this.ids().filter((x) => x !== id));
+  }
+
+  cutOneWay(from: string, to: string): void {
+    this.cut.add(`${from}>${to}`);
+  }
+
+  heal(): void {
+    this.cut.clear();
+  }
+
+  tick(id: string, n = 1): void {
+    for (let i = 0; i < n; i++) this.node(id).raw.tick();
+  }
+
+  tickAll(n = 1): void {
+    for (let i = 0; i < n; i++) for (const node of this.nodes.values()) node.raw.tick();
+  }
+
+  /** Campaign on `id` and stabilize; returns the leader afterwards. */
+  elect(id: string): NodeId {
+    this.node(id).raw.campaign();
+    this.stabilize();
+    return this.leader();
+  }
+
+  leader(): NodeId {
+    const leaders = [...this.nodes.values()].filter((n) => n.raw.status().role === 'leader');
+    let best: TestNode | undefined;
+    for (const l of leaders) if (!best || l.raw.status().term > best.raw.status().term) best = l;
+    return best ? best.id : NO_NODE;
+  }
+
+  propose(id: string, text: string): { index: LogIndex; term: Term } {
+    return this.node(id).raw.propose(encodeCommand(text));
+  }
+
+  /** The application commands this node applied, as text, in order. */
+  appliedCommands(id: string): string[] {
+    return this.node(id).applied.filter((e) => e.data[0] === TEST_COMMAND).map((e) => decodeCommand(e.data));
+  }
+}
+
+export const TEST_COMMAND = 0x10;
+
+export function encodeCommand(text: string): Uint8Array {
+  const body = new TextEncoder().encode(text);
+  const out = new Uint8Array(body.length + 1);
+  out[0] = TEST_COMMAND;
+  out.set(body, 1);
+  return out;
+}
+
+export function decodeCommand(data: Uint8Array): string {
+  return new TextDecoder().decode(data.subarray(1));
+}
