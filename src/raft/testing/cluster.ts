@@ -1,8 +1,8 @@
 import { NO_NODE, SeededRandom, nodeId, type LogIndex, type NodeId, type Term } from '../../base/index.js';
-import { makeConfig } from '../config.js';
+import { decodeConfigEntry, makeConfig } from '../config.js';
 import type { RaftOptions } from '../options.js';
 import { RawNode } from '../raw-node.js';
-import type { Entry, HardState, Message, PersistedState, ReadFailure, ReadState, Snapshot } from '../types.js';
+import { EntryType, type Config, type Entry, type HardState, type Message, type PersistedState, type ReadFailure, type ReadState, type Ready, type Snapshot } from '../types.js';
 
 /**
  * A deterministic in-memory cluster of real RawNodes for tests and transcripts: each node has
@@ -40,6 +40,8 @@ export class TestCluster {
   /** Pairs (from>to) whose messages are dropped. */
   private readonly cut = new Set<string>();
   private readonly rng: SeededRandom;
+  /** When set (startRecording), every delivered message, including those lost to a cut. */
+  private recording: Message[] | undefined = undefined;
 
   constructor(private readonly opts: ClusterOptions = {}) {
     this.rng = new SeededRandom(opts.seed ?? 1);
@@ -113,8 +115,13 @@ export class TestCluster {
 
   /** Processes one Ready of a node (persist, queue messages, apply, advance). Returns whether there was one. */
   processReady(id: string): boolean {
+    return this.handleReady(id) !== undefined;
+  }
+
+  /** Like processReady, but hands back the Ready it processed (for transcripts), or undefined. */
+  handleReady(id: string): Ready | undefined {
     const n = this.node(id);
-    if (!n.raw.hasReady()) return false;
+    if (!n.raw.hasReady()) return undefined;
     const rd = n.raw.ready();
     if (rd.snapshot) {
       n.disk.snapshot = rd.snapshot;
@@ -132,7 +139,7 @@ export class TestCluster {
     n.readStates.push(...rd.readStates);
     n.readFailures.push(...rd.readFailures);
     n.raw.advance(rd);
-    return true;
+    return rd;
   }
 
   /** Delivers every queued message from `from` (or all nodes); returns the number delivered. */
@@ -145,6 +152,7 @@ export class TestCluster {
       n.outbox = keep;
       for (const m of send) {
         count++;
+        if (this.recording) this.recording.push(m);
         if (this.cut.has(`${m.from}>${m.to}`)) continue;
         const to = this.nodes.get(m.to);
         if (to) to.raw.step(structuredClone(m));
@@ -194,6 +202,32 @@ export class TestCluster {
     this.cut.clear();
   }
 
+  /** Whether messages from `from` to `to` are currently dropped by a partition or cut. */
+  isCut(from: string, to: string): boolean {
+    return this.cut.has(`${from}>${to}`);
+  }
+
+  /**
+   * The application of node `id` snapshotted its state at `index` (applied and durable): the
+   * core compacts its log, and the "driver" persists the snapshot and drops the entries it
+   * covers from disk, so a later restart starts from it.
+   */
+  compact(id: string, index: LogIndex, data: Uint8Array): Snapshot {
+    const n = this.node(id);
+    const at = n.disk.entries.find((e) => e.index === index);
+    if (!at) throw new Error(`node ${id} has no entry ${index} on disk to snapshot at`);
+    let config = n.disk.snapshot?.meta.config;
+    for (const e of n.disk.entries) {
+      if (e.index <= index && e.data[0] === EntryType.Config) config = decodeConfigEntry(e.data).config;
+    }
+    if (!config) throw new Error(`node ${id} knows no configuration at index ${index}`);
+    n.raw.compact(index, data);
+    const snapshot: Snapshot = { meta: { index, term: at.term, config }, data };
+    n.disk.snapshot = snapshot;
+    n.disk.entries = n.disk.entries.filter((e) => e.index > index);
+    return snapshot;
+  }
+
   tick(id: string, n = 1): void {
     for (let i = 0; i < n; i++) this.node(id).raw.tick();
   }
@@ -216,6 +250,94 @@ export class TestCluster {
     return best ? best.id : NO_NODE;
   }
 
+  /**
+   * Starts a voter with a hand-made log (paper Figure 7 and friends): index 1 is the bootstrap
+   * entry of `config` (term 1), then one command per element of `terms` (index 2, 3, ...),
+   * whose text is `t<term>i<index>` so that logs can be compared by content.
+   */
+  startWithLog(id: string, spec: { config: Config; terms: readonly number[]; term: number; vote?: string; commit?: number }): TestNode {
+    const boot = RawNode.bootstrapState(spec.config).entries;
+    const entries: Entry[] = [...boot];
+    spec.terms.forEach((t, k) => {
+      const index = k + 2;
+      entries.push({ index: index as LogIndex, term: t as Term, data: encodeCommand(`t${t}i${index}`) });
+    });
+    const hardState: HardState = {
+      term: spec.term as Term,
+      vote: (spec.vote ?? NO_NODE) as NodeId,
+      commit: (spec.commit ?? 1) as LogIndex,
+    };
+    return this.start(nodeId(id), { hardState, snapshot: undefined, entries });
+  }
+
+  /** Processes every pending Ready of `id` and takes (removes) the messages it queued. */
+  takeMessages(id: string): Message[] {
+    while (this.processReady(id)) {
+      // drain
+    }
+    const n = this.node(id);
+    const out = n.outbox;
+    n.outbox = [];
+    return out;
+  }
+
+  /** Queued, undelivered messages (all nodes' outboxes) matching the filter. */
+  pending(filter: (m: Message) => boolean = () => true): Message[] {
+    const out: Message[] = [];
+    for (const n of this.nodes.values()) for (const m of n.outbox) if (filter(m)) out.push(m);
+    return out;
+  }
+
+  /** Hands a message straight to its addressee (no outbox, no partition). */
+  inject(m: Message): void {
+    this.node(m.to).raw.step(structuredClone(m));
+  }
+
+  /** Records every message delivered from now on (also those lost to a cut); returns the live list. */
+  startRecording(): Message[] {
+    this.recording = [];
+    return this.recording;
+  }
+
+  /** Processes Readys of every node once each, until none has one, without delivering anything. */
+  processAll(): void {
+    let moved = true;
+    while (moved) {
+      moved = false;
+      for (const id of this.ids()) while (this.processReady(id)) moved = true;
+    }
+  }
+
+  /** `rounds` times: tick every node once, then stabilize (time passes with a working network). */
+  tickAndStabilize(rounds: number): void {
+    for (let i = 0; i < rounds; i++) {
+      this.tickAll();
+      this.stabilize();
+    }
+  }
+
+  /**
+   * Like stabilize, but delivers only the messages `allow` lets through; the rest stay queued
+   * (held back, not lost). Stops when no allowed message is left.
+   */
+  pump(allow: (m: Message) => boolean = () => true, maxRounds = 10_000): void {
+    for (let round = 0; round < maxRounds; round++) {
+      this.processAll();
+      if (this.deliver(allow) === 0) return;
+    }
+    throw new Error(`cluster did not quiesce within ${maxRounds} rounds`);
+  }
+
+  /** The terms of the entries on this node's disk, in index order. */
+  logTerms(id: string): number[] {
+    return this.node(id).disk.entries.map((e) => e.term);
+  }
+
+  /** This node's durable log as comparable [index, term, text] triples. */
+  logSummary(id: string): Array<[number, number, string]> {
+    return this.node(id).disk.entries.map((e) => [e.index, e.term, describeEntry(e)]);
+  }
+
   propose(id: string, text: string): { index: LogIndex; term: Term } {
     return this.node(id).raw.propose(encodeCommand(text));
   }
@@ -227,6 +349,22 @@ export class TestCluster {
 }
 
 export const TEST_COMMAND = 0x10;
+
+/** The configuration `TestCluster.bootstrap` gives these members. */
+export function testConfig(voterIds: readonly string[], learnerIds: readonly string[] = []): Config {
+  return makeConfig([
+    ...voterIds.map((v) => ({ id: nodeId(v), suffrage: 'voter' as const, address: `${v}:7500` })),
+    ...learnerIds.map((v) => ({ id: nodeId(v), suffrage: 'learner' as const, address: `${v}:7500` })),
+  ]);
+}
+
+/** A short label for an entry: the command text, `noop`, or `config`. */
+export function describeEntry(e: Entry): string {
+  if (e.data[0] === TEST_COMMAND) return decodeCommand(e.data);
+  if (e.data[0] === EntryType.Noop) return 'noop';
+  if (e.data[0] === EntryType.Config) return 'config';
+  return `type${String(e.data[0])}`;
+}
 
 export function encodeCommand(text: string): Uint8Array {
   const body = new TextEncoder().encode(text);
