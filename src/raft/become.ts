@@ -1,7 +1,8 @@
 import { assert, NO_NODE, type NodeId, type Term } from '../base/index.js';
+import type { LogIndex } from '../base/index.js';
 import { isVoter, NOOP_ENTRY_DATA } from './config.js';
 import { failForwardedReads, failLeaderReads } from './read-index.js';
-import { appendLeaderEntries, syncProgressWithConfig } from './replication.js';
+import { appendLeaderEntries, bcastAppend, syncProgressWithConfig } from './replication.js';
 import type { LeaderState, RaftState } from './state.js';
 
 /**
@@ -75,7 +76,8 @@ export function becomeLeader(r: RaftState): void {
   };
   r.role = ls;
   setLeader(r, r.id);
-  syncProgressWithConfig(r, ls);
+  // Raft §5.3: nextIndex starts just after the new leader's last entry.
+  syncProgressWithConfig(r, ls, (r.log.lastIndex() + 1) as LogIndex);
   for (const [id, pr] of ls.progress) pr.recentActive = id === r.id;
   // Thesis §6.4 / §4.1 errata: commit an entry of our own term before serving reads or
   // accepting a configuration change.
@@ -87,9 +89,26 @@ export function becomeLeader(r: RaftState): void {
  * once that configuration is committed (it managed the cluster until then).
  */
 export function maybeStepDownAfterRemoval(r: RaftState): boolean {
-  if (r.role.kind !== 'leader') return false;
+  const ls = r.leaderState();
+  if (!ls) return false;
   if (r.log.committed < r.log.configIndex()) return false;
   if (isVoter(r.log.config(), r.id)) return false;
+  // Before leaving: tell everyone the commit index (so they know the change is committed)
+  // and hand leadership to the most up-to-date voter, so the cluster does not wait an
+  // election timeout for a new leader (thesis §3.10 used for §4.2.2).
+  bcastAppend(r, ls, true);
+  let best: NodeId = NO_NODE;
+  let bestMatch = -1;
+  for (const id of r.voters()) {
+    const m = ls.progress.get(id)?.match ?? 0;
+    if (m > bestMatch) {
+      best = id;
+      bestMatch = m;
+    }
+  }
+  if (best !== NO_NODE && bestMatch === r.log.lastIndex()) {
+    r.send({ type: 'timeout-now', from: r.id, to: best, term: r.term });
+  }
   becomeFollower(r, r.term, NO_NODE);
   return true;
 }

@@ -235,20 +235,25 @@ export class RaftLog {
 
   /**
    * The application snapshotted its state at `index` (<= applied and durable): keep that
-   * snapshot to send to slow followers and drop the entries it covers.
+   * snapshot to send to followers too far behind, and drop the entries it covers except the
+   * last `retain` of them, so followers slightly behind still catch up from the log.
    */
-  compact(index: LogIndex, data: Uint8Array): Snapshot {
+  compact(index: LogIndex, data: Uint8Array, retain = 0): Snapshot {
     assert(index <= this.applied, () => `compact(${index}) beyond the applied index ${this.applied}`);
     assert(index <= this.stabled, () => `compact(${index}) beyond the durable index ${this.stabled}`);
     assert(index > this.prevIndex, () => `compact(${index}) is not after the current compaction point ${this.prevIndex}`);
     const t = this.term(index) as Term;
     const snapshot: Snapshot = { meta: { index, term: t, config: this.configAt(index) }, data };
-    this.entries = this.entries.slice(index - this.prevIndex);
-    // Keep the config that was in force at the new compaction point as the base.
-    const base = { index, config: snapshot.meta.config };
-    this.configs = [base, ...this.configs.filter((c) => c.index > index)];
-    this.prevIndex = index;
-    this.prevTerm = t;
+    const cut = Math.max(this.prevIndex, index - Math.max(0, retain)) as LogIndex;
+    if (cut > this.prevIndex) {
+      const cutTerm = this.term(cut) as Term;
+      // Keep the config in force at the new compaction point as the base.
+      const base = { index: cut, config: this.configAt(cut) };
+      this.entries = this.entries.slice(cut - this.prevIndex);
+      this.configs = [base, ...this.configs.filter((c) => c.index > cut)];
+      this.prevIndex = cut;
+      this.prevTerm = cutTerm;
+    }
     this.snapshot = snapshot;
     return snapshot;
   }

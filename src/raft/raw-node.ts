@@ -19,6 +19,7 @@ import {
   type ProgressStatus,
   type Ready,
   type SoftState,
+  type Snapshot,
   type Status,
 } from './types.js';
 
@@ -158,12 +159,16 @@ export class RawNode {
     ls.transferElapsed = 0;
     const pr = ls.progress.get(target);
     if (pr && pr.match === r.log.lastIndex()) r.send({ type: 'timeout-now', from: r.id, to: target, term: r.term });
-    else sendAppends(r, ls, target, false);
+    else sendAppends(r, ls, target, true);
   }
 
-  /** The application snapshotted its state at `index` (applied and durable); drop the log up to it. */
-  compact(index: LogIndex, data: Uint8Array): void {
-    this.r.log.compact(index, data);
+  /**
+   * The application snapshotted its state at `index` (applied and durable). The core keeps it
+   * for followers that need it and drops log entries up to it, except the last `retain`.
+   * Returns the snapshot with its metadata (term and configuration at `index`).
+   */
+  compact(index: LogIndex, data: Uint8Array, retain = 0): Snapshot {
+    return this.r.log.compact(index, data, retain);
   }
 
   hasReady(): boolean {

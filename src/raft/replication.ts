@@ -27,20 +27,30 @@ export function appendLeaderEntries(r: RaftState, ls: LeaderState, datas: readon
   }
   r.log.append(ents);
   ls.uncommittedBytes += bytes;
-  syncProgressWithConfig(r, ls);
+  // A member added by an entry just appended is probed from that entry, so it gets it at once
+  // (and rejects it if it lacks what precedes, starting the backtrack).
+  syncProgressWithConfig(r, ls, r.log.lastIndex());
   r.broadcastWanted = true;
   return ents;
 }
 
-/** Progress trackers follow the configuration in the log (it changes on append, §4.1). */
-export function syncProgressWithConfig(r: RaftState, ls: LeaderState): void {
+/**
+ * Progress trackers follow the configuration in the log (it changes on append, §4.1). New
+ * trackers start probing at `nextForNew`.
+ */
+export function syncProgressWithConfig(r: RaftState, ls: LeaderState, nextForNew: LogIndex): void {
   const members = new Set(r.log.config().members.map((m) => m.id));
   members.add(r.id);
   for (const id of members) {
-    if (!ls.progress.has(id)) {
-      const pr = newProgress(r, (r.log.lastIndex() + 1) as LogIndex);
-      if (id === r.id) pr.match = r.log.stabled;
-      ls.progress.set(id, pr);
+    if (ls.progress.has(id)) continue;
+    if (id === r.id) {
+      const self = newProgress(r, (r.log.lastIndex() + 1) as LogIndex);
+      self.match = r.log.stabled;
+      self.becomeReplicate();
+      self.next = (r.log.lastIndex() + 1) as LogIndex;
+      ls.progress.set(id, self);
+    } else {
+      ls.progress.set(id, newProgress(r, Math.max(1, nextForNew) as LogIndex));
     }
   }
   for (const id of [...ls.progress.keys()]) {
@@ -119,7 +129,10 @@ export function sendSnapshotChunk(r: RaftState, pr: Progress, to: NodeId): void 
  */
 export function maybeCommit(r: RaftState, ls: LeaderState): boolean {
   const self = ls.progress.get(r.id);
-  if (self) self.match = r.log.stabled;
+  if (self) {
+    self.match = r.log.stabled;
+    self.next = (r.log.lastIndex() + 1) as LogIndex;
+  }
   const voters = r.voters();
   const idx = majorityValue(voters, (id) => ls.progress.get(id)?.match ?? 0) as LogIndex;
   if (idx <= r.log.committed) return false;

@@ -20,8 +20,13 @@ export function stepLeader(r: RaftState, ls: LeaderState, m: Message): void {
       // lost ack (etcd does the same).
       if (pr.state === 'replicate' && pr.inflights.full()) pr.inflights.freeFirstOne();
       if (pr.state === 'snapshot') sendSnapshotChunk(r, pr, m.from);
-      else if (pr.match < r.log.lastIndex()) sendAppends(r, ls, m.from, false);
+      // Raft §5.3: retry until the follower has everything. Appends it never got may have
+      // moved `next` past them already, so send even an empty append: a rejection puts the
+      // follower back into probe and repairs it without waiting for a new proposal.
+      else if (pr.match < r.log.lastIndex()) sendAppends(r, ls, m.from, true);
       onHeartbeatAck(r, ls, m.from, m.readSeq);
+      // A lost TimeoutNow is re-sent while the transfer is still on.
+      maybeFinishTransfer(r, ls, m.from);
       return;
     }
     case 'snap-resp': {
