@@ -96,7 +96,7 @@ export function maybeStepDownAfterRemoval(r: RaftState): boolean {
   // Before leaving: tell everyone the commit index (so they know the change is committed)
   // and hand leadership to the most up-to-date voter, so the cluster does not wait an
   // election timeout for a new leader (thesis §3.10 used for §4.2.2).
-  bcastAppend(r, ls, true);
+  bcastAppend(r, ls, 'commit');
   let best: NodeId = NO_NODE;
   let bestMatch = -1;
   for (const id of r.voters()) {

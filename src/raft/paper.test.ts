@@ -861,3 +861,31 @@ t.test('§7 a follower behind the leader’s snapshot receives it; its log and c
   t.same(c.appliedCommands('n3'), ['after'], 'it restored the snapshot (before, a, b, c) and applied "after" from the log');
   t.same(c.logSummary('n3').filter(([i]) => i > 6), c.logSummary('n1').filter(([i]) => i > 6), 'entries after the snapshot match the leader’s');
 });
+
+t.test('§7 a follower that replaced its log with a snapshot restarts with the same log (the snapshot discards every entry)', async (t) => {
+  const c = new TestCluster(PAPER);
+  const config = testConfig(['n1', 'n2', 'n3']);
+  // n3 holds a long uncommitted suffix from term 2 (indexes 2..12); n1 and n2 moved on in term 3.
+  c.startWithLog('n1', { config, terms: [3, 3, 3], term: 3 });
+  c.startWithLog('n2', { config, terms: [3, 3, 3], term: 3 });
+  c.startWithLog('n3', { config, terms: [2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2], term: 2 });
+  c.isolate('n3');
+  c.elect('n1');
+  for (const x of ['a', 'b', 'c']) c.propose('n1', x);
+  c.stabilize();
+  const at = c.node('n1').raw.status().commit; // 8
+  c.compact('n1', at, new TextEncoder().encode('state@8'));
+  c.heal();
+  c.tick('n1');
+  c.stabilize();
+  const before = c.node('n3').raw.status();
+  t.same([before.snapshotIndex, before.lastIndex], [at, at], 'n3 replaced its whole log (2..12, term 2) with the snapshot at 8 (term 3)');
+  c.restart('n3');
+  const after = c.node('n3').raw.status();
+  t.same(
+    [after.snapshotIndex, after.firstIndex, after.lastIndex],
+    [before.snapshotIndex, before.firstIndex, before.lastIndex],
+    'after a restart its log is what it was: the stale term-2 entries 9..12 must not come back from disk',
+  );
+  t.same(c.logTerms('n3'), [], 'nothing after the snapshot on disk');
+});

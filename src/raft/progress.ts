@@ -23,6 +23,8 @@ export class Progress {
   /** Snapshot state: the snapshot being sent and how many of its bytes were acknowledged. */
   snapshot: Snapshot | undefined = undefined;
   snapOffset = 0;
+  /** Highest commit index carried by an append sent to this follower (skips redundant commit-only appends). */
+  sentCommit = 0;
 
   constructor(next: LogIndex, maxInflightMsgs: number, maxInflightBytes: number) {
     this.next = next;

@@ -159,7 +159,7 @@ export class RawNode {
     ls.transferElapsed = 0;
     const pr = ls.progress.get(target);
     if (pr && pr.match === r.log.lastIndex()) r.send({ type: 'timeout-now', from: r.id, to: target, term: r.term });
-    else sendAppends(r, ls, target, true);
+    else sendAppends(r, ls, target, 'always');
   }
 
   /**
@@ -263,7 +263,7 @@ export class RawNode {
         const commit = r.broadcastCommit;
         r.broadcastWanted = false;
         r.broadcastCommit = false;
-        bcastAppend(r, ls, commit);
+        bcastAppend(r, ls, commit ? 'commit' : 'never');
       }
       if (ls.readRoundWanted) {
         ls.readRoundWanted = false;

@@ -62,36 +62,44 @@ export function syncProgressWithConfig(r: RaftState, ls: LeaderState, nextForNew
 }
 
 /**
+ * When an append with no entries is worth sending: never; only to carry a commit index the
+ * follower has not been sent yet; or always (to elicit a rejection that repairs a follower
+ * whose appends were lost).
+ */
+export type EmptyAppend = 'never' | 'commit' | 'always';
+
+/**
  * Sends one append to `to` if its progress allows (or a snapshot chunk if the entries it
  * needs are compacted away). Returns whether a message was sent.
  */
-export function maybeSendAppend(r: RaftState, ls: LeaderState, to: NodeId, sendIfEmpty: boolean): boolean {
+export function maybeSendAppend(r: RaftState, ls: LeaderState, to: NodeId, empty: EmptyAppend): boolean {
   const pr = ls.progress.get(to);
   if (!pr || to === r.id || pr.isPaused()) return false;
   const prevIndex = (pr.next - 1) as LogIndex;
   const prevTerm = r.log.term(prevIndex);
   if (prevTerm === undefined) return startSnapshot(r, pr, to);
   const ents = pr.next <= r.log.lastIndex() ? r.log.slice(pr.next, r.log.lastIndex() + 1, r.opts.maxAppendBytes) : [];
-  if (ents.length === 0 && !sendIfEmpty) return false;
+  if (ents.length === 0 && (empty === 'never' || (empty === 'commit' && pr.sentCommit >= r.log.committed))) return false;
   let bytes = 0;
   for (const e of ents) bytes += e.data.length;
   r.send({ type: 'app', from: r.id, to, term: r.term, index: prevIndex, logTerm: prevTerm, entries: ents, commit: r.log.committed });
+  if (pr.sentCommit < r.log.committed) pr.sentCommit = r.log.committed;
   const last = ents[ents.length - 1];
   pr.sentEntries(ents.length, last ? last.index : prevIndex, bytes);
   return true;
 }
 
 /** Sends as much as the follower's progress allows (pipelining in replicate state). */
-export function sendAppends(r: RaftState, ls: LeaderState, to: NodeId, sendIfEmpty: boolean): void {
-  if (!maybeSendAppend(r, ls, to, sendIfEmpty)) return;
-  while (maybeSendAppend(r, ls, to, false)) {
+export function sendAppends(r: RaftState, ls: LeaderState, to: NodeId, empty: EmptyAppend): void {
+  if (!maybeSendAppend(r, ls, to, empty)) return;
+  while (maybeSendAppend(r, ls, to, 'never')) {
     // keep pipelining until paused or caught up
   }
 }
 
-export function bcastAppend(r: RaftState, ls: LeaderState, sendIfEmpty: boolean): void {
+export function bcastAppend(r: RaftState, ls: LeaderState, empty: EmptyAppend): void {
   for (const id of ls.progress.keys()) {
-    if (id !== r.id) sendAppends(r, ls, id, sendIfEmpty);
+    if (id !== r.id) sendAppends(r, ls, id, empty);
   }
 }
 

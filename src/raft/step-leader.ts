@@ -23,7 +23,7 @@ export function stepLeader(r: RaftState, ls: LeaderState, m: Message): void {
       // Raft §5.3: retry until the follower has everything. Appends it never got may have
       // moved `next` past them already, so send even an empty append: a rejection puts the
       // follower back into probe and repairs it without waiting for a new proposal.
-      else if (pr.match < r.log.lastIndex()) sendAppends(r, ls, m.from, true);
+      else if (pr.match < r.log.lastIndex()) sendAppends(r, ls, m.from, 'always');
       onHeartbeatAck(r, ls, m.from, m.readSeq);
       // A lost TimeoutNow is re-sent while the transfer is still on.
       maybeFinishTransfer(r, ls, m.from);
@@ -57,7 +57,7 @@ function handleAppendResp(r: RaftState, ls: LeaderState, m: MsgAppResp): void {
     if (m.hintTerm > 0) hint = r.log.findConflictByTerm(m.hintIndex, m.hintTerm).index;
     if (pr.maybeDecrTo(m.index, hint)) {
       if (pr.state === 'replicate') pr.becomeProbe();
-      sendAppends(r, ls, m.from, false);
+      sendAppends(r, ls, m.from, 'never');
     }
     return;
   }
@@ -69,14 +69,16 @@ function handleAppendResp(r: RaftState, ls: LeaderState, m: MsgAppResp): void {
     if (maybeCommit(r, ls)) {
       if (maybeStepDownAfterRemoval(r)) return;
     }
-    sendAppends(r, ls, m.from, false);
+    // A follower that was paused (probing) may have acked an append carrying an old commit
+    // index: an empty append tells it the commit now rather than a heartbeat later.
+    sendAppends(r, ls, m.from, wasPaused ? 'commit' : 'never');
     maybeFinishTransfer(r, ls, m.from);
   } else if (wasPaused && pr.state === 'replicate') {
-    sendAppends(r, ls, m.from, false);
+    sendAppends(r, ls, m.from, 'never');
   } else if (pr.state === 'snapshot' && pr.snapshot && m.index >= pr.snapshot.meta.index) {
     // The follower already had the snapshot's entries; resume normal replication.
     pr.becomeProbe();
-    sendAppends(r, ls, m.from, false);
+    sendAppends(r, ls, m.from, 'never');
   }
 }
 

@@ -260,6 +260,16 @@ t.test('§3.10 leadership transfer to a slow follower: it catches up first; prop
   t.same(c.appliedCommands('n3'), ['a', 'b', 'c'], 'with every entry');
 });
 
+t.test('§3.10 leadership can only be transferred to a voter', async (t) => {
+  const c = new TestCluster();
+  c.bootstrap(['n1', 'n2', 'n3'], ['n4']);
+  c.elect('n1');
+  t.throws(() => c.node('n1').raw.transferLeadership(n('n4')), { code: 'INVALID_ARGUMENT' }, 'not to a learner');
+  t.throws(() => c.node('n1').raw.transferLeadership(n('n9')), { code: 'INVALID_ARGUMENT' }, 'not to a stranger');
+  t.throws(() => c.node('n2').raw.transferLeadership(n('n3')), { code: 'NOT_LEADER' }, 'only the leader transfers');
+  t.equal(c.node('n1').raw.status().leadTransferee, NO_NODE, 'no transfer started');
+});
+
 t.test('§3.10 a transfer that does not finish within an election timeout is aborted', async (t) => {
   const c = threeWithLeader();
   c.isolate('n3');
@@ -381,6 +391,17 @@ t.test('§6.4 a leader that loses leadership fails its pending reads, local and 
   t.same(c.node('n1').readStates, [], 'and was never served');
   t.same(c.node('n2').readFailures, [{ requestId: 'f1', reason: 'not-leader' }], 'the forwarded read is refused back to n2');
   t.same(c.node('n2').readStates, []);
+});
+
+t.test('§6.4 a single-voter leader is its own quorum: reads are served at once', async (t) => {
+  const c = new TestCluster();
+  c.bootstrap(['n1']);
+  c.elect('n1');
+  c.propose('n1', 'x');
+  c.stabilize();
+  c.node('n1').raw.readIndex('r1');
+  c.processReady('n1');
+  t.same(c.node('n1').readStates, [{ requestId: 'r1', index: 3 }], 'released in the next Ready, at commit 3');
 });
 
 t.test('§6.4 a follower that knows no leader fails a read with no-leader', async (t) => {

@@ -192,8 +192,9 @@ export type MessageType = Message['type'];
 
 /**
  * What the driver must do, in this order (STYLE.md, etcd `Ready`):
- *   1. persist `snapshot` (if any), then `entries` and `hardState` atomically, fsync when
- *      `mustSync`;
+ *   1. persist `snapshot` (if any; it replaces the WHOLE log: drop every stored entry, before
+ *      and after its index), then `entries` (an entry at index i replaces every stored entry
+ *      >= i) and `hardState`, atomically; fsync when `mustSync`;
  *   2. send `messages` (only after step 1 is durable: a vote or an append ack promises it);
  *   3. install `snapshot` into the state machine, then apply `committedEntries` in order;
  *   4. hand `readStates` to waiting readers once their index is applied;

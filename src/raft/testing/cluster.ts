@@ -125,7 +125,9 @@ export class TestCluster {
     const rd = n.raw.ready();
     if (rd.snapshot) {
       n.disk.snapshot = rd.snapshot;
-      n.disk.entries = n.disk.entries.filter((e) => e.index > (rd.snapshot as Snapshot).meta.index);
+      // A snapshot replaces the whole log: entries after it on disk are stale (the core
+      // dropped them) and would otherwise come back on restart behind a newer term.
+      n.disk.entries = [];
       n.restoredFrom.push(rd.snapshot);
       n.applied = n.applied.filter((e) => e.index <= (rd.snapshot as Snapshot).meta.index);
     }
