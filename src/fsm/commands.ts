@@ -1,0 +1,48 @@
+import type { Revision } from '../base/index.js';
+import type { JsonValue, ResourceId, StatusEntry, Tenancy, TypeRef, Condition } from '../store/index.js';
+
+/**
+ * Command bodies carried in envelopes. Everything non-deterministic is chosen by the proposer
+ * (the API layer on the leader's side) and travels in the header, so every replica applies
+ * the same command to the same state with the same outcome.
+ */
+export interface CommandHeader {
+  /** Client-chosen proposal id; a repeat within the window returns the first result. */
+  readonly requestId?: string;
+  /** ISO timestamp stamped by the proposer: the only time apply ever sees. */
+  readonly time: string;
+  /** Uid for a resource this command creates. */
+  readonly uid: string;
+  /** Generation for a resource whose generation this command changes. */
+  readonly generation: string;
+}
+
+export interface NameRef {
+  readonly type: TypeRef;
+  readonly tenancy: Tenancy;
+  readonly name: string;
+  readonly uid?: string;
+}
+
+export interface WriteCommand extends CommandHeader {
+  readonly id: NameRef;
+  readonly owner?: ResourceId | null;
+  readonly metadata?: Readonly<Record<string, string>>;
+  readonly finalizers?: readonly string[];
+  readonly data: JsonValue;
+  readonly status?: Readonly<Record<string, StatusEntry>>;
+  readonly expectedVersion?: Revision;
+}
+
+export interface DeleteCommand extends CommandHeader {
+  readonly id: NameRef;
+  readonly expectedVersion?: Revision;
+}
+
+export interface WriteStatusCommand extends CommandHeader {
+  readonly id: NameRef & { readonly uid: string };
+  readonly key: string;
+  readonly observedGeneration: string;
+  readonly conditions: readonly Condition[];
+  readonly expectedVersion?: Revision;
+}

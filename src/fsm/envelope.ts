@@ -1,0 +1,58 @@
+import { Packr } from 'msgpackr';
+import { AssertionError } from '../base/index.js';
+
+/**
+ * Log entry envelopes: byte 0 is the message type, the rest is the msgpack body
+ * (ARCHITECTURE.md). The table is numbered append-only: a number is never reused, even after
+ * its message is retired. Types with the high bit (0x80) set may be skipped by a node that
+ * does not know them (the sender promises they only add optional behaviour); any other
+ * unknown type stops the node rather than let it diverge silently.
+ *
+ * | type | name            | owner | body                                   |
+ * |------|-----------------|-------|----------------------------------------|
+ * | 0x01 | Noop            | raft  | nil                                    |
+ * | 0x02 | Config          | raft  | { change, config }                     |
+ * | 0x10 | ResourceWrite   | fsm   | CommandHeader & WriteBody              |
+ * | 0x11 | ResourceDelete  | fsm   | CommandHeader & DeleteBody             |
+ * | 0x12 | ResourceStatus  | fsm   | CommandHeader & WriteStatusBody        |
+ */
+export const MessageType = {
+  Noop: 0x01,
+  Config: 0x02,
+  ResourceWrite: 0x10,
+  ResourceDelete: 0x11,
+  ResourceStatus: 0x12,
+} as const;
+export type MessageType = (typeof MessageType)[keyof typeof MessageType];
+
+export const IGNORABLE_FLAG = 0x80;
+
+// variableMapSize: objects with more than 65,535 keys must still encode.
+const packr = new Packr({ useRecords: false, mapsAsObjects: true, moreTypes: false, variableMapSize: true });
+
+export function encodeEnvelope(type: number, body: unknown): Uint8Array {
+  if (!Number.isInteger(type) || type < 0 || type > 0xff) throw new AssertionError(`envelope type ${type} is not a byte`);
+  const packed = packr.pack(body);
+  const out = new Uint8Array(packed.length + 1);
+  out[0] = type;
+  out.set(packed, 1);
+  return out;
+}
+
+export function envelopeType(data: Uint8Array): number {
+  const t = data[0];
+  if (t === undefined) throw new AssertionError('empty log entry: an envelope needs a type byte');
+  return t;
+}
+
+export function decodeBody(data: Uint8Array): unknown {
+  return packr.unpack(data.subarray(1));
+}
+
+export function packBody(v: unknown): Uint8Array {
+  return packr.pack(v);
+}
+
+export function unpackBody(b: Uint8Array): unknown {
+  return packr.unpack(b);
+}

@@ -1,0 +1,198 @@
+import { AssertionError, CairnError, ErrorCode, type LogIndex, type Revision } from '../base/index.js';
+import { EntryType, type Entry, type SnapshotMeta } from '../raft/index.js';
+import { ResourceStore, type ApplyContext, type ChangeRecord, type Resource } from '../store/index.js';
+import type { DeleteCommand, WriteCommand, WriteStatusCommand } from './commands.js';
+import { decodeBody, envelopeType, IGNORABLE_FLAG, MessageType } from './envelope.js';
+import { readSnapshotFrames, writeSnapshotFrames } from './snapshot-format.js';
+import { validateDelete, validateWrite, validateWriteStatus } from './validate.js';
+
+/** What the proposer learns from applying its entry. Plain data, so it can be forwarded. */
+export type ApplyResult =
+  | { readonly ok: true; readonly kind: 'write'; readonly resource: Resource; readonly changed: boolean }
+  | { readonly ok: true; readonly kind: 'delete'; readonly deleted: boolean; readonly resource: Resource | null }
+  | { readonly ok: true; readonly kind: 'status'; readonly resource: Resource }
+  | { readonly ok: true; readonly kind: 'none' }
+  | { readonly ok: false; readonly error: { readonly code: string; readonly message: string; readonly details: Readonly<Record<string, unknown>> } };
+
+export class UnknownEntryTypeError extends Error {
+  override readonly name = 'UnknownEntryTypeError';
+}
+
+export interface FsmOptions {
+  /** How many recent request ids are remembered for de-duplication. Default 10,000. */
+  readonly dedupeWindow?: number;
+  /** Told about skipped entries of unknown ignorable types (0x80 and above). */
+  readonly onIgnoredEntry?: (type: number, index: LogIndex) => void;
+  /** Told about a command that could not be decoded (applied as a deterministic error). */
+  readonly onMalformedEntry?: (type: number, index: LogIndex, message: string) => void;
+}
+
+const NONE: ApplyResult = { ok: true, kind: 'none' };
+
+/**
+ * The finite state machine: decodes each committed envelope and applies it to the store,
+ * deterministically. Owns the de-duplication window for proposal ids (so a retried
+ * forwarded write never applies twice) and the snapshot format.
+ */
+export class Fsm {
+  store: ResourceStore;
+  private applied = 0 as LogIndex;
+  private readonly dedupe = new Map<string, ApplyResult>();
+  private readonly dedupeWindow: number;
+
+  constructor(private readonly opts: FsmOptions = {}) {
+    this.store = new ResourceStore();
+    this.dedupeWindow = opts.dedupeWindow ?? 10_000;
+  }
+
+  get appliedIndex(): LogIndex {
+    return this.applied;
+  }
+
+  apply(entry: Entry): { readonly result: ApplyResult; readonly changes: readonly ChangeRecord[] } {
+    if (entry.index <= this.applied) {
+      throw new AssertionError(`entry ${entry.index} applied twice (applied index ${this.applied})`);
+    }
+    const out = this.dispatch(entry);
+    this.applied = entry.index;
+    this.store.setRevision(entry.index as number as Revision);
+    return out;
+  }
+
+  private dispatch(entry: Entry): { result: ApplyResult; changes: readonly ChangeRecord[] } {
+    const type = envelopeType(entry.data);
+    switch (type) {
+      case EntryType.Noop:
+      case EntryType.Config:
+        return { result: NONE, changes: [] };
+      case MessageType.ResourceWrite:
+      case MessageType.ResourceDelete:
+      case MessageType.ResourceStatus:
+        return this.applyCommand(type, entry);
+      default:
+        if (type & IGNORABLE_FLAG) {
+          this.opts.onIgnoredEntry?.(type, entry.index);
+          return { result: NONE, changes: [] };
+        }
+        throw new UnknownEntryTypeError(
+          `log entry ${entry.index} has unknown message type 0x${type.toString(16).padStart(2, '0')}; ` +
+            'this node is older than the cluster: upgrade it before it applies further entries',
+        );
+    }
+  }
+
+  private applyCommand(type: number, entry: Entry): { result: ApplyResult; changes: readonly ChangeRecord[] } {
+    let body: unknown;
+    try {
+      body = decodeBody(entry.data);
+    } catch (e) {
+      return this.malformed(type, entry, e instanceof Error ? e.message : String(e));
+    }
+    const checked =
+      type === MessageType.ResourceWrite ? validateWrite(body) : type === MessageType.ResourceDelete ? validateDelete(body) : validateWriteStatus(body);
+    if (typeof checked === 'string') return this.malformed(type, entry, checked);
+    const cmd = checked.cmd;
+    if (cmd.requestId !== undefined) {
+      const seen = this.dedupe.get(cmd.requestId);
+      if (seen) return { result: seen, changes: [] };
+    }
+    const ctx: ApplyContext = { revision: entry.index as number as Revision, time: cmd.time, newUid: cmd.uid, newGeneration: cmd.generation };
+    let result: ApplyResult;
+    let changes: readonly ChangeRecord[] = [];
+    switch (checked.kind) {
+      case 'write': {
+        const r = this.store.write(toStoreWrite(checked.cmd), ctx);
+        if (r.ok) {
+          result = { ok: true, kind: 'write', resource: r.value.resource, changed: r.value.changed };
+          changes = r.value.changes;
+        } else result = failure(r.error);
+        break;
+      }
+      case 'delete': {
+        const r = this.store.delete(toStoreDelete(checked.cmd), ctx);
+        if (r.ok) {
+          result = { ok: true, kind: 'delete', deleted: r.value.deleted, resource: r.value.resource };
+          changes = r.value.changes;
+        } else result = failure(r.error);
+        break;
+      }
+      case 'status': {
+        const r = this.store.writeStatus(toStoreStatus(checked.cmd), ctx);
+        if (r.ok) {
+          result = { ok: true, kind: 'status', resource: r.value.resource };
+          changes = r.value.changes;
+        } else result = failure(r.error);
+        break;
+      }
+    }
+    if (cmd.requestId !== undefined) this.remember(cmd.requestId, result);
+    return { result, changes };
+  }
+
+  private malformed(type: number, entry: Entry, message: string): { result: ApplyResult; changes: readonly ChangeRecord[] } {
+    // Every replica sees the same bytes and reaches the same verdict, so refusing the command
+    // (rather than crashing every node) keeps the cluster up and identical.
+    this.opts.onMalformedEntry?.(type, entry.index, message);
+    return { result: failure(new CairnError(ErrorCode.INTERNAL, `log entry ${entry.index} is malformed: ${message}`)), changes: [] };
+  }
+
+  private remember(requestId: string, result: ApplyResult): void {
+    this.dedupe.set(requestId, result);
+    if (this.dedupe.size > this.dedupeWindow) {
+      const oldest = this.dedupe.keys().next();
+      if (!oldest.done) this.dedupe.delete(oldest.value);
+    }
+  }
+
+  /** A copy-on-write view of the state, serialized in chunks on demand. */
+  snapshot(): { readonly index: LogIndex; chunks(): Iterable<Uint8Array> } {
+    const index = this.applied;
+    const view = this.store.snapshot();
+    const dedupe = [...this.dedupe.entries()];
+    return {
+      index,
+      chunks: () => writeSnapshotFrames({ format: 1, index, dedupe }, view.chunks()),
+    };
+  }
+
+  restore(meta: SnapshotMeta, data: Uint8Array): void {
+    const { header, bodies } = readSnapshotFrames(data);
+    if (header.index !== meta.index) {
+      throw new AssertionError(`snapshot data is for index ${header.index} but its metadata says ${meta.index}`);
+    }
+    this.store = ResourceStore.restore(bodies);
+    this.dedupe.clear();
+    for (const [id, result] of header.dedupe) this.dedupe.set(id, result as ApplyResult);
+    this.applied = meta.index;
+  }
+}
+
+function failure(e: CairnError): ApplyResult {
+  return { ok: false, error: { code: e.code, message: e.message, details: e.details } };
+}
+
+function toStoreWrite(c: WriteCommand): Parameters<ResourceStore['write']>[0] {
+  return {
+    id: c.id,
+    data: c.data,
+    ...(c.owner !== undefined ? { owner: c.owner } : {}),
+    ...(c.metadata !== undefined ? { metadata: c.metadata } : {}),
+    ...(c.finalizers !== undefined ? { finalizers: c.finalizers } : {}),
+    ...(c.status !== undefined ? { status: c.status } : {}),
+    ...(c.expectedVersion !== undefined ? { expectedVersion: c.expectedVersion } : {}),
+  } as Parameters<ResourceStore['write']>[0];
+}
+
+function toStoreDelete(c: DeleteCommand): Parameters<ResourceStore['delete']>[0] {
+  return { id: c.id, ...(c.expectedVersion !== undefined ? { expectedVersion: c.expectedVersion } : {}) } as Parameters<ResourceStore['delete']>[0];
+}
+
+function toStoreStatus(c: WriteStatusCommand): Parameters<ResourceStore['writeStatus']>[0] {
+  return {
+    id: c.id,
+    key: c.key,
+    observedGeneration: c.observedGeneration,
+    conditions: c.conditions,
+    ...(c.expectedVersion !== undefined ? { expectedVersion: c.expectedVersion } : {}),
+  } as Parameters<ResourceStore['writeStatus']>[0];
+}

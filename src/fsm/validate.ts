@@ -1,0 +1,160 @@
+import type { Revision } from '../base/index.js';
+import type { Condition, JsonValue, ResourceId, StatusEntry, Tenancy, TypeRef } from '../store/index.js';
+import type { DeleteCommand, NameRef, WriteCommand, WriteStatusCommand } from './commands.js';
+
+/**
+ * Structural checks of decoded command bodies. The API layer validated the content before
+ * proposing; this guards against a malformed entry (a bug or a foreign writer) so that apply
+ * refuses it deterministically instead of corrupting the store. Returns a reason on failure.
+ */
+type Checked =
+  | { readonly kind: 'write'; readonly cmd: WriteCommand }
+  | { readonly kind: 'delete'; readonly cmd: DeleteCommand }
+  | { readonly kind: 'status'; readonly cmd: WriteStatusCommand };
+
+class Invalid extends Error {}
+
+function rec(v: unknown, what: string): Record<string, unknown> {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Invalid(`${what} must be an object`);
+  return v as Record<string, unknown>;
+}
+
+function str(v: unknown, what: string): string {
+  if (typeof v !== 'string') throw new Invalid(`${what} must be a string`);
+  return v;
+}
+
+function optStr(v: unknown, what: string): string | undefined {
+  return v === undefined || v === null ? undefined : str(v, what);
+}
+
+function optVersion(v: unknown): Revision | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new Invalid('expectedVersion must be a non-negative integer');
+  return v as Revision;
+}
+
+function typeRef(v: unknown): TypeRef {
+  const o = rec(v, 'type');
+  return { group: str(o['group'], 'type.group'), groupVersion: str(o['groupVersion'], 'type.groupVersion'), kind: str(o['kind'], 'type.kind') };
+}
+
+function tenancy(v: unknown): Tenancy {
+  const o = rec(v, 'tenancy');
+  return { partition: str(o['partition'], 'tenancy.partition'), namespace: str(o['namespace'], 'tenancy.namespace') };
+}
+
+function nameRef(v: unknown): NameRef {
+  const o = rec(v, 'id');
+  const uid = optStr(o['uid'], 'id.uid');
+  return { type: typeRef(o['type']), tenancy: tenancy(o['tenancy']), name: str(o['name'], 'id.name'), ...(uid !== undefined ? { uid } : {}) };
+}
+
+function resourceId(v: unknown): ResourceId {
+  const o = rec(v, 'owner');
+  return { type: typeRef(o['type']), tenancy: tenancy(o['tenancy']), name: str(o['name'], 'owner.name'), uid: str(o['uid'], 'owner.uid') };
+}
+
+function json(v: unknown, depth = 0): JsonValue {
+  if (depth > 100) throw new Invalid('data is nested too deeply');
+  if (v === null || typeof v === 'boolean' || typeof v === 'string') return v;
+  if (typeof v === 'number') {
+    if (!Number.isFinite(v)) throw new Invalid('data contains a non-finite number');
+    return v;
+  }
+  if (Array.isArray(v)) return v.map((x) => json(x, depth + 1));
+  const o = rec(v, 'data');
+  const out: Record<string, JsonValue> = {};
+  for (const k of Object.keys(o)) out[k] = json(o[k], depth + 1);
+  return out;
+}
+
+function stringMap(v: unknown, what: string): Record<string, string> {
+  const o = rec(v, what);
+  const out: Record<string, string> = {};
+  for (const k of Object.keys(o)) out[k] = str(o[k], `${what}.${k}`);
+  return out;
+}
+
+function strings(v: unknown, what: string): string[] {
+  if (!Array.isArray(v)) throw new Invalid(`${what} must be an array`);
+  return v.map((x, i) => str(x, `${what}[${i}]`));
+}
+
+function conditions(v: unknown): Condition[] {
+  if (!Array.isArray(v)) throw new Invalid('conditions must be an array');
+  return v.map((c, i) => {
+    const o = rec(c, `conditions[${i}]`);
+    const state = o['state'];
+    if (state !== 'TRUE' && state !== 'FALSE' && state !== 'UNKNOWN') throw new Invalid(`conditions[${i}].state is invalid`);
+    return { type: str(o['type'], 'type'), state, reason: str(o['reason'], 'reason'), message: str(o['message'], 'message') };
+  });
+}
+
+function statusMap(v: unknown): Record<string, StatusEntry> {
+  const o = rec(v, 'status');
+  const out: Record<string, StatusEntry> = {};
+  for (const k of Object.keys(o)) {
+    const s = rec(o[k], `status.${k}`);
+    out[k] = { observedGeneration: str(s['observedGeneration'], 'observedGeneration'), conditions: conditions(s['conditions']), updatedAt: str(s['updatedAt'], 'updatedAt') };
+  }
+  return out;
+}
+
+function header(o: Record<string, unknown>): { requestId?: string; time: string; uid: string; generation: string } {
+  const requestId = optStr(o['requestId'], 'requestId');
+  return { ...(requestId !== undefined ? { requestId } : {}), time: str(o['time'], 'time'), uid: str(o['uid'], 'uid'), generation: str(o['generation'], 'generation') };
+}
+
+function guard(f: () => Checked): Checked | string {
+  try {
+    return f();
+  } catch (e) {
+    if (e instanceof Invalid) return e.message;
+    throw e;
+  }
+}
+
+export function validateWrite(body: unknown): Checked | string {
+  return guard(() => {
+    const o = rec(body, 'write command');
+    const expectedVersion = optVersion(o['expectedVersion']);
+    const cmd: WriteCommand = {
+      ...header(o),
+      id: nameRef(o['id']),
+      data: json(o['data']),
+      ...(o['owner'] === null ? { owner: null } : o['owner'] !== undefined ? { owner: resourceId(o['owner']) } : {}),
+      ...(o['metadata'] !== undefined ? { metadata: stringMap(o['metadata'], 'metadata') } : {}),
+      ...(o['finalizers'] !== undefined ? { finalizers: strings(o['finalizers'], 'finalizers') } : {}),
+      ...(o['status'] !== undefined ? { status: statusMap(o['status']) } : {}),
+      ...(expectedVersion !== undefined ? { expectedVersion } : {}),
+    };
+    return { kind: 'write', cmd };
+  });
+}
+
+export function validateDelete(body: unknown): Checked | string {
+  return guard(() => {
+    const o = rec(body, 'delete command');
+    const expectedVersion = optVersion(o['expectedVersion']);
+    return { kind: 'delete', cmd: { ...header(o), id: nameRef(o['id']), ...(expectedVersion !== undefined ? { expectedVersion } : {}) } };
+  });
+}
+
+export function validateWriteStatus(body: unknown): Checked | string {
+  return guard(() => {
+    const o = rec(body, 'status command');
+    const id = nameRef(o['id']);
+    if (id.uid === undefined) throw new Invalid('a status write needs id.uid');
+    const expectedVersion = optVersion(o['expectedVersion']);
+    const cmd: WriteStatusCommand = {
+      ...header(o),
+      id: { ...id, uid: id.uid },
+      key: str(o['key'], 'key'),
+      observedGeneration: str(o['observedGeneration'], 'observedGeneration'),
+      conditions: conditions(o['conditions']),
+      ...(expectedVersion !== undefined ? { expectedVersion } : {}),
+    };
+    return { kind: 'status', cmd };
+  });
+}

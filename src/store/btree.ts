@@ -1,0 +1,45 @@
+import sortedBtree from 'sorted-btree';
+
+/**
+ * sorted-btree is a CommonJS package whose class is `exports.default`; from ESM the default
+ * import is the whole `module.exports`, hence `.default`. Its `clone()` is O(1): both trees share
+ * nodes and copy a path on the next write to either (copy-on-write), which is what makes store
+ * snapshots cheap.
+ */
+export const BTree = sortedBtree.default;
+export type BTree<K, V> = InstanceType<typeof sortedBtree.default<K, V>>;
+
+/** Plain code-unit order for string keys (the index keys are compared as strings, nothing else). */
+export function compareStrings(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+export function stringTree<V>(): BTree<string, V> {
+  return new BTree<string, V>(undefined, compareStrings);
+}
+
+/**
+ * Calls `visit` for every entry whose key starts with `prefix`, in key order, without touching
+ * the rest of the tree. `visit` may not change the tree (collect first, then change).
+ */
+export function scanPrefix<V>(tree: BTree<string, V>, prefix: string, visit: (key: string, value: V) => void): void {
+  const high = prefixEnd(prefix);
+  if (high === undefined) {
+    for (const [k, v] of tree.entries(prefix === '' ? undefined : prefix)) {
+      if (!k.startsWith(prefix)) break;
+      visit(k, v);
+    }
+    return;
+  }
+  tree.forRange(prefix, high, false, (k, v) => {
+    visit(k, v);
+  });
+}
+
+/** The least string greater than every string that starts with `prefix`; undefined if none. */
+export function prefixEnd(prefix: string): string | undefined {
+  let i = prefix.length - 1;
+  while (i >= 0 && prefix.charCodeAt(i) === 0xffff) i--;
+  if (i < 0) return undefined;
+  return prefix.slice(0, i) + String.fromCharCode(prefix.charCodeAt(i) + 1);
+}

@@ -1,0 +1,62 @@
+import { assert } from '../base/index.js';
+import { type BTree, stringTree } from './btree.js';
+import { keyOfId, ownerKey } from './keys.js';
+import type { Resource } from './types.js';
+
+/**
+ * The three indexes, always changed together:
+ * - `byKey`:   primary key (keys.ts) -> resource, ordered, for point reads and range scans;
+ * - `byUid`:   uid -> primary key;
+ * - `byOwner`: `ownerUid \0 childKey` -> childKey, so one owner's children are one range.
+ *
+ * All three are B+ trees, so `clone()` is O(1) and the clones share every unchanged node (and
+ * every resource object, which is frozen) with the live indexes.
+ */
+export class Indexes {
+  private constructor(
+    readonly byKey: BTree<string, Resource>,
+    readonly byUid: BTree<string, string>,
+    readonly byOwner: BTree<string, string>,
+  ) {}
+
+  static empty(): Indexes {
+    return new Indexes(stringTree(), stringTree(), stringTree());
+  }
+
+  /** An O(1) copy-on-write copy, frozen: writing to it is a bug and throws. */
+  frozenClone(): Indexes {
+    const ix = new Indexes(this.byKey.clone(), this.byUid.clone(), this.byOwner.clone());
+    ix.byKey.freeze();
+    ix.byUid.freeze();
+    ix.byOwner.freeze();
+    return ix;
+  }
+
+  get size(): number {
+    return this.byKey.size;
+  }
+
+  /** Adds a resource that is not stored yet (its key and uid are free). */
+  insert(key: string, r: Resource): void {
+    assert(key === keyOfId(r.id), () => `insert: key ${JSON.stringify(key)} is not the key of ${JSON.stringify(r.id)}`);
+    assert(this.byKey.set(key, r, false), () => `insert: key ${JSON.stringify(key)} is already stored`);
+    assert(this.byUid.set(r.id.uid, key, false), () => `insert: uid ${r.id.uid} is already stored`);
+    if (r.owner !== null) this.byOwner.set(ownerKey(r.owner.uid, key), key);
+  }
+
+  /** Replaces a stored resource with its next state (same key, uid and owner). */
+  replace(key: string, prev: Resource, next: Resource): void {
+    assert(this.byKey.get(key) === prev, () => `replace: ${JSON.stringify(key)} is not the stored resource`);
+    assert(next.id.uid === prev.id.uid, 'replace: the uid of a stored resource never changes');
+    assert((next.owner?.uid ?? null) === (prev.owner?.uid ?? null), 'replace: the owner of a stored resource never changes');
+    assert(keyOfId(next.id) === key, 'replace: the identity of a stored resource never changes');
+    this.byKey.set(key, next, true);
+  }
+
+  remove(key: string, r: Resource): void {
+    assert(this.byKey.get(key)?.id.uid === r.id.uid, () => `remove: ${JSON.stringify(key)} does not hold uid ${r.id.uid}`);
+    this.byKey.delete(key);
+    assert(this.byUid.delete(r.id.uid), () => `remove: uid ${r.id.uid} was not indexed`);
+    if (r.owner !== null) assert(this.byOwner.delete(ownerKey(r.owner.uid, key)), () => `remove: ${JSON.stringify(key)} was not in its owner's index`);
+  }
+}

@@ -1,0 +1,204 @@
+import type { CairnError, Result, Revision } from '../base/index.js';
+
+/**
+ * The data model of the resource store (API.md "Resources"). Every object the store hands out
+ * is deeply frozen and never changes afterwards: snapshots share them with the live store, so
+ * the types say `readonly` all the way down.
+ */
+
+/** `demo.v1.Artist` is `{ group: 'demo', groupVersion: 'v1', kind: 'Artist' }`. */
+export interface TypeRef {
+  readonly group: string;
+  readonly groupVersion: string;
+  readonly kind: string;
+}
+
+/**
+ * Where a resource lives. Normalized by the API layer before it reaches the store: a field the
+ * type's scope lacks is '' (cluster scope: both ''; partition scope: namespace '').
+ */
+export interface Tenancy {
+  readonly partition: string;
+  readonly namespace: string;
+}
+
+/** A stored resource's full id. Identity is (group, kind, partition, namespace, name). */
+export interface ResourceId {
+  readonly type: TypeRef;
+  readonly tenancy: Tenancy;
+  readonly name: string;
+  readonly uid: string;
+}
+
+export type ConditionState = 'TRUE' | 'FALSE' | 'UNKNOWN';
+
+export interface Condition {
+  readonly type: string;
+  readonly state: ConditionState;
+  readonly reason: string;
+  readonly message: string;
+}
+
+/** One controller's report, under its key in `Resource.status`. */
+export interface StatusEntry {
+  readonly observedGeneration: string;
+  readonly conditions: readonly Condition[];
+  /** ISO timestamp, set by the store from the command context (never by the client). */
+  readonly updatedAt: string;
+}
+
+export type JsonValue = null | boolean | number | string | readonly JsonValue[] | { readonly [k: string]: JsonValue };
+
+export interface Resource {
+  readonly id: ResourceId;
+  /** Set at creation only; never changes afterwards. */
+  readonly owner: ResourceId | null;
+  /** The revision of the resource's last change. */
+  readonly version: Revision;
+  readonly generation: string;
+  readonly metadata: Readonly<Record<string, string>>;
+  readonly finalizers: readonly string[];
+  /** Set (from the command's time) when a delete found finalizers; cleared never. */
+  readonly deletionTimestamp: string | null;
+  readonly data: JsonValue;
+  /** Keyed by controller; written only through `writeStatus`. */
+  readonly status: Readonly<Record<string, StatusEntry>>;
+}
+
+/**
+ * What the leader chose before proposing the command: everything non-deterministic. Every
+ * replica applies the same command with the same context, so reaches the same state.
+ */
+export interface ApplyContext {
+  /** The log index of the entry that carries the command. */
+  readonly revision: Revision;
+  /** ISO timestamp stamped by the leader; the only time the store ever sees. */
+  readonly time: string;
+  /** The uid of the resource if this command creates one. */
+  readonly newUid: string;
+  /** The generation of a resource whose generation this command changes. */
+  readonly newGeneration: string;
+}
+
+/**
+ * One change made by a command, for the watch stream. `delete` carries the resource's last
+ * state. Every record of one command carries that command's revision.
+ */
+export interface ChangeRecord {
+  readonly kind: 'upsert' | 'delete';
+  readonly revision: Revision;
+  readonly resource: Resource;
+}
+
+/** Names a resource by identity (no group version, no uid). */
+export interface ResourceKeyRef {
+  readonly group: string;
+  readonly kind: string;
+  readonly tenancy: Tenancy;
+  readonly name: string;
+}
+
+/** Names a resource as a client does: a full type, and optionally the uid it expects. */
+export interface ResourceRef {
+  readonly type: TypeRef;
+  readonly tenancy: Tenancy;
+  readonly name: string;
+  /** When set (and not ''), must be the stored uid. '' means "not set" (proto3 default). */
+  readonly uid?: string;
+}
+
+export interface WriteInput {
+  /** A uid here is ignored on create and must match the stored uid on update. */
+  readonly id: ResourceRef;
+  /** Absent on update: keep the stored owner. Only settable at creation. */
+  readonly owner?: ResourceId | null;
+  /** Absent on update: keep the stored metadata. Absent on create: {}. */
+  readonly metadata?: Readonly<Record<string, string>>;
+  /** Absent on update: keep the stored finalizers. Absent on create: []. */
+  readonly finalizers?: readonly string[];
+  readonly data: JsonValue;
+  /** Absent, or equal to the stored status; anything else is refused. */
+  readonly status?: Readonly<Record<string, StatusEntry>>;
+  /** Absent: unconditional. 0: create only. N: applied only if the stored version is N. */
+  readonly expectedVersion?: Revision;
+}
+
+export interface WriteResult {
+  /** The resource as stored after the write (for a write that deleted it: its last state). */
+  readonly resource: Resource;
+  /** False when the write changed nothing (no new version, no change record). */
+  readonly changed: boolean;
+  readonly changes: readonly ChangeRecord[];
+}
+
+export interface DeleteInput {
+  readonly id: ResourceRef;
+  readonly expectedVersion?: Revision;
+}
+
+export interface DeleteResult {
+  /** True when the resource was removed by this command. */
+  readonly deleted: boolean;
+  /**
+   * The removed resource's last state when deleted; the stored resource when it was kept
+   * (marked for deletion because of finalizers, or already marked); null when nothing matched.
+   */
+  readonly resource: Resource | null;
+  readonly changes: readonly ChangeRecord[];
+}
+
+export interface WriteStatusInput {
+  readonly id: ResourceRef & { readonly uid: string };
+  /** The controller's status key. */
+  readonly key: string;
+  readonly observedGeneration: string;
+  readonly conditions: readonly Condition[];
+  readonly expectedVersion?: Revision;
+}
+
+export interface WriteStatusResult {
+  readonly resource: Resource;
+  readonly changes: readonly ChangeRecord[];
+}
+
+/** Read by full type: a stored resource of another group version is GROUP_VERSION_MISMATCH. */
+export interface ReadInput {
+  readonly type: TypeRef;
+  readonly tenancy: Tenancy;
+  readonly name: string;
+  /** When set (and not ''), a resource with another uid is NOT_FOUND. */
+  readonly uid?: string;
+}
+
+export interface ListQuery {
+  readonly group: string;
+  readonly kind: string;
+  /** Absent: every group version. */
+  readonly groupVersion?: string;
+  /** '*' matches every partition. */
+  readonly partition: string;
+  /** '*' matches every namespace. */
+  readonly namespace: string;
+  readonly namePrefix?: string;
+  readonly ownerUid?: string;
+}
+
+/** The wildcard of `ListQuery.partition` and `ListQuery.namespace`. */
+export const WILDCARD = '*';
+
+/** The read side, shared by the live store and its snapshots. */
+export interface StoreReader {
+  /** The last applied revision (the log index of the last entry applied). */
+  readonly revision: Revision;
+  /** How many resources are stored. */
+  readonly size: number;
+  get(ref: ResourceKeyRef): Resource | undefined;
+  read(ref: ReadInput): Result<Resource, CairnError>;
+  getByUid(uid: string): Resource | undefined;
+  /** Sorted by (partition, namespace, name). */
+  list(query: ListQuery): Resource[];
+  /** Everything whose owner has this uid, in key order (group, kind, partition, namespace, name). */
+  listByOwner(ownerUid: string): Resource[];
+  /** Every resource in key order (group, kind, partition, namespace, name). */
+  all(): IterableIterator<Resource>;
+}

@@ -1,0 +1,163 @@
+import type { Revision } from '../base/index.js';
+import { InvalidInput, canonicalJson, isPlainObject, sortedKeys } from './json.js';
+import { SEP } from './keys.js';
+import type { Condition, JsonValue, ResourceId, StatusEntry, Tenancy, TypeRef } from './types.js';
+
+/**
+ * Checks and canonical, frozen copies of command inputs. The API layer has validated names,
+ * tenancy and schemas before proposing and the FSM has checked the decoded shape; these checks
+ * are the store's own floor: whatever reaches an index or a stored object is well-formed, and a
+ * malformed input is refused the same way on every replica (InvalidInput -> INVALID_ARGUMENT)
+ * instead of corrupting state or crashing.
+ */
+
+const EMPTY_STRINGS: readonly string[] = Object.freeze([]);
+const EMPTY_MAP: Readonly<Record<string, string>> = Object.freeze({});
+const EMPTY_STATUS: Readonly<Record<string, StatusEntry>> = Object.freeze({});
+export { EMPTY_MAP, EMPTY_STATUS, EMPTY_STRINGS };
+
+function str(v: unknown, what: string): string {
+  if (typeof v !== 'string') throw new InvalidInput(`${what} must be a string`);
+  return v;
+}
+
+/** A string that is part of an index key: non-empty unless `mayBeEmpty`, and without NUL. */
+function keyPart(v: unknown, what: string, mayBeEmpty = false): string {
+  const s = str(v, what);
+  if (!mayBeEmpty && s === '') throw new InvalidInput(`${what} must not be empty`);
+  if (s.includes(SEP)) throw new InvalidInput(`${what} must not contain a NUL character`);
+  return s;
+}
+
+function obj(v: unknown, what: string): Record<string, unknown> {
+  if (!isPlainObject(v)) throw new InvalidInput(`${what} must be an object`);
+  return v;
+}
+
+export function checkType(v: unknown, what: string): TypeRef {
+  const o = obj(v, what);
+  return Object.freeze({
+    group: keyPart(o['group'], `${what}.group`),
+    groupVersion: keyPart(o['groupVersion'], `${what}.groupVersion`),
+    kind: keyPart(o['kind'], `${what}.kind`),
+  });
+}
+
+export function checkTenancy(v: unknown, what: string): Tenancy {
+  const o = obj(v, what);
+  return Object.freeze({
+    partition: keyPart(o['partition'], `${what}.partition`, true),
+    namespace: keyPart(o['namespace'], `${what}.namespace`, true),
+  });
+}
+
+export interface CheckedRef {
+  readonly type: TypeRef;
+  readonly tenancy: Tenancy;
+  readonly name: string;
+  /** '' when the caller named no uid. */
+  readonly uid: string;
+}
+
+export function checkRef(v: unknown, what: string): CheckedRef {
+  const o = obj(v, what);
+  const uid = o['uid'];
+  return {
+    type: checkType(o['type'], `${what}.type`),
+    tenancy: checkTenancy(o['tenancy'], `${what}.tenancy`),
+    name: keyPart(o['name'], `${what}.name`),
+    uid: uid === undefined ? '' : keyPart(uid, `${what}.uid`, true),
+  };
+}
+
+export function checkResourceId(v: unknown, what: string): ResourceId {
+  const r = checkRef(v, what);
+  if (r.uid === '') throw new InvalidInput(`${what}.uid must be set`);
+  return Object.freeze({ type: r.type, tenancy: r.tenancy, name: r.name, uid: r.uid });
+}
+
+export function checkMetadata(v: unknown): Readonly<Record<string, string>> {
+  const o = obj(v, 'metadata');
+  const keys = sortedKeys(o, 'metadata');
+  if (keys.length === 0) return EMPTY_MAP;
+  const out: Record<string, string> = {};
+  for (const k of keys) out[k] = str(o[k], `metadata.${k}`);
+  return Object.freeze(out);
+}
+
+/** Finalizers are a set kept in the order given: non-empty strings, each at most once. */
+export function checkFinalizers(v: unknown): readonly string[] {
+  if (!Array.isArray(v)) throw new InvalidInput('finalizers must be an array');
+  if (v.length === 0) return EMPTY_STRINGS;
+  const seen = new Set<string>();
+  for (let i = 0; i < v.length; i++) {
+    const f = str(v[i], `finalizers[${i}]`);
+    if (f === '') throw new InvalidInput(`finalizers[${i}] must not be empty`);
+    if (seen.has(f)) throw new InvalidInput(`finalizers list ${JSON.stringify(f)} more than once`);
+    seen.add(f);
+  }
+  return Object.freeze([...seen]);
+}
+
+export function checkConditions(v: unknown, what: string): readonly Condition[] {
+  if (!Array.isArray(v)) throw new InvalidInput(`${what} must be an array`);
+  return Object.freeze(
+    v.map((c: unknown, i): Condition => {
+      const o = obj(c, `${what}[${i}]`);
+      const state = o['state'];
+      if (state !== 'TRUE' && state !== 'FALSE' && state !== 'UNKNOWN') {
+        throw new InvalidInput(`${what}[${i}].state must be TRUE, FALSE or UNKNOWN`);
+      }
+      return Object.freeze({
+        type: str(o['type'], `${what}[${i}].type`),
+        state,
+        reason: str(o['reason'], `${what}[${i}].reason`),
+        message: str(o['message'], `${what}[${i}].message`),
+      });
+    }),
+  );
+}
+
+export function makeStatusEntry(observedGeneration: string, conditions: readonly Condition[], updatedAt: string): StatusEntry {
+  return Object.freeze({ observedGeneration, conditions, updatedAt });
+}
+
+export function checkStatusMap(v: unknown): Readonly<Record<string, StatusEntry>> {
+  const o = obj(v, 'status');
+  const keys = sortedKeys(o, 'status');
+  if (keys.length === 0) return EMPTY_STATUS;
+  const out: Record<string, StatusEntry> = {};
+  for (const k of keys) {
+    const e = obj(o[k], `status.${k}`);
+    out[k] = makeStatusEntry(
+      str(e['observedGeneration'], `status.${k}.observedGeneration`),
+      checkConditions(e['conditions'], `status.${k}.conditions`),
+      str(e['updatedAt'], `status.${k}.updatedAt`),
+    );
+  }
+  return Object.freeze(out);
+}
+
+export function checkStatusKey(v: unknown): string {
+  const k = str(v, 'status key');
+  if (k === '') throw new InvalidInput('status key must not be empty');
+  if (k === '__proto__') throw new InvalidInput('status key "__proto__" cannot be stored');
+  return k;
+}
+
+export function checkData(v: unknown): JsonValue {
+  return canonicalJson(v, 'data');
+}
+
+export function checkExpectedVersion(v: unknown): Revision | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) {
+    throw new InvalidInput(`expectedVersion must be a non-negative integer, got ${String(v)}`);
+  }
+  return v as Revision;
+}
+
+/** Status maps as JSON, for deep comparison with `jsonEqual`. */
+export function statusAsJson(s: Readonly<Record<string, StatusEntry>>): JsonValue {
+  return s as unknown as JsonValue;
+}
