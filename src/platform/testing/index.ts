@@ -1,0 +1,1 @@
+export { flipByte, newestLevelDbLog, tempDir } from './fs-faults.js';

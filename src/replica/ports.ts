@@ -1,0 +1,85 @@
+import type { LogIndex, Revision } from '../base/index.js';
+import type { Entry, HardState, Message, Snapshot, SnapshotMeta } from '../raft/index.js';
+
+/**
+ * The replica's ports (hashicorp/raft style: narrow, named for their role). `platform`
+ * implements them for Node; in-memory reference implementations live beside them for tests
+ * and the simulator.
+ */
+
+/** What a node finds on its disk at start-up. */
+export interface LoadedLog {
+  readonly hardState: HardState;
+  /** Entries after the newest snapshot's index (or from 1), contiguous. */
+  readonly entries: readonly Entry[];
+  /** Torn or corrupt entries above the commit index that were cut off while loading. */
+  readonly truncatedTail: number;
+}
+
+/** The durable Raft log and hard state. */
+export interface LogStore {
+  /**
+   * Reads the log. `afterIndex` is the newest snapshot's index: entries at or below it are
+   * skipped. A torn or corrupt tail above the commit index is cut back and reported; damage at
+   * or below the commit index throws `CorruptLogError` (the node must not start).
+   */
+  load(afterIndex: LogIndex): Promise<LoadedLog>;
+  /**
+   * One atomic batch per Ready: entries (the first one replaces any entry at or after its
+   * index) and the hard state. `sync` = fsync before resolving (group commit: one per batch).
+   * With `installedSnapshot` set (the Ready carried a snapshot, already saved), every stored
+   * entry is dropped first, before and after that index: the snapshot replaces the whole log,
+   * and stale entries after it must not come back on restart behind a newer term.
+   */
+  append(batch: {
+    readonly entries: readonly Entry[];
+    readonly hardState: HardState | undefined;
+    readonly sync: boolean;
+    readonly installedSnapshot?: LogIndex;
+  }): Promise<void>;
+  /** Deletes entries at or below `index` (after a snapshot covers them). */
+  compact(index: LogIndex): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface SnapshotStore {
+  /** Writes atomically (temp file, fsync, rename, fsync dir) with a checksum; keeps the newest few. */
+  save(snapshot: Snapshot): Promise<void>;
+  /** The newest snapshot whose checksum verifies; corrupt ones are skipped (and reported). */
+  loadNewest(): Promise<{ snapshot: Snapshot | undefined; skippedCorrupt: readonly string[] }>;
+  close(): Promise<void>;
+}
+
+/** Carries Raft messages between nodes. Delivery is best-effort; Raft tolerates loss. */
+export interface Transport {
+  send(messages: readonly Message[]): void;
+  /** Registers the handler for messages addressed to this node. */
+  onMessage(handler: (m: Message) => void): void;
+  close(): Promise<void>;
+}
+
+/** A change to the store made by one committed entry, for the event stream. */
+export interface ChangeRecord<R = unknown> {
+  readonly kind: 'upsert' | 'delete';
+  readonly revision: Revision;
+  readonly resource: R;
+}
+
+/** The replicated state machine the replica applies committed entries to. */
+export interface StateMachine<Result = unknown, R = unknown> {
+  /** Applies one committed entry deterministically; returns the proposer's result and the changes. */
+  apply(entry: Entry): { readonly result: Result; readonly changes: readonly ChangeRecord<R>[] };
+  /**
+   * A point-in-time view as of the last applied entry, cheap to take (copy-on-write), whose
+   * serialization is produced in chunks so the driver can yield between them and applies
+   * never stall behind a large snapshot.
+   */
+  snapshot(): { readonly index: LogIndex; chunks(): Iterable<Uint8Array> };
+  /** Replaces the state with a snapshot's. */
+  restore(meta: SnapshotMeta, data: Uint8Array): void;
+  readonly appliedIndex: LogIndex;
+}
+
+export class CorruptLogError extends Error {
+  override readonly name = 'CorruptLogError';
+}

@@ -1,0 +1,405 @@
+import { CairnError, ErrorCode, NO_NODE, type Clock, type LogIndex, type NodeId, type Random, type Term } from '../base/index.js';
+import { RawNode, type Config, type ConfigChange, type Message, type PersistedState, type RaftOptions, type Ready, type Status } from '../raft/index.js';
+import { silentLogger, type Logger } from './logger.js';
+import type { ChangeRecord, LogStore, SnapshotStore, StateMachine, Transport } from './ports.js';
+import type { Timers } from './timers.js';
+
+export interface ReplicaOptions<Result> {
+  readonly id: NodeId;
+  /** Raft tuning (ticks, limits); id and random are filled in here. */
+  readonly raft?: Omit<RaftOptions, 'id' | 'random'>;
+  readonly random: Random;
+  readonly clock: Clock;
+  readonly timers: Timers;
+  readonly logStore: LogStore;
+  readonly snapshotStore: SnapshotStore;
+  readonly transport: Transport;
+  readonly stateMachine: StateMachine<Result>;
+  readonly logger?: Logger;
+  /** Milliseconds per Raft tick. Default 100 (election timeout 10 ticks = 1-2 s). */
+  readonly tickMs?: number;
+  /** Take a snapshot after this many entries applied since the last one. Default 10,000. */
+  readonly snapshotEveryEntries?: number;
+  /** Log entries kept behind a snapshot for followers slightly behind. Default 1,000. */
+  readonly snapshotRetainEntries?: number;
+  /** A proposal not applied within this is answered TIMEOUT (outcome unknown). Default 10,000. */
+  readonly proposalTimeoutMs?: number;
+  /** A read index not confirmed within this fails with TIMEOUT. Default 5,000. */
+  readonly readTimeoutMs?: number;
+  /** Form a new cluster with this configuration if the node has no state yet. */
+  readonly bootstrap?: Config;
+}
+
+/** What subscribers see after each apply, in commit order. */
+export type ReplicaEvent<R = unknown> =
+  | { readonly kind: 'changes'; readonly index: LogIndex; readonly changes: readonly ChangeRecord<R>[] }
+  | { readonly kind: 'reset'; readonly index: LogIndex };
+
+export interface ReplicaStatus extends Status {
+  /** Milliseconds since this node last heard from the leader (0 when it is the leader). */
+  readonly lastLeaderContactMs: number | undefined;
+  readonly failed: string | undefined;
+}
+
+interface ProposalWaiter<Result> {
+  readonly term: Term;
+  readonly resolve: (r: Result) => void;
+  readonly reject: (e: Error) => void;
+  readonly timer: unknown;
+}
+
+interface ReadWaiter {
+  readonly resolve: (index: LogIndex) => void;
+  readonly reject: (e: Error) => void;
+  readonly timer: unknown;
+  index: LogIndex | undefined;
+}
+
+function positive(name: string, v: number): number {
+  if (!Number.isFinite(v) || v <= 0) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `replica option ${name} must be positive, got ${String(v)}`);
+  return v;
+}
+
+/**
+ * The driver (etcd node.go's run loop, STYLE.md): owns the order of I/O around the pure Raft
+ * core. For each Ready: persist (snapshot file, then the log batch, fsynced when required) ->
+ * send -> install snapshot / apply committed entries -> publish changes -> answer proposals and
+ * reads -> advance. It makes no protocol decisions.
+ */
+export class Replica<Result = unknown, R = unknown> {
+  private readonly raw: RawNode;
+  private readonly log: Logger;
+  private readonly opts: ReplicaOptions<Result>;
+  private readonly proposals = new Map<number, ProposalWaiter<Result>>();
+  private readonly reads = new Map<string, ReadWaiter>();
+  private readonly listeners = new Set<(e: ReplicaEvent<R>) => void>();
+  private readonly ticker: unknown;
+  private processing = false;
+  private closed = false;
+  private failure: Error | undefined;
+  private snapshotting = false;
+  private lastSnapshotIndex: LogIndex;
+  private lastLeaderContact = 0;
+  private readSeq = 0;
+  private readonly sm: StateMachine<Result>;
+
+  private constructor(opts: ReplicaOptions<Result>, raw: RawNode, snapshotIndex: LogIndex) {
+    this.opts = opts;
+    this.raw = raw;
+    this.sm = opts.stateMachine;
+    this.log = opts.logger ?? silentLogger;
+    this.lastSnapshotIndex = snapshotIndex;
+    this.lastLeaderContact = opts.clock.monotonicMs();
+    opts.transport.onMessage((m) => this.receive(m));
+    this.ticker = opts.timers.setInterval(() => this.tick(), positive('tickMs', opts.tickMs ?? 100));
+    this.schedule();
+  }
+
+  /** Opens a node: newest valid snapshot, then the log after it; bootstraps a new cluster if asked. */
+  static async open<Result, R = unknown>(opts: ReplicaOptions<Result>): Promise<Replica<Result, R>> {
+    const log = opts.logger ?? silentLogger;
+    const started = opts.clock.monotonicMs();
+    const { snapshot, skippedCorrupt } = await opts.snapshotStore.loadNewest();
+    for (const f of skippedCorrupt) log.warn({ file: f }, 'skipped a corrupt snapshot file');
+    if (snapshot) {
+      opts.stateMachine.restore(snapshot.meta, snapshot.data);
+      log.info({ index: snapshot.meta.index, bytes: snapshot.data.length }, 'restored snapshot');
+    }
+    const afterIndex = snapshot ? snapshot.meta.index : (0 as LogIndex);
+    const loaded = await opts.logStore.load(afterIndex);
+    if (loaded.truncatedTail > 0) {
+      log.warn({ entries: loaded.truncatedTail }, 'cut a torn or corrupt log tail above the commit index');
+    }
+    let state: PersistedState = { hardState: loaded.hardState, snapshot, entries: loaded.entries };
+    const fresh = !snapshot && loaded.entries.length === 0 && loaded.hardState.term === 0;
+    if (fresh && opts.bootstrap) {
+      state = RawNode.bootstrapState(opts.bootstrap);
+      await opts.logStore.append({ entries: state.entries, hardState: state.hardState, sync: true });
+      log.info({ members: opts.bootstrap.members.map((m) => m.id) }, 'bootstrapped a new cluster');
+    }
+    const raw = new RawNode({ ...(opts.raft ?? {}), id: opts.id, random: opts.random }, state);
+    const st = raw.status();
+    log.info(
+      { term: st.term, commit: st.commit, lastIndex: st.lastIndex, snapshotIndex: afterIndex, ms: Math.round(opts.clock.monotonicMs() - started) },
+      'replica opened',
+    );
+    return new Replica<Result, R>(opts, raw, afterIndex);
+  }
+
+  get id(): NodeId {
+    return this.opts.id;
+  }
+
+  /** Proposes a command; resolves with the state machine's result once it is committed and applied here. */
+  propose(data: Uint8Array): Promise<Result> {
+    return this.waitFor(() => this.raw.propose(data));
+  }
+
+  proposeConfigChange(change: ConfigChange): Promise<Result> {
+    return this.waitFor(() => this.raw.proposeConfigChange(change));
+  }
+
+  private waitFor(append: () => { index: LogIndex; term: Term }): Promise<Result> {
+    let index: LogIndex;
+    let term: Term;
+    try {
+      this.checkUsable();
+      ({ index, term } = append());
+    } catch (e) {
+      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
+    }
+    this.schedule();
+    return new Promise<Result>((resolve, reject) => {
+      const timer = this.opts.timers.setTimeout(() => {
+        if (this.proposals.get(index)?.timer !== timer) return;
+        this.proposals.delete(index);
+        reject(new CairnError(ErrorCode.TIMEOUT, `entry ${index} was not applied within ${this.proposalTimeoutMs()} ms; it may or may not commit`, { index }));
+      }, this.proposalTimeoutMs());
+      this.proposals.set(index, { term, resolve, reject, timer });
+    });
+  }
+
+  /**
+   * Linearizable read barrier (thesis §6.4): resolves with the read index once this node has
+   * applied it, so local state read afterwards reflects every write acknowledged before the call.
+   */
+  readIndex(): Promise<LogIndex> {
+    try {
+      this.checkUsable();
+    } catch (e) {
+      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
+    }
+    const id = `${this.opts.id}:${++this.readSeq}`;
+    return new Promise<LogIndex>((resolve, reject) => {
+      const ms = this.opts.readTimeoutMs ?? 5000;
+      const timer = this.opts.timers.setTimeout(() => {
+        if (!this.reads.delete(id)) return;
+        reject(new CairnError(ErrorCode.TIMEOUT, `read index not confirmed within ${ms} ms`));
+      }, ms);
+      this.reads.set(id, { resolve, reject, timer, index: undefined });
+      this.raw.readIndex(id);
+      this.schedule();
+    });
+  }
+
+  transferLeadership(target: NodeId): void {
+    this.checkUsable();
+    this.raw.transferLeadership(target);
+    this.schedule();
+  }
+
+  campaign(): void {
+    this.raw.campaign();
+    this.schedule();
+  }
+
+  subscribe(listener: (e: ReplicaEvent<R>) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  status(): ReplicaStatus {
+    const st = this.raw.status();
+    const contact = st.role === 'leader' ? 0 : st.leader === NO_NODE ? undefined : this.opts.clock.monotonicMs() - this.lastLeaderContact;
+    return { ...st, lastLeaderContactMs: contact, failed: this.failure?.message };
+  }
+
+  get stateMachine(): StateMachine<Result> {
+    return this.sm;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.opts.timers.clearInterval(this.ticker);
+    this.failAll(new CairnError(ErrorCode.UNAVAILABLE, `node ${this.opts.id} is shutting down`));
+    while (this.processing || this.snapshotting) await this.opts.timers.yield();
+    await this.opts.transport.close();
+    await this.opts.logStore.close();
+    await this.opts.snapshotStore.close();
+  }
+
+  private proposalTimeoutMs(): number {
+    return this.opts.proposalTimeoutMs ?? 10_000;
+  }
+
+  private checkUsable(): void {
+    if (this.failure) throw new CairnError(ErrorCode.UNAVAILABLE, `node ${this.opts.id} stopped: ${this.failure.message}`);
+    if (this.closed) throw new CairnError(ErrorCode.UNAVAILABLE, `node ${this.opts.id} is shutting down`);
+  }
+
+  private tick(): void {
+    if (this.closed || this.failure) return;
+    this.raw.tick();
+    this.schedule();
+  }
+
+  private receive(m: Message): void {
+    if (this.closed || this.failure) return;
+    if (m.from === this.raw.status().leader || m.type === 'app' || m.type === 'heartbeat' || m.type === 'snap') {
+      this.lastLeaderContact = this.opts.clock.monotonicMs();
+    }
+    this.raw.step(m);
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.processing || this.closed || this.failure) return;
+    this.processing = true;
+    queueMicrotask(() => void this.run());
+  }
+
+  private async run(): Promise<void> {
+    try {
+      while (!this.closed && !this.failure && this.raw.hasReady()) {
+        const rd = this.raw.ready();
+        await this.persist(rd);
+        this.opts.transport.send(rd.messages);
+        this.apply(rd);
+        this.raw.advance(rd);
+        this.maybeSnapshot();
+      }
+    } catch (e) {
+      this.stop(e);
+    } finally {
+      this.processing = false;
+    }
+    if (!this.closed && !this.failure && this.raw.hasReady()) this.schedule();
+  }
+
+  private async persist(rd: Ready): Promise<void> {
+    if (rd.snapshot) {
+      // An incoming snapshot is durable before we acknowledge it; the log it replaces goes in
+      // the same batch as the entries that follow it.
+      await this.opts.snapshotStore.save(rd.snapshot);
+      await this.opts.logStore.append({ entries: rd.entries, hardState: rd.hardState, sync: true, installedSnapshot: rd.snapshot.meta.index });
+      return;
+    }
+    if (rd.entries.length > 0 || rd.hardState) {
+      await this.opts.logStore.append({ entries: rd.entries, hardState: rd.hardState, sync: rd.mustSync });
+    }
+  }
+
+  private apply(rd: Ready): void {
+    if (rd.softState) {
+      const st = this.raw.status();
+      this.log.info({ term: st.term, role: rd.softState.role, leader: rd.softState.leader }, 'raft role changed');
+    }
+    if (rd.snapshot) {
+      this.sm.restore(rd.snapshot.meta, rd.snapshot.data);
+      this.lastSnapshotIndex = rd.snapshot.meta.index;
+      this.log.info({ index: rd.snapshot.meta.index, bytes: rd.snapshot.data.length }, 'installed snapshot from leader');
+      this.publish({ kind: 'reset', index: rd.snapshot.meta.index });
+    }
+    for (const e of rd.committedEntries) {
+      const { result, changes } = this.sm.apply(e);
+      if (changes.length > 0) this.publish({ kind: 'changes', index: e.index, changes: changes as readonly ChangeRecord<R>[] });
+      const w = this.proposals.get(e.index);
+      if (w) {
+        this.proposals.delete(e.index);
+        this.opts.timers.clearTimeout(w.timer);
+        if (w.term === e.term) w.resolve(result);
+        // Another leader's entry took this index: ours was never committed anywhere.
+        else w.reject(new CairnError(ErrorCode.PROPOSAL_DROPPED, `entry ${e.index} of term ${w.term} was replaced by a new leader's entry; it was not applied`));
+      }
+    }
+    for (const rs of rd.readStates) {
+      const w = this.reads.get(rs.requestId);
+      if (w) w.index = rs.index;
+    }
+    for (const rf of rd.readFailures) {
+      const w = this.reads.get(rf.requestId);
+      if (!w) continue;
+      this.reads.delete(rf.requestId);
+      this.opts.timers.clearTimeout(w.timer);
+      const leader = this.raw.status().leader;
+      w.reject(new CairnError(ErrorCode.NOT_LEADER, `read index failed (${rf.reason}) on ${this.opts.id}`, { leader }));
+    }
+    this.releaseReads();
+  }
+
+  private releaseReads(): void {
+    if (this.reads.size === 0) return;
+    const applied = this.sm.appliedIndex;
+    for (const [id, w] of this.reads) {
+      if (w.index !== undefined && w.index <= applied) {
+        this.reads.delete(id);
+        this.opts.timers.clearTimeout(w.timer);
+        w.resolve(w.index);
+      }
+    }
+  }
+
+  private publish(e: ReplicaEvent<R>): void {
+    for (const l of this.listeners) {
+      try {
+        l(e);
+      } catch (err) {
+        this.log.error({ err }, 'a change subscriber threw; it keeps its subscription');
+      }
+    }
+  }
+
+  /** Snapshot when enough entries were applied; serialization yields between chunks. */
+  private maybeSnapshot(): void {
+    const every = this.opts.snapshotEveryEntries ?? 10_000;
+    if (this.snapshotting || this.sm.appliedIndex - this.lastSnapshotIndex < every) return;
+    this.snapshotting = true;
+    const retain = this.opts.snapshotRetainEntries ?? 1_000;
+    void this.takeSnapshot(retain)
+      .catch((e: unknown) => this.stop(e))
+      .finally(() => {
+        this.snapshotting = false;
+      });
+  }
+
+  private async takeSnapshot(retain: number): Promise<void> {
+    const started = this.opts.clock.monotonicMs();
+    const view = this.sm.snapshot();
+    const parts: Uint8Array[] = [];
+    let size = 0;
+    for (const c of view.chunks()) {
+      parts.push(c);
+      size += c.length;
+      await this.opts.timers.yield();
+    }
+    if (this.closed || this.failure) return;
+    if (this.raw.status().snapshotIndex >= view.index) return; // a newer snapshot arrived meanwhile
+    const data = new Uint8Array(size);
+    let pos = 0;
+    for (const p of parts) {
+      data.set(p, pos);
+      pos += p.length;
+    }
+    const snap = this.raw.compact(view.index, data, retain);
+    await this.opts.snapshotStore.save(snap);
+    // The disk keeps the log back to the previous snapshot as well, so that if the newest
+    // snapshot file is found corrupt at start-up the older one still joins up with the log.
+    await this.opts.logStore.compact(Math.max(0, Math.min(this.lastSnapshotIndex, view.index - retain)) as LogIndex);
+    this.lastSnapshotIndex = view.index;
+    this.log.info({ index: view.index, bytes: size, ms: Math.round(this.opts.clock.monotonicMs() - started) }, 'took snapshot');
+  }
+
+  /** A persistence or apply failure: stop this node rather than risk acknowledging what is not durable. */
+  private stop(e: unknown): void {
+    if (this.failure) return;
+    this.failure = e instanceof Error ? e : new Error(String(e));
+    this.opts.timers.clearInterval(this.ticker);
+    this.log.error({ err: this.failure.message }, 'replica stopped: nothing further is acknowledged');
+    this.failAll(new CairnError(ErrorCode.UNAVAILABLE, `node ${this.opts.id} stopped: ${this.failure.message}`));
+  }
+
+  private failAll(err: CairnError): void {
+    for (const [, w] of this.proposals) {
+      this.opts.timers.clearTimeout(w.timer);
+      // The entry may still commit on other nodes: the outcome is unknown, not failed.
+      w.reject(new CairnError(ErrorCode.TIMEOUT, `${err.message}; the write may or may not have been applied`));
+    }
+    this.proposals.clear();
+    for (const [, w] of this.reads) {
+      this.opts.timers.clearTimeout(w.timer);
+      w.reject(err);
+    }
+    this.reads.clear();
+  }
+}
