@@ -5,11 +5,14 @@ NPM_STAMP := node_modules/.cairn-install-stamp
 SEEDS ?= 10000
 TAP_JOBS ?= 2
 
-.PHONY: install build lint test test-unit sim sim-swarm run clean
+.PHONY: install build proto lint test test-unit sim run clean
 
 $(NPM_STAMP): package.json package-lock.json
 	@command -v node >/dev/null || { echo "node (20 or newer) is required" >&2; exit 1; }
-	npm ci --no-audit --no-fund
+	@# `npm install` (not `npm ci`): npm 11 leaves other platforms' optional packages
+	@# (msgpackr-extract's) out of the lock and then refuses `npm ci`; install still honours
+	@# the locked versions.
+	npm install --no-audit --no-fund
 	npx tap build
 	@touch $@
 
@@ -17,6 +20,11 @@ install: $(NPM_STAMP)
 
 build: $(NPM_STAMP)
 	npx tsc -p tsconfig.json
+	@mkdir -p dist/src/gen && cp src/gen/*.js dist/src/gen/
+
+# Regenerate src/gen from proto/ (the output is committed).
+proto: $(NPM_STAMP)
+	bash scripts/gen-proto.sh
 
 lint: build
 	node scripts/check-architecture.mjs
