@@ -42,12 +42,13 @@ export function applyConfigChange(config: Config, change: ConfigChange): Config 
     case 'add-voter': {
       if (existing) return `node ${change.id} is already a ${existing.suffrage}`;
       const suffrage = change.type === 'add-voter' ? 'voter' : 'learner';
-      return makeConfig([...config.members, { id: change.id, suffrage, address: change.address }]);
+      const autoPromote = change.type === 'add-learner' && change.autoPromote === true;
+      return makeConfig([...config.members, { id: change.id, suffrage, address: change.address, ...(autoPromote ? { autoPromote } : {}) }]);
     }
     case 'promote': {
       if (!existing) return `node ${change.id} is not a member`;
       if (existing.suffrage === 'voter') return `node ${change.id} is already a voter`;
-      return makeConfig(config.members.map((m) => (m.id === change.id ? { ...m, suffrage: 'voter' as const } : m)));
+      return makeConfig(config.members.map((m) => (m.id === change.id ? { id: m.id, address: m.address, suffrage: 'voter' as const } : m)));
     }
     case 'remove': {
       if (!existing) return `node ${change.id} is not a member`;
@@ -76,7 +77,7 @@ function decodeMember(v: unknown): Member {
   }
   const suffrage = v['suffrage'];
   if (suffrage !== 'voter' && suffrage !== 'learner') throw new AssertionError('config entry has a bad suffrage');
-  return { id: v['id'] as NodeId, suffrage, address: v['address'] };
+  return { id: v['id'] as NodeId, suffrage, address: v['address'], ...(v['autoPromote'] === true ? { autoPromote: true } : {}) };
 }
 
 /**
@@ -98,6 +99,8 @@ export function decodeConfigEntry(data: Uint8Array): ConfigEntryBody {
       change = { type: 'bootstrap' };
       break;
     case 'add-learner':
+      change = { type: c['type'], id, address: String(c['address']), ...(c['autoPromote'] === true ? { autoPromote: true } : {}) };
+      break;
     case 'add-voter':
       change = { type: c['type'], id, address: String(c['address']) };
       break;

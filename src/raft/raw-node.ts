@@ -249,6 +249,7 @@ export class RawNode {
       lastIndex: r.log.lastIndex(),
       snapshotIndex: r.log.snapshot ? r.log.snapshot.meta.index : (0 as LogIndex),
       config: r.log.config(),
+      configIndex: r.log.configIndex(),
       leadTransferee: ls ? ls.transferee : NO_NODE,
       progress,
     };

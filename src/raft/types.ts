@@ -26,6 +26,8 @@ export interface Member {
   readonly suffrage: Suffrage;
   /** Where peers reach this node (the cluster gRPC address); opaque to the core. */
   readonly address: string;
+  /** A learner the leader should promote once it has caught up (opaque to the core). */
+  readonly autoPromote?: boolean;
 }
 
 /** A cluster configuration, members sorted by id. */
@@ -35,7 +37,7 @@ export interface Config {
 
 /** One membership change. Single-server changes only (thesis §4.1). */
 export type ConfigChange =
-  | { readonly type: 'add-learner'; readonly id: NodeId; readonly address: string }
+  | { readonly type: 'add-learner'; readonly id: NodeId; readonly address: string; readonly autoPromote?: boolean }
   | { readonly type: 'add-voter'; readonly id: NodeId; readonly address: string }
   | { readonly type: 'promote'; readonly id: NodeId }
   | { readonly type: 'remove'; readonly id: NodeId };
@@ -240,6 +242,8 @@ export interface Status {
   readonly lastIndex: LogIndex;
   readonly snapshotIndex: LogIndex;
   readonly config: Config;
+  /** Index of the entry that set `config` (thesis §4.1: in force from its append). */
+  readonly configIndex: LogIndex;
   readonly leadTransferee: NodeId;
   /** Leader only: replication progress per member. */
   readonly progress: ReadonlyMap<NodeId, ProgressStatus> | undefined;

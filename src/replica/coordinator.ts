@@ -1,7 +1,8 @@
-import { CairnError, ErrorCode, type LogIndex, type NodeId, type Revision } from '../base/index.js';
+import { CairnError, ErrorCode, NO_NODE, isCairnError, type LogIndex, type NodeId, type Revision } from '../base/index.js';
 import { encodeEnvelope, type ApplyResult, type Fsm, type MessageType } from '../fsm/index.js';
-import type { ConfigChange } from '../raft/index.js';
+import { memberOfConfig, type ConfigChange } from './config-view.js';
 import type { Resource, StoreReader } from '../store/index.js';
+import type { ForwardOp, Forwarder } from './ports.js';
 import type { Replica, ReplicaEvent, ReplicaStatus } from './replica.js';
 
 export type Consistency = 'linearizable' | 'stale';
@@ -10,24 +11,48 @@ export interface ReadOutcome<T> {
   readonly value: T;
   /** The store revision the read reflects (the applied index). */
   readonly revision: Revision;
-  /** For stale reads: how long since this node heard from the leader (undefined: no leader known). */
+  /** How long since this node heard from the leader (0 on the leader; undefined: no leader known). */
   readonly lastLeaderContactMs: number | undefined;
+}
+
+export interface CoordinatorOptions {
+  /** Hands operations to the leader when this node is a follower. Without it, followers answer NOT_LEADER. */
+  readonly forwarder?: Forwarder;
+  /** Default deadline for a proposal, forwarding and retries included. Default 10,000 ms. */
+  readonly requestTimeoutMs?: number;
+}
+
+/** Errors after which the operation was certainly not applied, so trying again (elsewhere) is safe. */
+function retryable(e: unknown): boolean {
+  return isCairnError(e) && (e.code === ErrorCode.NOT_LEADER || e.code === ErrorCode.PROPOSAL_DROPPED || e.code === ErrorCode.UNAVAILABLE);
 }
 
 /**
  * The facade the API layer talks to (ARCHITECTURE.md): propose commands, read at a chosen
- * consistency, follow changes, manage membership. Forwarding a proposal from a follower to
- * the leader plugs in here (Stage 3); until then a follower answers NOT_LEADER with a hint.
+ * consistency, follow changes, manage membership. On a follower, proposals go to the leader
+ * through the forwarder; across a leader change the same envelope is retried until the
+ * deadline — its request id makes the state machine apply it once however often it arrives.
  */
 export class Coordinator {
+  private readonly requestTimeoutMs: number;
+
   constructor(
     readonly replica: Replica<ApplyResult, Resource>,
     private readonly fsm: Fsm,
-  ) {}
+    private readonly opts: CoordinatorOptions = {},
+  ) {
+    this.requestTimeoutMs = opts.requestTimeoutMs ?? 10_000;
+  }
 
-  /** Proposes a command; resolves with the FSM's verdict once committed and applied here. */
-  propose(type: MessageType, body: unknown): Promise<ApplyResult> {
-    return this.replica.propose(encodeEnvelope(type, body));
+  /** Proposes a command; resolves with the FSM's verdict once committed and applied. */
+  async propose(type: MessageType, body: unknown, timeoutMs = this.requestTimeoutMs): Promise<ApplyResult> {
+    const envelope = encodeEnvelope(type, body);
+    return (await this.submit({ kind: 'envelope', envelope }, timeoutMs, (ms) => this.replica.propose(envelope, ms))) as ApplyResult;
+  }
+
+  /** The leader side of forwarding: propose here, or refuse with NOT_LEADER and a hint. */
+  proposeLocal(envelope: Uint8Array, timeoutMs: number): Promise<ApplyResult> {
+    return this.replica.propose(envelope, timeoutMs);
   }
 
   /**
@@ -46,17 +71,89 @@ export class Coordinator {
     return this.replica.subscribe(listener);
   }
 
-  async changeMembership(change: ConfigChange): Promise<LogIndex> {
-    const r = await this.replica.proposeConfigChange(change);
-    if (!r.ok) throw new CairnError(ErrorCode.INTERNAL, `membership change was refused at apply: ${r.error.message}`);
+  /** One membership change, committed through Raft (on the leader, forwarded if need be). */
+  async changeMembership(change: ConfigChange, timeoutMs = this.requestTimeoutMs): Promise<LogIndex> {
+    try {
+      await this.submit({ kind: 'config-change', change }, timeoutMs, (ms) => this.replica.proposeConfigChange(change, ms));
+    } catch (e) {
+      // A retry of a change that already took effect (the first attempt's answer was lost).
+      if (isCairnError(e, ErrorCode.INVALID_CONFIG_CHANGE) && alreadyApplied(this.replica.status(), change)) return this.replica.status().commit;
+      throw e;
+    }
     return this.replica.status().commit;
   }
 
-  transferLeadership(target: NodeId): void {
-    this.replica.transferLeadership(target);
+  /** Hands leadership to `target` ('' = let the leader pick the most up-to-date voter). */
+  async transferLeadership(target: NodeId | '', timeoutMs = this.requestTimeoutMs): Promise<void> {
+    await this.submit({ kind: 'transfer', to: target }, timeoutMs, async () => {
+      this.replica.transferLeadership(target === '' ? this.bestTransferTarget() : target);
+      return undefined;
+    });
+  }
+
+  /** Leader only: the voter with the highest match index, other than this node. */
+  bestTransferTarget(): NodeId {
+    const st = this.replica.status();
+    let best: NodeId = NO_NODE;
+    let bestMatch = -1;
+    for (const m of st.config.members) {
+      if (m.suffrage !== 'voter' || m.id === st.id) continue;
+      const match = st.progress?.get(m.id)?.match ?? 0;
+      if (match > bestMatch) {
+        best = m.id;
+        bestMatch = match;
+      }
+    }
+    if (best === NO_NODE) throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'no other voter to transfer leadership to');
+    return best;
   }
 
   status(): ReplicaStatus {
     return this.replica.status();
+  }
+
+  private async submit(op: ForwardOp, timeoutMs: number, local: (ms: number) => Promise<unknown>): Promise<unknown> {
+    const { clock, timers } = this.replica;
+    const forwarder = this.opts.forwarder;
+    const deadline = clock.monotonicMs() + timeoutMs;
+    let backoffMs = 20;
+    let lastError: unknown;
+    for (;;) {
+      const remaining = Math.max(1, Math.round(deadline - clock.monotonicMs()));
+      const st = this.replica.status();
+      if (this.replica.stopped) {
+        throw new CairnError(ErrorCode.UNAVAILABLE, `node ${st.id} is not serving: ${st.failed ?? 'shutting down'}`);
+      }
+      try {
+        if (st.role === 'leader') return await local(remaining);
+        if (st.leader !== NO_NODE) {
+          if (!forwarder) throw new CairnError(ErrorCode.NOT_LEADER, `node ${st.id} is not the leader`, { leader: st.leader });
+          return await forwarder.forward(st.leader, op, remaining);
+        }
+        lastError = new CairnError(ErrorCode.UNAVAILABLE, `no leader is known to node ${st.id}`);
+      } catch (e) {
+        if (!retryable(e) || (!forwarder && isCairnError(e, ErrorCode.NOT_LEADER))) throw e;
+        lastError = e;
+      }
+      if (clock.monotonicMs() + backoffMs >= deadline) {
+        const why = lastError instanceof Error ? lastError.message : 'no leader';
+        throw new CairnError(ErrorCode.TIMEOUT, `not confirmed within ${timeoutMs} ms (${why}); the operation may or may not have been applied`);
+      }
+      await new Promise<void>((resolve) => timers.setTimeout(resolve, backoffMs));
+      backoffMs = Math.min(backoffMs * 2, 250);
+    }
+  }
+}
+
+function alreadyApplied(st: ReplicaStatus, change: ConfigChange): boolean {
+  const m = memberOfConfig(st.config, change.id);
+  switch (change.type) {
+    case 'add-learner':
+      return m !== undefined;
+    case 'add-voter':
+    case 'promote':
+      return m?.suffrage === 'voter';
+    case 'remove':
+      return m === undefined;
   }
 }

@@ -1,5 +1,6 @@
 import type { LogIndex, Revision } from '../base/index.js';
-import type { Entry, HardState, Message, Snapshot, SnapshotMeta } from '../raft/index.js';
+import type { NodeId } from '../base/index.js';
+import type { ConfigChange, Entry, HardState, Message, Snapshot, SnapshotMeta } from '../raft/index.js';
 
 /**
  * The replica's ports (hashicorp/raft style: narrow, named for their role). `platform`
@@ -82,4 +83,20 @@ export interface StateMachine<Result = unknown, R = unknown> {
 
 export class CorruptLogError extends Error {
   override readonly name = 'CorruptLogError';
+}
+
+/** An operation a follower hands to the leader. */
+export type ForwardOp =
+  | { readonly kind: 'envelope'; readonly envelope: Uint8Array }
+  | { readonly kind: 'config-change'; readonly change: ConfigChange }
+  | { readonly kind: 'transfer'; readonly to: NodeId | '' };
+
+/**
+ * Carries an operation from a follower to the leader and brings back the leader's result (the
+ * state machine's result for an envelope). Rejects with a CairnError: NOT_LEADER (with the
+ * leader it knows) when the target is not leading, UNAVAILABLE when it cannot be reached,
+ * TIMEOUT when the outcome is unknown.
+ */
+export interface Forwarder {
+  forward(leader: NodeId, op: ForwardOp, timeoutMs: number): Promise<unknown>;
 }

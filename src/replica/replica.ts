@@ -131,15 +131,15 @@ export class Replica<Result = unknown, R = unknown> {
   }
 
   /** Proposes a command; resolves with the state machine's result once it is committed and applied here. */
-  propose(data: Uint8Array): Promise<Result> {
-    return this.waitFor(() => this.raw.propose(data));
+  propose(data: Uint8Array, timeoutMs?: number): Promise<Result> {
+    return this.waitFor(() => this.raw.propose(data), timeoutMs);
   }
 
-  proposeConfigChange(change: ConfigChange): Promise<Result> {
-    return this.waitFor(() => this.raw.proposeConfigChange(change));
+  proposeConfigChange(change: ConfigChange, timeoutMs?: number): Promise<Result> {
+    return this.waitFor(() => this.raw.proposeConfigChange(change), timeoutMs);
   }
 
-  private waitFor(append: () => { index: LogIndex; term: Term }): Promise<Result> {
+  private waitFor(append: () => { index: LogIndex; term: Term }, timeoutMs = this.proposalTimeoutMs()): Promise<Result> {
     let index: LogIndex;
     let term: Term;
     try {
@@ -153,8 +153,8 @@ export class Replica<Result = unknown, R = unknown> {
       const timer = this.opts.timers.setTimeout(() => {
         if (this.proposals.get(index)?.timer !== timer) return;
         this.proposals.delete(index);
-        reject(new CairnError(ErrorCode.TIMEOUT, `entry ${index} was not applied within ${this.proposalTimeoutMs()} ms; it may or may not commit`, { index }));
-      }, this.proposalTimeoutMs());
+        reject(new CairnError(ErrorCode.TIMEOUT, `entry ${index} was not applied within ${timeoutMs} ms; it may or may not commit`, { index }));
+      }, timeoutMs);
       this.proposals.set(index, { term, resolve, reject, timer });
     });
   }
@@ -202,6 +202,19 @@ export class Replica<Result = unknown, R = unknown> {
     const st = this.raw.status();
     const contact = st.role === 'leader' ? 0 : st.leader === NO_NODE ? undefined : this.opts.clock.monotonicMs() - this.lastLeaderContact;
     return { ...st, lastLeaderContactMs: contact, failed: this.failure?.message };
+  }
+
+  /** True once the node failed or began shutting down: it will not accept work again. */
+  get stopped(): boolean {
+    return this.closed || this.failure !== undefined;
+  }
+
+  get clock(): Clock {
+    return this.opts.clock;
+  }
+
+  get timers(): Timers {
+    return this.opts.timers;
   }
 
   get stateMachine(): StateMachine<Result> {

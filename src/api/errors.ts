@@ -1,0 +1,46 @@
+import * as grpc from '@grpc/grpc-js';
+import { CairnError, ErrorCode, isCairnError } from '../base/index.js';
+
+/**
+ * The one place that maps error codes to HTTP and gRPC statuses (API.md "Errors"). Internal
+ * codes that should not reach users (NOT_LEADER after forwarding gave up, PROPOSAL_DROPPED)
+ * surface as UNAVAILABLE: retry later.
+ */
+const TABLE: Record<ErrorCode, { http: number; grpc: grpc.status; publicCode: ErrorCode }> = {
+  INVALID_ARGUMENT: { http: 400, grpc: grpc.status.INVALID_ARGUMENT, publicCode: ErrorCode.INVALID_ARGUMENT },
+  GROUP_VERSION_MISMATCH: { http: 400, grpc: grpc.status.INVALID_ARGUMENT, publicCode: ErrorCode.GROUP_VERSION_MISMATCH },
+  UNAUTHENTICATED: { http: 401, grpc: grpc.status.UNAUTHENTICATED, publicCode: ErrorCode.UNAUTHENTICATED },
+  PERMISSION_DENIED: { http: 403, grpc: grpc.status.PERMISSION_DENIED, publicCode: ErrorCode.PERMISSION_DENIED },
+  NOT_FOUND: { http: 404, grpc: grpc.status.NOT_FOUND, publicCode: ErrorCode.NOT_FOUND },
+  CAS_FAILED: { http: 409, grpc: grpc.status.ABORTED, publicCode: ErrorCode.CAS_FAILED },
+  UID_MISMATCH: { http: 409, grpc: grpc.status.FAILED_PRECONDITION, publicCode: ErrorCode.UID_MISMATCH },
+  COMPACTED: { http: 410, grpc: grpc.status.OUT_OF_RANGE, publicCode: ErrorCode.COMPACTED },
+  TOO_LARGE: { http: 413, grpc: grpc.status.RESOURCE_EXHAUSTED, publicCode: ErrorCode.TOO_LARGE },
+  UNAVAILABLE: { http: 503, grpc: grpc.status.UNAVAILABLE, publicCode: ErrorCode.UNAVAILABLE },
+  TIMEOUT: { http: 504, grpc: grpc.status.DEADLINE_EXCEEDED, publicCode: ErrorCode.TIMEOUT },
+  INTERNAL: { http: 500, grpc: grpc.status.INTERNAL, publicCode: ErrorCode.INTERNAL },
+  NOT_LEADER: { http: 503, grpc: grpc.status.UNAVAILABLE, publicCode: ErrorCode.UNAVAILABLE },
+  PROPOSAL_DROPPED: { http: 503, grpc: grpc.status.UNAVAILABLE, publicCode: ErrorCode.UNAVAILABLE },
+  INVALID_CONFIG_CHANGE: { http: 409, grpc: grpc.status.FAILED_PRECONDITION, publicCode: ErrorCode.INVALID_CONFIG_CHANGE },
+};
+
+/** Seconds a client should wait before retrying an UNAVAILABLE answer. */
+export const RETRY_AFTER_SECONDS = 1;
+
+export function toCairnError(e: unknown): CairnError {
+  if (isCairnError(e)) return e;
+  return new CairnError(ErrorCode.INTERNAL, e instanceof Error ? e.message : String(e));
+}
+
+export function httpStatusOf(e: CairnError): number {
+  return TABLE[e.code].http;
+}
+
+export function grpcStatusOf(e: CairnError): grpc.status {
+  return TABLE[e.code].grpc;
+}
+
+/** The HTTP error body: {"error": {"code", "message", ...details}}. */
+export function errorBody(e: CairnError): { error: Record<string, unknown> } {
+  return { error: { ...e.details, code: TABLE[e.code].publicCode, message: e.message } };
+}

@@ -1,0 +1,193 @@
+import * as http from 'node:http';
+import { CairnError, ErrorCode } from '../base/index.js';
+import type { Logger } from '../replica/index.js';
+import { errorBody, httpStatusOf, RETRY_AFTER_SECONDS, toCairnError } from './errors.js';
+
+/** Request bodies are at most 1 MiB (API.md); more is TOO_LARGE (413). */
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+export interface HttpRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly params: Readonly<Record<string, string>>;
+  readonly query: URLSearchParams;
+  readonly headers: http.IncomingHttpHeaders;
+  /** The raw body (empty when none). */
+  readonly body: Buffer;
+  /** The body parsed as JSON; throws INVALID_ARGUMENT when it is not JSON. */
+  json(): unknown;
+}
+
+export type HttpResponse =
+  | { readonly status: number; readonly json: unknown; readonly headers?: Readonly<Record<string, string>> }
+  | { readonly status: number; readonly bytes: Uint8Array; readonly contentType: string; readonly headers?: Readonly<Record<string, string>> }
+  /** The handler writes the response itself (streaming). */
+  | { readonly status: 'streamed' };
+
+export type Handler = (req: HttpRequest, res: http.ServerResponse) => Promise<HttpResponse> | HttpResponse;
+
+interface Route {
+  readonly method: string;
+  readonly parts: readonly string[];
+  readonly handler: Handler;
+}
+
+/** A small router: `/v1/resource/:type/:name` patterns, exact methods, JSON errors everywhere. */
+export class Router {
+  private readonly routes: Route[] = [];
+
+  add(method: string, pattern: string, handler: Handler): this {
+    this.routes.push({ method, parts: pattern.split('/').filter((p) => p !== ''), handler });
+    return this;
+  }
+
+  match(method: string, path: string): { handler: Handler; params: Record<string, string> } | 'method-not-allowed' | undefined {
+    const segs = path.split('/').filter((p) => p !== '');
+    let pathMatched = false;
+    for (const r of this.routes) {
+      if (r.parts.length !== segs.length) continue;
+      const params: Record<string, string> = {};
+      let ok = true;
+      for (let i = 0; i < segs.length; i++) {
+        const p = r.parts[i] as string;
+        const s = segs[i] as string;
+        if (p.startsWith(':')) {
+          try {
+            params[p.slice(1)] = decodeURIComponent(s);
+          } catch {
+            ok = false;
+            break;
+          }
+        } else if (p !== s) {
+          ok = false;
+          break;
+        }
+      }
+      if (!ok) continue;
+      pathMatched = true;
+      if (r.method === method) return { handler: r.handler, params };
+    }
+    return pathMatched ? 'method-not-allowed' : undefined;
+  }
+}
+
+export function sendJson(res: http.ServerResponse, status: number, body: unknown, headers: Readonly<Record<string, string>> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+export function sendError(res: http.ServerResponse, e: unknown): void {
+  const err = toCairnError(e);
+  const status = httpStatusOf(err);
+  const headers: Record<string, string> = status === 503 ? { 'retry-after': String(RETRY_AFTER_SECONDS) } : {};
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  sendJson(res, status, errorBody(err), headers);
+}
+
+function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(req.headers['content-length'] ?? '0');
+    if (Number.isFinite(declared) && declared > limit) {
+      reject(new CairnError(ErrorCode.TOO_LARGE, `request body of ${declared} bytes is over the ${limit}-byte limit`, { limit }));
+      req.resume();
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > limit) {
+        reject(new CairnError(ErrorCode.TOO_LARGE, `request body is over the ${limit}-byte limit`, { limit }));
+        req.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+export interface HttpServerOptions {
+  readonly router: Router;
+  readonly logger: Logger;
+  readonly maxBodyBytes?: number;
+}
+
+/**
+ * The HTTP/JSON API server. Every failure, including unknown routes, bad bodies and handler
+ * bugs, is answered with the error shape of API.md; nothing a client sends can crash it.
+ */
+export function createHttpServer(opts: HttpServerOptions): http.Server {
+  const limit = opts.maxBodyBytes ?? MAX_BODY_BYTES;
+  const server = http.createServer((req, res) => {
+    void handle(req, res).catch((e: unknown) => {
+      opts.logger.error({ err: e instanceof Error ? e.message : String(e), path: req.url }, 'http handler failed');
+      sendError(res, e);
+    });
+  });
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '/', 'http://cairn');
+    } catch {
+      sendError(res, new CairnError(ErrorCode.INVALID_ARGUMENT, 'the request URL does not parse'));
+      return;
+    }
+    const method = req.method ?? 'GET';
+    const m = opts.router.match(method, url.pathname);
+    if (m === undefined) {
+      sendError(res, new CairnError(ErrorCode.NOT_FOUND, `no such endpoint: ${method} ${url.pathname}`));
+      req.resume();
+      return;
+    }
+    if (m === 'method-not-allowed') {
+      const err = new CairnError(ErrorCode.INVALID_ARGUMENT, `method ${method} is not allowed on ${url.pathname}`);
+      sendJson(res, 405, errorBody(err));
+      req.resume();
+      return;
+    }
+    const body = method === 'GET' || method === 'HEAD' ? (req.resume(), Buffer.alloc(0)) : await readBody(req, limit);
+    const request: HttpRequest = {
+      method,
+      path: url.pathname,
+      params: m.params,
+      query: url.searchParams,
+      headers: req.headers,
+      body,
+      json: () => {
+        if (body.length === 0) throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'the request needs a JSON body');
+        try {
+          return JSON.parse(body.toString('utf8')) as unknown;
+        } catch (e) {
+          throw new CairnError(ErrorCode.INVALID_ARGUMENT, `the request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
+        }
+      },
+    };
+    let out: HttpResponse;
+    try {
+      out = await m.handler(request, res);
+    } catch (e) {
+      sendError(res, e);
+      return;
+    }
+    if (out.status === 'streamed') return;
+    if ('json' in out) sendJson(res, out.status, out.json, out.headers);
+    else {
+      res.writeHead(out.status, { 'content-type': out.contentType, 'content-length': out.bytes.length, ...(out.headers ?? {}) });
+      res.end(out.bytes);
+    }
+  }
+
+  server.on('clientError', (_err, socket) => {
+    // Malformed HTTP: answer 400 if we can, never crash.
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+    else socket.destroy();
+  });
+  return server;
+}

@@ -1,0 +1,49 @@
+import * as prom from 'prom-client';
+import type { ReplicaStatus } from '../replica/index.js';
+
+/**
+ * Prometheus metrics (prom-client). Gauges read the replica's status at scrape time; counters
+ * and histograms are fed by hooks the server wires in (log store timing, forwarding, rejects).
+ */
+export class Metrics {
+  readonly registry = new prom.Registry();
+  readonly leaderChanges: prom.Counter;
+  readonly proposals: prom.Counter<'outcome'>;
+  readonly forwarded: prom.Counter<'kind' | 'outcome'>;
+  readonly rejectedPeerInput: prom.Counter<'reason'>;
+  readonly appendSeconds: prom.Histogram;
+  readonly fsyncSeconds: prom.Histogram;
+  readonly httpRequests: prom.Counter<'method' | 'status'>;
+
+  constructor(status: () => ReplicaStatus | undefined) {
+    const r = this.registry;
+    prom.collectDefaultMetrics({ register: r, prefix: 'cairn_process_' });
+    const gauge = (name: string, help: string, read: (s: ReplicaStatus) => number): void => {
+      new prom.Gauge({
+        name,
+        help,
+        registers: [r],
+        collect() {
+          const s = status();
+          if (s) this.set(read(s));
+        },
+      });
+    };
+    gauge('cairn_raft_term', 'Current Raft term.', (s) => s.term);
+    gauge('cairn_raft_commit_index', 'Highest log index known committed.', (s) => s.commit);
+    gauge('cairn_raft_applied_index', 'Highest log index applied to the store.', (s) => s.applied);
+    gauge('cairn_raft_last_index', 'Last index in the log.', (s) => s.lastIndex);
+    gauge('cairn_raft_snapshot_index', 'Index of the newest snapshot.', (s) => s.snapshotIndex);
+    gauge('cairn_raft_is_leader', '1 if this node is the leader.', (s) => (s.role === 'leader' ? 1 : 0));
+    gauge('cairn_raft_voters', 'Voters in the configuration.', (s) => s.config.members.filter((m) => m.suffrage === 'voter').length);
+    gauge('cairn_raft_learners', 'Learners in the configuration.', (s) => s.config.members.filter((m) => m.suffrage === 'learner').length);
+    this.leaderChanges = new prom.Counter({ name: 'cairn_raft_leader_changes_total', help: 'Times the leader seen by this node changed.', registers: [r] });
+    this.proposals = new prom.Counter({ name: 'cairn_proposals_total', help: 'Proposals made on this node, by outcome.', labelNames: ['outcome'], registers: [r] });
+    this.forwarded = new prom.Counter({ name: 'cairn_forwarded_requests_total', help: 'Operations forwarded to the leader.', labelNames: ['kind', 'outcome'], registers: [r] });
+    this.rejectedPeerInput = new prom.Counter({ name: 'cairn_cluster_rejected_total', help: 'Batches or messages refused on the cluster port.', labelNames: ['reason'], registers: [r] });
+    const buckets = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+    this.appendSeconds = new prom.Histogram({ name: 'cairn_log_append_seconds', help: 'Time to write one Ready batch to the log.', buckets, registers: [r] });
+    this.fsyncSeconds = new prom.Histogram({ name: 'cairn_log_fsync_seconds', help: 'Time of log batches written with fsync.', buckets, registers: [r] });
+    this.httpRequests = new prom.Counter({ name: 'cairn_http_requests_total', help: 'HTTP requests by method and status.', labelNames: ['method', 'status'], registers: [r] });
+  }
+}

@@ -1,0 +1,131 @@
+import { CairnError, ErrorCode, NO_NODE, nodeId, type NodeId } from '../base/index.js';
+import type { Coordinator } from '../replica/index.js';
+import type { Router } from './http-server.js';
+import type { Metrics } from './metrics.js';
+
+export interface OperatorDeps {
+  readonly coordinator: () => Coordinator | undefined;
+  readonly metrics: Metrics;
+  /** Replication lag (entries) under which a node counts as caught up for /readyz. Default 100. */
+  readonly readyLagEntries?: number;
+}
+
+function serving(deps: OperatorDeps): Coordinator {
+  const c = deps.coordinator();
+  if (!c) throw new CairnError(ErrorCode.UNAVAILABLE, 'this node is still starting');
+  return c;
+}
+
+function obj(v: unknown, what: string): Record<string, unknown> {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `${what} must be a JSON object`);
+  return v as Record<string, unknown>;
+}
+
+function onlyKeys(o: Record<string, unknown>, allowed: readonly string[], what: string): void {
+  for (const k of Object.keys(o)) {
+    if (!allowed.includes(k)) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `unknown field ${JSON.stringify(k)} in ${what}; allowed: ${allowed.join(', ')}`);
+  }
+}
+
+function parseNodeId(v: unknown, what: string): NodeId {
+  if (typeof v !== 'string') throw new CairnError(ErrorCode.INVALID_ARGUMENT, `${what} must be a string`);
+  try {
+    return nodeId(v);
+  } catch (e) {
+    throw new CairnError(ErrorCode.INVALID_ARGUMENT, e instanceof Error ? e.message : String(e));
+  }
+}
+
+const ADDRESS_RE = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$/;
+
+/** Health, readiness, metrics, agent and status endpoints, and Raft membership (API.md "Cluster and operations"). */
+export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
+  router.add('GET', '/healthz', () => {
+    const c = deps.coordinator();
+    const failed = c?.status().failed;
+    if (failed !== undefined) return { status: 503, json: { status: 'failed', reason: failed } };
+    return { status: 200, json: { status: 'ok' } };
+  });
+
+  router.add('GET', '/readyz', () => {
+    const c = deps.coordinator();
+    if (!c) return { status: 503, json: { ready: false, reason: 'starting' } };
+    const st = c.status();
+    if (st.failed !== undefined) return { status: 503, json: { ready: false, reason: st.failed } };
+    if (st.leader === NO_NODE) return { status: 503, json: { ready: false, reason: 'no leader known' } };
+    const lag = st.commit - st.applied;
+    if (lag > (deps.readyLagEntries ?? 100)) return { status: 503, json: { ready: false, reason: `applying: ${lag} entries behind the commit index` } };
+    return { status: 200, json: { ready: true, leader: st.leader, term: st.term } };
+  });
+
+  router.add('GET', '/metrics', async () => {
+    const text = await deps.metrics.registry.metrics();
+    return { status: 200, bytes: Buffer.from(text), contentType: deps.metrics.registry.contentType };
+  });
+
+  router.add('GET', '/v1/agent/self', () => {
+    const st = serving(deps).status();
+    return {
+      status: 200,
+      json: {
+        id: st.id,
+        role: st.role,
+        term: st.term,
+        leader: st.leader === NO_NODE ? null : st.leader,
+        commit_index: st.commit,
+        applied_index: st.applied,
+        last_index: st.lastIndex,
+        snapshot_index: st.snapshotIndex,
+        last_leader_contact_ms: st.lastLeaderContactMs === undefined ? null : Math.round(st.lastLeaderContactMs),
+        failed: st.failed ?? null,
+      },
+    };
+  });
+
+  router.add('GET', '/v1/status/leader', () => {
+    const st = serving(deps).status();
+    const leader = st.config.members.find((m) => m.id === st.leader);
+    if (st.leader === NO_NODE || !leader) throw new CairnError(ErrorCode.UNAVAILABLE, 'no leader is known right now');
+    return { status: 200, json: { id: leader.id, address: leader.address } };
+  });
+
+  router.add('GET', '/v1/operator/raft/configuration', () => {
+    const st = serving(deps).status();
+    return {
+      status: 200,
+      json: {
+        index: st.configIndex,
+        servers: st.config.members.map((m) => ({ id: m.id, address: m.address, suffrage: m.suffrage, leader: m.id === st.leader })),
+      },
+    };
+  });
+
+  router.add('POST', '/v1/operator/raft/peers', async (req) => {
+    const o = obj(req.json(), 'the peer');
+    onlyKeys(o, ['id', 'address', 'voter'], 'the peer');
+    const id = parseNodeId(o['id'], 'id');
+    const address = o['address'];
+    if (typeof address !== 'string' || !ADDRESS_RE.test(address)) throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'address must be host:port');
+    const voter = o['voter'] ?? true;
+    if (typeof voter !== 'boolean') throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'voter must be a boolean');
+    // A new member always starts as a learner (it catches up without weakening the quorum);
+    // `voter: true` asks the leader to promote it once caught up.
+    const index = await serving(deps).changeMembership({ type: 'add-learner', id, address, ...(voter ? { autoPromote: true } : {}) });
+    return { status: 200, json: { index, id, address, suffrage: 'learner', promote_when_caught_up: voter } };
+  });
+
+  router.add('DELETE', '/v1/operator/raft/peers/:id', async (req) => {
+    const id = parseNodeId(req.params['id'], 'id');
+    const index = await serving(deps).changeMembership({ type: 'remove', id });
+    return { status: 200, json: { index, removed: id } };
+  });
+
+  router.add('POST', '/v1/operator/raft/transfer-leader', async (req) => {
+    const o = req.body.length === 0 ? {} : obj(req.json(), 'the request');
+    onlyKeys(o, ['id'], 'the request');
+    const target = o['id'] === undefined || o['id'] === null || o['id'] === '' ? '' : parseNodeId(o['id'], 'id');
+    const c = serving(deps);
+    await c.transferLeadership(target);
+    return { status: 200, json: { requested: target === '' ? 'most up-to-date voter' : target } };
+  });
+}

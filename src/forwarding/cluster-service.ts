@@ -1,0 +1,200 @@
+import * as grpc from '@grpc/grpc-js';
+import { CairnError, ErrorCode, isCairnError, type NodeId } from '../base/index.js';
+import type { ConfigChange } from '../raft/index.js';
+import type { Coordinator, Logger } from '../replica/index.js';
+import { WireError, decodeMessage, packValue, unpackValue } from './codec.js';
+import type { ForwardRequestMsg, ForwardResponseMsg, HelloRequestMsg, HelloResponseMsg, RaftAckMsg, RaftBatchMsg } from './grpc-defs.js';
+import type { GrpcTransport } from './grpc-transport.js';
+import { clusterServiceDefinition } from './grpc-defs.js';
+
+export interface ClusterServiceOptions {
+  readonly self: NodeId;
+  readonly advertiseAddr: string;
+  /** This node's cluster id ('' before it belongs to one). */
+  readonly clusterId: () => string;
+  /** Present once the replica runs. */
+  readonly coordinator: () => Coordinator | undefined;
+  readonly transport: () => GrpcTransport | undefined;
+  readonly bootstrapExpect: number;
+  readonly logger: Logger;
+  /** Told about every refused batch or message (for metrics). */
+  readonly onRejected?: (reason: string) => void;
+}
+
+/**
+ * The server side of the cluster service: receives Raft batches (validated message by
+ * message; anything malformed, from another cluster, or for another node is dropped and
+ * logged at a bounded rate), serves forwarded operations when leader, and answers Hello.
+ */
+export function addClusterService(server: grpc.Server, opts: ClusterServiceOptions): void {
+  const log = new RateLimitedLog(opts.logger);
+  const reject = (reason: string, fields: object): void => {
+    opts.onRejected?.(reason);
+    log.warn(reason, fields);
+  };
+
+  const raft: grpc.handleClientStreamingCall<RaftBatchMsg, RaftAckMsg> = (call, callback) => {
+    let received = 0;
+    let done = false;
+    call.on('data', (batch: RaftBatchMsg) => {
+      const ours = opts.clusterId();
+      if (ours === '' || batch.clusterId !== ours) {
+        reject('raft batch from another cluster', { from: batch.from, theirs: batch.clusterId, ours });
+        if (!done) {
+          done = true;
+          callback({ code: grpc.status.PERMISSION_DENIED, details: `cluster id mismatch: this node belongs to ${JSON.stringify(ours)}` });
+        }
+        return;
+      }
+      if (batch.to !== opts.self) {
+        reject('raft batch addressed to another node', { from: batch.from, to: batch.to });
+        return;
+      }
+      const transport = opts.transport();
+      for (const buf of batch.messages) {
+        try {
+          const m = decodeMessage(buf);
+          if (m.from !== batch.from || m.to !== opts.self) {
+            reject('raft message does not match its batch', { from: batch.from, msgFrom: m.from, to: m.to });
+            continue;
+          }
+          received++;
+          transport?.deliver(m);
+        } catch (e) {
+          if (!(e instanceof WireError)) throw e;
+          reject('malformed raft message', { from: batch.from, err: e.message });
+        }
+      }
+    });
+    call.on('end', () => {
+      if (!done) {
+        done = true;
+        callback(null, { received });
+      }
+    });
+    call.on('error', () => {
+      done = true;
+    });
+  };
+
+  const forward: grpc.handleUnaryCall<ForwardRequestMsg, ForwardResponseMsg> = (call, callback) => {
+    const req = call.request;
+    const reply = (p: Promise<unknown>): void => {
+      p.then(
+        (result) => callback(null, { result: packValue(result ?? null) }),
+        (e: unknown) => callback(null, { result: new Uint8Array(0), error: toErrorMsg(e) }),
+      );
+    };
+    if (req.clusterId !== opts.clusterId() || opts.clusterId() === '') {
+      reject('forward request from another cluster', { from: req.from });
+      callback(null, { result: new Uint8Array(0), error: toErrorMsg(new CairnError(ErrorCode.UNAVAILABLE, 'cluster id mismatch')) });
+      return;
+    }
+    const coordinator = opts.coordinator();
+    if (!coordinator) {
+      reply(Promise.reject(new CairnError(ErrorCode.UNAVAILABLE, `node ${opts.self} is starting`)));
+      return;
+    }
+    const st = coordinator.status();
+    if (st.role !== 'leader') {
+      // Never forward further: the caller retries against the leader we name.
+      reply(Promise.reject(new CairnError(ErrorCode.NOT_LEADER, `node ${opts.self} is not the leader`, { leader: st.leader })));
+      return;
+    }
+    const timeoutMs = Math.max(1, Math.min(req.timeoutMs || 10_000, 60_000));
+    try {
+      switch (req.op) {
+        case 'envelope':
+          reply(coordinator.proposeLocal(req.envelope ?? new Uint8Array(0), timeoutMs));
+          return;
+        case 'configChange':
+          reply(coordinator.changeMembership(decodeConfigChange(req.configChange ?? new Uint8Array(0)), timeoutMs));
+          return;
+        case 'transferTo':
+          reply(coordinator.transferLeadership((req.transferTo ?? '') as NodeId | '', timeoutMs));
+          return;
+        default:
+          reply(Promise.reject(new CairnError(ErrorCode.INVALID_ARGUMENT, 'forward request names no operation')));
+      }
+    } catch (e) {
+      reply(Promise.reject(e));
+    }
+  };
+
+  const hello: grpc.handleUnaryCall<HelloRequestMsg, HelloResponseMsg> = (_call, callback) => {
+    const c = opts.coordinator();
+    const st = c?.status();
+    callback(null, {
+      nodeId: opts.self,
+      address: opts.advertiseAddr,
+      clusterId: opts.clusterId(),
+      term: st?.term ?? 0,
+      leader: st?.leader ?? '',
+      members: (st?.config.members ?? []).map((m) => ({ id: m.id, address: m.address, voter: m.suffrage === 'voter' })),
+      bootstrapExpect: opts.bootstrapExpect,
+    });
+  };
+
+  server.addService(clusterServiceDefinition, { raft, forward, hello });
+}
+
+function toErrorMsg(e: unknown): { code: string; message: string; details: Uint8Array } {
+  if (isCairnError(e)) return { code: e.code, message: e.message, details: packValue(e.details) };
+  const message = e instanceof Error ? e.message : String(e);
+  return { code: ErrorCode.INTERNAL, message, details: packValue({}) };
+}
+
+export function fromErrorMsg(e: { code: string; message: string; details: Uint8Array }): CairnError {
+  let details: Record<string, unknown> = {};
+  try {
+    const d = unpackValue(e.details);
+    if (typeof d === 'object' && d !== null && !Array.isArray(d)) details = d as Record<string, unknown>;
+  } catch {
+    // details are optional; a malformed blob is ignored
+  }
+  const code = (Object.values(ErrorCode) as string[]).includes(e.code) ? (e.code as ErrorCode) : ErrorCode.INTERNAL;
+  return new CairnError(code, e.message, details);
+}
+
+function decodeConfigChange(b: Uint8Array): ConfigChange {
+  let v: unknown;
+  try {
+    v = unpackValue(b);
+  } catch {
+    throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'config change is not msgpack');
+  }
+  if (typeof v !== 'object' || v === null) throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'config change is not an object');
+  const o = v as Record<string, unknown>;
+  const id = o['id'];
+  if (typeof id !== 'string' || id === '') throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'config change needs an id');
+  const nid = id as NodeId;
+  switch (o['type']) {
+    case 'add-learner':
+    case 'add-voter':
+      if (typeof o['address'] !== 'string') throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'config change needs an address');
+      if (o['type'] === 'add-learner' && o['autoPromote'] === true) return { type: 'add-learner', id: nid, address: o['address'], autoPromote: true };
+      return { type: o['type'], id: nid, address: o['address'] };
+    case 'promote':
+    case 'remove':
+      return { type: o['type'], id: nid };
+    default:
+      throw new CairnError(ErrorCode.INVALID_ARGUMENT, `unknown config change type ${JSON.stringify(o['type'])}`);
+  }
+}
+
+/** Logs each distinct reason at most once per interval, with a count of what was suppressed. */
+class RateLimitedLog {
+  private readonly last = new Map<string, { at: number; suppressed: number }>();
+  constructor(private readonly logger: Logger, private readonly intervalMs = 10_000) {}
+
+  warn(reason: string, fields: object): void {
+    const now = Date.now();
+    const s = this.last.get(reason);
+    if (s && now - s.at < this.intervalMs) {
+      s.suppressed++;
+      return;
+    }
+    this.logger.warn({ ...fields, suppressed: s?.suppressed ?? 0 }, reason);
+    this.last.set(reason, { at: now, suppressed: 0 });
+  }
+}

@@ -1,0 +1,84 @@
+import t from 'tap';
+import { mkdtemp, rm } from 'node:fs/promises';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { MessageType, type ApplyResult } from '../fsm/index.js';
+import { createLogger } from '../platform/index.js';
+import { AGENT_DEFAULTS, type AgentConfig } from './config.js';
+import { startAgent, type Agent } from './agent.js';
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitUntil(cond: () => boolean, ms: number, what: string): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+let seq = 0;
+function body(name: string): Record<string, unknown> {
+  seq++;
+  return {
+    requestId: `req-${seq}-${name}`,
+    time: new Date(0).toISOString(),
+    uid: `uid-${seq}`,
+    generation: `gen-${seq}`,
+    id: { type: { group: 'demo', groupVersion: 'v1', kind: 'Artist' }, tenancy: { partition: 'default', namespace: 'default' }, name },
+    data: { name },
+  };
+}
+
+t.test('three agents form a cluster over gRPC; a write sent to a follower commits once and reads back everywhere', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-agent-'));
+  const ports = await Promise.all([0, 1, 2].map(async () => ({ grpc: await freePort(), http: await freePort() })));
+  const addrs = ports.map((p) => `127.0.0.1:${p.grpc}`);
+  const agents: Agent[] = [];
+  t.teardown(async () => {
+    for (const a of agents) await a.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  for (let i = 0; i < 3; i++) {
+    const cfg: AgentConfig = {
+      ...AGENT_DEFAULTS,
+      nodeId: `n${i + 1}`,
+      dataDir: path.join(dir, `n${i + 1}`),
+      grpcAddr: addrs[i] as string,
+      advertiseAddr: addrs[i] as string,
+      httpAddr: `127.0.0.1:${(ports[i] as { http: number }).http}`,
+      bootstrapExpect: 3,
+      join: addrs.filter((_, k) => k !== i),
+      tickMs: 20,
+    };
+    agents.push(await startAgent(cfg, { logger: createLogger({ level: 'warn', nodeId: cfg.nodeId }) }));
+  }
+  await Promise.all(agents.map((a) => a.ready));
+  await waitUntil(() => agents.some((a) => a.coordinator()?.status().role === 'leader'), 10_000, 'a leader');
+  const follower = agents.find((a) => a.coordinator()?.status().role !== 'leader') as Agent;
+  const res: ApplyResult = await (follower.coordinator() as NonNullable<ReturnType<Agent['coordinator']>>).propose(MessageType.ResourceWrite, body('korn'));
+  t.ok(res.ok && res.kind === 'write' && res.changed, 'the forwarded write was applied');
+  for (const a of agents) {
+    const c = a.coordinator();
+    if (!c) throw new Error('not running');
+    const r = await c.read('linearizable', (s) => s.get({ group: 'demo', kind: 'Artist', tenancy: { partition: 'default', namespace: 'default' }, name: 'korn' }));
+    t.same(r.value?.data, { name: 'korn' }, `${a.nodeId} reads it linearizably`);
+  }
+  const again = await (follower.coordinator() as NonNullable<ReturnType<Agent['coordinator']>>).propose(MessageType.ResourceWrite, { ...body('korn'), requestId: 'req-1-korn', data: { name: 'other' } });
+  t.same(again, res, 'a retried request id returns the first result (no second apply)');
+  const resp = await fetch(`http://${agents[0]?.httpAddress}/v1/operator/raft/configuration`);
+  const conf = (await resp.json()) as { servers: Array<{ id: string; suffrage: string }> };
+  t.same(conf.servers.map((s) => `${s.id}:${s.suffrage}`), ['n1:voter', 'n2:voter', 'n3:voter']);
+  const metrics = await (await fetch(`http://${agents[0]?.httpAddress}/metrics`)).text();
+  t.match(metrics, /cairn_raft_commit_index \d+/);
+});

@@ -1,0 +1,333 @@
+import * as grpc from '@grpc/grpc-js';
+import type { Server as HttpServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { CairnError, ErrorCode, NO_NODE, SeededRandom, nodeId, type NodeId } from '../base/index.js';
+import { Metrics, Router, addOperatorRoutes, createHttpServer } from '../api/index.js';
+import { ClientPool, GrpcForwarder, GrpcTransport, addClusterService, type HelloResponseMsg } from '../forwarding/index.js';
+import { Fsm, type ApplyResult } from '../fsm/index.js';
+import { FileSnapshotStore, LevelLogStore, createLogger, openDataDir, systemClock, systemTimers, type DataDir, type PinoLogger } from '../platform/index.js';
+import { makeConfig, type Config, type PlantedBugs } from '../raft/index.js';
+import { Coordinator, Replica } from '../replica/index.js';
+import type { Resource } from '../store/index.js';
+import { derivedClusterId, newClusterId, readClusterId, writeClusterId } from './cluster-id.js';
+import type { AgentConfig } from './config.js';
+import { TimedLogStore } from './timed-log-store.js';
+
+export interface Agent {
+  readonly nodeId: NodeId;
+  /** The bound gRPC and HTTP addresses (host:port; the port is real even if 0 was asked). */
+  readonly grpcAddress: string;
+  readonly httpAddress: string;
+  /** Resolves once the replica runs (after bootstrap, discovery or join); rejects if it cannot start. */
+  readonly ready: Promise<void>;
+  coordinator(): Coordinator | undefined;
+  readonly metrics: Metrics;
+  readonly logger: PinoLogger;
+  /** Graceful stop: hand over leadership, finish in-flight requests, close files. Idempotent. */
+  close(): Promise<void>;
+}
+
+export interface StartAgentOptions {
+  readonly logger?: PinoLogger;
+  /** Extra routes (the resource API) and gRPC services (the public API), added by the caller. */
+  readonly extend?: (ctx: { router: Router; grpcServer: grpc.Server; coordinator: () => Coordinator | undefined; agentConfig: AgentConfig }) => void;
+}
+
+const PLANTED_BUG_FLAGS: Record<string, keyof PlantedBugs> = {
+  'double-vote': 'doubleVote',
+  'commit-old-term': 'commitOldTermByCount',
+  'read-index-without-heartbeat': 'readIndexWithoutHeartbeat',
+};
+
+function plantedBugs(names: readonly string[]): PlantedBugs {
+  const out: { -readonly [K in keyof PlantedBugs]?: boolean } = {};
+  for (const n of names) {
+    const key = PLANTED_BUG_FLAGS[n];
+    if (!key) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `unknown planted bug ${JSON.stringify(n)}; known: ${Object.keys(PLANTED_BUG_FLAGS).join(', ')}`);
+    out[key] = true;
+  }
+  return out;
+}
+
+function splitHostPort(addr: string): { host: string; port: number } {
+  const i = addr.lastIndexOf(':');
+  const host = addr.slice(0, i).replace(/^\[|\]$/g, '');
+  return { host, port: Number(addr.slice(i + 1)) };
+}
+
+function listen(server: HttpServer, addr: string): Promise<string> {
+  const { host, port } = splitHostPort(addr);
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      const a = server.address() as AddressInfo;
+      resolve(`${host.includes(':') ? `[${host}]` : host}:${a.port}`);
+    });
+  });
+}
+
+function bindGrpc(server: grpc.Server, addr: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    server.bindAsync(addr, grpc.ServerCredentials.createInsecure(), (err, port) => {
+      if (err) reject(new CairnError(ErrorCode.UNAVAILABLE, `cannot listen on the gRPC address ${addr}: ${err.message}`));
+      else resolve(`${splitHostPort(addr).host}:${port}`);
+    });
+  });
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms).unref());
+
+/**
+ * Starts a node: the composition root (ARCHITECTURE.md `server`). Opens the data dir, serves
+ * the cluster port and the HTTP API at once (so peers can discover it), then starts the
+ * replica: from its own state, by bootstrapping, by forming a cluster with --bootstrap-expect
+ * peers, or by joining an existing cluster as a learner.
+ */
+export async function startAgent(config: AgentConfig, opts: StartAgentOptions = {}): Promise<Agent> {
+  const self = nodeId(config.nodeId);
+  const logger = opts.logger ?? createLogger({ level: config.logLevel, nodeId: self });
+  const bugs = plantedBugs(config.plantedBugs);
+  if (config.plantedBugs.length > 0) logger.warn({ bugs: config.plantedBugs }, 'PLANTED BUGS ARE ON: this node is deliberately unsafe (test use only)');
+  const dataDir: DataDir = await openDataDir({ path: config.dataDir, nodeId: self, logger });
+
+  let clusterId = (await readClusterId(config.dataDir)) ?? '';
+  let replica: Replica<ApplyResult, Resource> | undefined;
+  let coordinator: Coordinator | undefined;
+  let transport: GrpcTransport | undefined;
+  let closing: Promise<void> | undefined;
+  const discovered = new Map<NodeId, string>();
+  const pool = new ClientPool();
+  const metrics = new Metrics(() => replica?.status());
+
+  const addressOf = (id: NodeId): string | undefined =>
+    replica?.status().config.members.find((m) => m.id === id)?.address ?? discovered.get(id);
+  const forwarder = new GrpcForwarder({
+    self,
+    clusterId: () => clusterId,
+    addressOf,
+    pool,
+    onForward: (kind, outcome) => metrics.forwarded.inc({ kind, outcome }),
+  });
+
+  const grpcServer = new grpc.Server({
+    'grpc.max_receive_message_length': 64 * 1024 * 1024,
+    'grpc.max_send_message_length': 64 * 1024 * 1024,
+  });
+  addClusterService(grpcServer, {
+    self,
+    advertiseAddr: config.advertiseAddr,
+    clusterId: () => clusterId,
+    coordinator: () => coordinator,
+    transport: () => transport,
+    bootstrapExpect: config.bootstrapExpect,
+    logger,
+    onRejected: (reason) => metrics.rejectedPeerInput.inc({ reason }),
+  });
+  const router = new Router();
+  addOperatorRoutes(router, { coordinator: () => coordinator, metrics });
+  opts.extend?.({ router, grpcServer, coordinator: () => coordinator, agentConfig: config });
+  const httpServer = createHttpServer({ router, logger });
+
+  let grpcAddress: string;
+  let httpAddress: string;
+  try {
+    grpcAddress = await bindGrpc(grpcServer, config.grpcAddr);
+    httpAddress = await listen(httpServer, config.httpAddr);
+  } catch (e) {
+    grpcServer.forceShutdown();
+    httpServer.close();
+    await dataDir.close();
+    throw e;
+  }
+  const advertise = config.advertiseAddr.endsWith(':0') ? grpcAddress : config.advertiseAddr;
+  logger.info({ grpc: grpcAddress, http: httpAddress, dataDir: config.dataDir }, 'listening');
+
+  const hello = (address: string): Promise<HelloResponseMsg> =>
+    new Promise((resolve, reject) => {
+      pool.get(address).hello({ clusterId, from: self, address: advertise, bootstrapExpect: config.bootstrapExpect }, { deadline: Date.now() + 2000 }, (err, res) => {
+        if (err || !res) reject(err ?? new Error('empty hello'));
+        else resolve(res);
+      });
+    });
+
+  /** Forms the initial configuration with --bootstrap-expect, or finds an existing cluster. */
+  async function discover(): Promise<{ bootstrap: Config | undefined }> {
+    const me = { id: self, address: advertise };
+    let lastLog = 0;
+    for (;;) {
+      if (closing) throw new CairnError(ErrorCode.UNAVAILABLE, 'shutting down during discovery');
+      const known = new Map<NodeId, string>([[self, advertise]]);
+      for (const addr of config.join) {
+        try {
+          const h = await hello(addr);
+          discovered.set(h.nodeId as NodeId, h.address);
+          if (h.clusterId !== '') {
+            clusterId = h.clusterId;
+            logger.info({ via: addr, cluster: clusterId }, 'found an existing cluster; joining it');
+            return { bootstrap: undefined };
+          }
+          if (config.bootstrapExpect > 0 && h.bootstrapExpect === config.bootstrapExpect) known.set(h.nodeId as NodeId, h.address);
+        } catch {
+          // not up yet
+        }
+      }
+      if (config.bootstrapExpect > 0 && known.size >= config.bootstrapExpect) {
+        if (known.size > config.bootstrapExpect) {
+          throw new CairnError(ErrorCode.INVALID_ARGUMENT, `found ${known.size} nodes expecting ${config.bootstrapExpect}: ${[...known.keys()].join(', ')}`);
+        }
+        const members = [...known].map(([id, address]) => ({ id, address }));
+        clusterId = derivedClusterId(members);
+        const bootstrap = makeConfig(members.map((m) => ({ ...m, suffrage: 'voter' as const })));
+        logger.info({ members: members.map((m) => m.id), cluster: clusterId }, 'forming a new cluster');
+        return { bootstrap };
+      }
+      if (Date.now() - lastLog > 5000) {
+        lastLog = Date.now();
+        logger.info({ known: [...known.keys()], expect: config.bootstrapExpect, join: config.join, me: me.id }, 'waiting for peers');
+      }
+      await sleep(250);
+    }
+  }
+
+  /** Asks the cluster's leader to add this node as a learner that it promotes once caught up. */
+  async function joinCluster(): Promise<void> {
+    for (;;) {
+      if (closing || !replica) return;
+      if (replica.status().config.members.some((m) => m.id === self)) return;
+      for (const addr of config.join) {
+        try {
+          const h = await hello(addr);
+          for (const m of h.members) discovered.set(m.id as NodeId, m.address);
+          if (h.members.some((m) => m.id === self)) return;
+          if (h.leader === '') continue;
+          await forwarder.forward(h.leader as NodeId, { kind: 'config-change', change: { type: 'add-learner', id: self, address: advertise, autoPromote: true } }, 5000);
+          logger.info({ leader: h.leader }, 'asked the leader to add this node as a learner');
+          return;
+        } catch (e) {
+          logger.debug({ via: addr, err: e instanceof Error ? e.message : String(e) }, 'join attempt failed; retrying');
+        }
+      }
+      await sleep(500);
+    }
+  }
+
+  /** Leader duty: promote learners that asked for it once they have caught up (thesis §4.2.1). */
+  const promoter = setInterval(() => {
+    const c = coordinator;
+    if (!c || closing) return;
+    const st = c.status();
+    if (st.role !== 'leader' || st.commit < st.configIndex) return;
+    for (const m of st.config.members) {
+      if (m.suffrage !== 'learner' || m.autoPromote !== true) continue;
+      const pr = st.progress?.get(m.id);
+      if (!pr || pr.state !== 'replicate' || pr.match < st.commit) continue;
+      logger.info({ learner: m.id, match: pr.match, commit: st.commit }, 'promoting caught-up learner to voter');
+      c.changeMembership({ type: 'promote', id: m.id }).catch((e: unknown) => logger.warn({ learner: m.id, err: e instanceof Error ? e.message : String(e) }, 'promotion failed; will retry'));
+      return; // one change at a time
+    }
+  }, 500);
+  promoter.unref();
+
+  let lastLeader: string = NO_NODE;
+  const ready = (async () => {
+    let bootstrap: Config | undefined;
+    let joining = false;
+    if (clusterId === '') {
+      if (config.bootstrap) {
+        clusterId = newClusterId();
+        bootstrap = makeConfig([{ id: self, suffrage: 'voter', address: advertise }]);
+      } else if (config.bootstrapExpect > 0 || config.join.length > 0) {
+        ({ bootstrap } = await discover());
+        joining = bootstrap === undefined;
+      } else {
+        throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'this node belongs to no cluster: start it with --bootstrap, --dev, --bootstrap-expect N --join ..., or --join ...');
+      }
+      await writeClusterId(config.dataDir, clusterId);
+    }
+    const fsm = new Fsm({
+      onIgnoredEntry: (type, index) => logger.warn({ type, index }, 'skipped a log entry of an unknown optional type'),
+      onMalformedEntry: (type, index, message) => logger.error({ type, index, message }, 'refused a malformed log entry'),
+    });
+    transport = new GrpcTransport({ self, clusterId: () => clusterId, addressOf, pool, logger });
+    const logStore = await LevelLogStore.open({ dataDir: config.dataDir, logger });
+    const snapshotStore = await FileSnapshotStore.open({ dataDir: config.dataDir, logger });
+    replica = await Replica.open<ApplyResult, Resource>({
+      id: self,
+      random: new SeededRandom(Date.now() ^ process.pid),
+      clock: systemClock,
+      timers: systemTimers,
+      logStore: new TimedLogStore(logStore, metrics),
+      snapshotStore,
+      transport,
+      stateMachine: fsm,
+      logger,
+      tickMs: config.tickMs,
+      snapshotEveryEntries: config.snapshotEntries,
+      raft: { electionTimeoutTicks: config.electionTicks, heartbeatTimeoutTicks: config.heartbeatTicks, plantedBugs: bugs },
+      ...(bootstrap ? { bootstrap } : {}),
+    });
+    coordinator = new Coordinator(replica, fsm, { forwarder });
+    replica.subscribe(() => {
+      const l = replica?.status().leader ?? NO_NODE;
+      if (l !== lastLeader) {
+        lastLeader = l;
+        metrics.leaderChanges.inc();
+      }
+    });
+    logger.info({ cluster: clusterId }, 'replica running');
+    if (joining || (config.join.length > 0 && !replica.status().config.members.some((m) => m.id === self))) void joinCluster();
+  })();
+  ready.catch((e: unknown) => logger.error({ err: e instanceof Error ? e.message : String(e) }, 'the node could not start'));
+
+  async function shutdown(): Promise<void> {
+    clearInterval(promoter);
+    const c = coordinator;
+    if (c) {
+      const st = c.status();
+      const others = st.config.members.filter((m) => m.suffrage === 'voter' && m.id !== self);
+      if (st.role === 'leader' && others.length > 0) {
+        try {
+          await c.transferLeadership('', 3000);
+          const deadline = Date.now() + 3000;
+          while (c.status().role === 'leader' && Date.now() < deadline) await sleep(20);
+          logger.info({ leader: c.status().leader }, 'handed over leadership before stopping');
+        } catch (e) {
+          logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'leadership transfer before stopping failed');
+        }
+      }
+    }
+    await new Promise<void>((resolve) => {
+      httpServer.close(() => resolve());
+      httpServer.closeIdleConnections();
+      setTimeout(() => httpServer.closeAllConnections(), 2000).unref();
+    });
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(() => {
+        grpcServer.forceShutdown();
+        resolve();
+      }, 2000);
+      t.unref();
+      grpcServer.tryShutdown(() => {
+        clearTimeout(t);
+        resolve();
+      });
+    });
+    await ready.catch(() => {});
+    if (replica) await replica.close();
+    pool.close();
+    await dataDir.close();
+    logger.info({}, 'stopped');
+  }
+
+  return {
+    nodeId: self,
+    grpcAddress,
+    httpAddress,
+    ready,
+    metrics,
+    logger,
+    coordinator: () => coordinator,
+    close: () => (closing ??= shutdown()),
+  };
+}

@@ -1,0 +1,58 @@
+/**
+ * The agent's configuration: every field can be set by a command-line flag, an environment
+ * variable (CAIRN_<FLAG_IN_CAPS>) or a config file key (the flag name in camelCase), in that
+ * order of precedence over the defaults below (API.md "The command line").
+ */
+export interface AgentConfig {
+  /** This node's id, a lowercase DNS label. Default: the host name's first label, or "cairn1" with --dev. */
+  readonly nodeId: string;
+  /** Where the log, snapshots and lock live. Default ./cairn-data (with --dev) or required. */
+  readonly dataDir: string;
+  /** The multiplexed gRPC port: Raft, forwarding, public API. Default 127.0.0.1:7500. */
+  readonly grpcAddr: string;
+  /** The address peers use to reach this node, if different from grpcAddr (e.g. 0.0.0.0 binds). */
+  readonly advertiseAddr: string;
+  /** The HTTP/JSON API. Default 127.0.0.1:7501. */
+  readonly httpAddr: string;
+  /** Form a one-node cluster if this node has no state yet. */
+  readonly bootstrap: boolean;
+  /** Form an N-voter cluster with the nodes in `join` once N are known (0 = off). */
+  readonly bootstrapExpect: number;
+  /** gRPC addresses of other nodes, to form or join a cluster. */
+  readonly join: readonly string[];
+  /** A single node with embedded defaults: bootstraps itself and registers the demo types. */
+  readonly dev: boolean;
+  /** Register the demo resource types (implied by dev). */
+  readonly demoTypes: boolean;
+  /** pino level: fatal, error, warn, info, debug, trace, silent. Default info. */
+  readonly logLevel: string;
+  /** Milliseconds per Raft tick. Default 100 (election timeout 10-20 ticks). */
+  readonly tickMs: number;
+  /** Election timeout in ticks. Default 10. */
+  readonly electionTicks: number;
+  /** Heartbeat interval in ticks. Default 1. */
+  readonly heartbeatTicks: number;
+  /** Entries applied between snapshots. Default 10,000. */
+  readonly snapshotEntries: number;
+  /** Test-only planted bugs, comma-separated (stage 7's checker proofs). Never set in production. */
+  readonly plantedBugs: readonly string[];
+}
+
+export const DEFAULT_GRPC_ADDR = '127.0.0.1:7500';
+export const DEFAULT_HTTP_ADDR = '127.0.0.1:7501';
+
+export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertiseAddr'> = {
+  grpcAddr: DEFAULT_GRPC_ADDR,
+  httpAddr: DEFAULT_HTTP_ADDR,
+  bootstrap: false,
+  bootstrapExpect: 0,
+  join: [],
+  dev: false,
+  demoTypes: false,
+  logLevel: 'info',
+  tickMs: 100,
+  electionTicks: 10,
+  heartbeatTicks: 1,
+  snapshotEntries: 10_000,
+  plantedBugs: [],
+};
