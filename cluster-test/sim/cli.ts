@@ -1,0 +1,316 @@
+/**
+ * The simulator's command line.
+ *
+ *   node dist/cluster-test/sim/cli.js swarm --seeds N [--start S] [--duration-ms M] [--faults P]
+ *        [--nodes 3|5] [--planted-bug B] [--jobs J]
+ *   node dist/cluster-test/sim/cli.js replay --seed S [--verbose] [same run flags]
+ *   node dist/cluster-test/sim/cli.js demo [--seed S] [--duration-ms M]
+ *
+ * `swarm` runs many seeds (in worker threads with --jobs), prints progress and a summary, and
+ * exits 1 if any seed found a violation, printing each one's replay command. `replay` reruns one
+ * seed and prints its event log (every line with --verbose; without it, ticks, deliveries and
+ * disk syncs are left out). `demo` narrates one run.
+ */
+import { availableParallelism } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { DEFAULT_FAULTS } from './faults.js';
+import { Narrator } from './narrate.js';
+import type { PlantedBugs } from './raft.js';
+import {
+  DEFAULT_DURATION_MS,
+  replayCommand,
+  runSimulation,
+  totals,
+  type SimulationOptions,
+  type SimulationResult,
+  type SimulationStats,
+  type Violation,
+} from './simulation.js';
+
+const PLANTED_BUGS = ['doubleVote', 'commitOldTermByCount', 'readIndexWithoutHeartbeat'] as const;
+
+class UsageError extends Error {}
+
+interface Args {
+  readonly command: string;
+  readonly flags: Map<string, string>;
+}
+
+const BOOLEAN_FLAGS = new Set(['verbose']);
+
+function parseArgs(argv: readonly string[]): Args {
+  const command = argv[0] ?? 'help';
+  const flags = new Map<string, string>();
+  for (let i = 1; i < argv.length; i++) {
+    const a = argv[i] ?? '';
+    if (!a.startsWith('--')) throw new UsageError(`unexpected argument ${JSON.stringify(a)}`);
+    const eq = a.indexOf('=');
+    const name = eq >= 0 ? a.slice(2, eq) : a.slice(2);
+    if (eq >= 0) flags.set(name, a.slice(eq + 1));
+    else if (BOOLEAN_FLAGS.has(name)) flags.set(name, 'true');
+    else {
+      const v = argv[i + 1];
+      if (v === undefined) throw new UsageError(`option --${name} needs a value`);
+      flags.set(name, v);
+      i++;
+    }
+  }
+  return { command, flags };
+}
+
+function intFlag(args: Args, name: string, dflt: number | undefined, min = 0): number | undefined {
+  const v = args.flags.get(name);
+  if (v === undefined) return dflt;
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n < min) throw new UsageError(`option --${name} must be an integer >= ${min}, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+/** The run options shared by swarm and replay (everything but the seed). */
+function runFlags(args: Args): Omit<SimulationOptions, 'seed'> {
+  const durationMs = intFlag(args, 'duration-ms', undefined, 1);
+  const steps = intFlag(args, 'steps', undefined, 1);
+  const nodes = intFlag(args, 'nodes', undefined, 1);
+  const livenessBudgetMs = intFlag(args, 'liveness-budget-ms', undefined, 1);
+  if (nodes !== undefined && nodes !== 3 && nodes !== 5) throw new UsageError(`option --nodes must be 3 or 5, got ${nodes}`);
+  const faults = args.flags.get('faults');
+  const bug = args.flags.get('planted-bug');
+  let plantedBugs: PlantedBugs | undefined;
+  if (bug !== undefined) {
+    if (!(PLANTED_BUGS as readonly string[]).includes(bug)) {
+      throw new UsageError(`option --planted-bug must be one of ${PLANTED_BUGS.join(', ')}, got ${JSON.stringify(bug)}`);
+    }
+    plantedBugs = { [bug]: true };
+  }
+  const driverBug = args.flags.get('driver-bug');
+  if (driverBug !== undefined && driverBug !== 'sendBeforeSync') {
+    throw new UsageError(`option --driver-bug must be sendBeforeSync, got ${JSON.stringify(driverBug)}`);
+  }
+  return {
+    ...(driverBug !== undefined ? { driverBugs: { sendBeforeSync: true } } : {}),
+    ...(durationMs !== undefined ? { durationMs } : {}),
+    ...(steps !== undefined ? { steps } : {}),
+    ...(nodes !== undefined ? { nodes } : {}),
+    ...(faults !== undefined ? { faults } : {}),
+    ...(plantedBugs !== undefined ? { plantedBugs } : {}),
+    ...(livenessBudgetMs !== undefined ? { livenessBudgetMs } : {}),
+  };
+}
+
+function fmt(n: number): string {
+  return n.toLocaleString('en-US');
+}
+
+function printViolation(print: (s: string) => void, seed: number, profile: string, v: Violation, replay: string, recentLines = 25): void {
+  print(`FAILED seed ${seed} (faults ${profile}): ${v.kind} at step ${fmt(v.step)}, t=${fmt(v.time)}ms`);
+  for (const line of v.message.split('\n')) print(`  ${line}`);
+  if (recentLines > 0) {
+    print(`  last ${Math.min(recentLines, v.recent.length)} event-log lines:`);
+    for (const line of v.recent.slice(-recentLines)) print(`    ${line}`);
+  }
+  print(`  replay: ${replay}`);
+}
+
+// ---- swarm --------------------------------------------------------------------------------------
+
+/** What a worker sends back per seed: the result without the (large) event log. */
+interface SeedReport {
+  readonly seed: number;
+  readonly ok: boolean;
+  readonly profile: string;
+  readonly violation?: Violation;
+  readonly stats: SimulationStats;
+}
+
+interface WorkerJob {
+  readonly seeds: readonly number[];
+  readonly options: Omit<SimulationOptions, 'seed'>;
+}
+
+function runSeed(seed: number, options: Omit<SimulationOptions, 'seed'>): SeedReport {
+  const r: SimulationResult = runSimulation({ ...options, seed });
+  return { seed, ok: r.ok, profile: r.profile, ...(r.violation !== undefined ? { violation: r.violation } : {}), stats: r.stats };
+}
+
+function workerMain(job: WorkerJob): void {
+  for (const seed of job.seeds) parentPort?.postMessage(runSeed(seed, job.options));
+}
+
+async function swarm(args: Args): Promise<number> {
+  const count = intFlag(args, 'seeds', undefined, 1);
+  if (count === undefined) throw new UsageError('swarm needs --seeds N');
+  const start = intFlag(args, 'start', 1, 0) ?? 1;
+  const jobs = Math.min(intFlag(args, 'jobs', Math.min(availableParallelism(), 4), 1) ?? 1, count);
+  const options = runFlags(args);
+  const seeds = Array.from({ length: count }, (_, i) => start + i);
+  const t0 = performance.now();
+  console.log(
+    `sim swarm: seeds ${start}..${start + count - 1} (${fmt(count)}), faults ${options.faults ?? DEFAULT_FAULTS}, ` +
+      `fault phase ${fmt(options.durationMs ?? DEFAULT_DURATION_MS)}ms simulated per seed, ${jobs} job(s)`,
+  );
+  const reports: SeedReport[] = [];
+  let failed = 0;
+  let nextPct = 5;
+  const onReport = (r: SeedReport): void => {
+    reports.push(r);
+    if (!r.ok) {
+      failed++;
+      console.log(`  seed ${r.seed} FAILED: ${r.violation?.kind ?? '?'}: ${(r.violation?.message ?? '').split('\n')[0] ?? ''}`);
+    }
+    const pct = (reports.length / count) * 100;
+    if (pct >= nextPct || reports.length === count) {
+      while (nextPct <= pct) nextPct += 5;
+      const secs = (performance.now() - t0) / 1000;
+      console.log(`  ${pct.toFixed(0).padStart(3)}%  ${fmt(reports.length)}/${fmt(count)} seeds, ${failed} failed, ${secs.toFixed(1)}s`);
+    }
+  };
+  if (jobs <= 1) {
+    for (const seed of seeds) onReport(runSeed(seed, options));
+  } else {
+    const self = fileURLToPath(import.meta.url);
+    await Promise.all(
+      Array.from({ length: jobs }, (_, k) => {
+        const job: WorkerJob = { seeds: seeds.filter((_, i) => i % jobs === k), options };
+        return new Promise<void>((resolve, reject) => {
+          const w = new Worker(self, { workerData: job });
+          w.on('message', (r: SeedReport) => onReport(r));
+          w.on('error', reject);
+          w.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`swarm worker ${k} exited with code ${code}`))));
+        });
+      }),
+    );
+  }
+  const secs = (performance.now() - t0) / 1000;
+  printSummary(reports, secs);
+  const failures = reports.filter((r) => !r.ok).sort((a, b) => a.seed - b.seed);
+  for (const r of failures) {
+    if (r.violation !== undefined) printViolation((s) => console.log(s), r.seed, r.profile, r.violation, replayCommand({ ...options, seed: r.seed }), 10);
+  }
+  console.log(failures.length === 0 ? `OK: ${fmt(count)} seeds, no violations` : `FAILED: ${failures.length} of ${fmt(count)} seeds found violations`);
+  return failures.length === 0 ? 0 : 1;
+}
+
+function printSummary(reports: readonly SeedReport[], secs: number): void {
+  const t = totals(reports.map((r) => r.stats));
+  const g = (k: string): string => fmt(t[k] ?? 0);
+  const profiles = new Map<string, number>();
+  for (const r of reports) profiles.set(r.profile, (profiles.get(r.profile) ?? 0) + 1);
+  const unknown = reports.filter((r) => r.stats.linearizable === 'unknown').length;
+  console.log(`swarm done: ${fmt(reports.length)} seeds in ${secs.toFixed(1)}s (${(reports.length / Math.max(secs, 1e-9)).toFixed(1)} seeds/s)`);
+  console.log(`  profiles: ${[...profiles].sort().map(([p, n]) => `${p} ${n}`).join(', ')}`);
+  console.log(`  simulated ${fmt(Math.round((t['simTimeMs'] ?? 0) / 1000))}s in ${g('steps')} steps; messages ${g('messages')} (dropped ${g('dropped')}, duplicated ${g('duplicated')})`);
+  console.log(
+    `  faults injected ${g('faults')}: partitions ${g('partitions')}, crashes ${g('crashes')}, loss/dup spikes ${g('spikes')}, ` +
+      `membership changes ${g('membershipChanges')}, leader transfers ${g('transfers')}`,
+  );
+  console.log(
+    `  raft: elections ${g('elections')}, leaders ${g('leaders')}, entries committed ${g('commits')}, ` +
+      `snapshots taken ${g('snapshotsTaken')}, sent ${g('snapshotsSent')} (${g('snapshotChunks')} chunks)`,
+  );
+  console.log(
+    `  clients: ${g('ops')} ops: ${g('okOps')} ok, ${g('infoOps')} info, ${g('failOps')} fail; ` +
+      `linearizability unknown (search budget) on ${unknown} seed(s)`,
+  );
+}
+
+// ---- replay and demo ----------------------------------------------------------------------------
+
+const QUIET_PREFIXES = ['tick', 'deliver ', 'fsync ', 'drop '];
+
+function replay(args: Args): number {
+  const seed = intFlag(args, 'seed', undefined, 0);
+  if (seed === undefined) throw new UsageError('replay needs --seed S');
+  const verbose = args.flags.get('verbose') === 'true';
+  const options = runFlags(args);
+  const r = runSimulation({
+    ...options,
+    seed,
+    onLine: (line) => {
+      if (verbose) {
+        console.log(line);
+        return;
+      }
+      const what = line.slice(12);
+      if (!QUIET_PREFIXES.some((p) => what.startsWith(p))) console.log(line);
+    },
+  });
+  console.log(`event log sha256 ${r.eventLogDigest}`);
+  console.log(`stats ${JSON.stringify(r.stats)}`);
+  if (r.violation !== undefined) {
+    printViolation((s) => console.log(s), seed, r.profile, r.violation, replayCommand({ ...options, seed }), 0);
+    return 1;
+  }
+  console.log(`OK: seed ${seed}, no violations`);
+  return 0;
+}
+
+function demo(args: Args): number {
+  // Seed 8 of the default profile shows elections, partitions, crashes, membership changes,
+  // leader transfers and snapshot installs in five simulated seconds.
+  const options: SimulationOptions = {
+    seed: intFlag(args, 'seed', 8, 0) ?? 8,
+    durationMs: intFlag(args, 'duration-ms', 5000, 1) ?? 5000,
+    faults: args.flags.get('faults') ?? 'default',
+  };
+  const seed = options.seed;
+  const narrator = new Narrator();
+  console.log('Cairn deterministic simulation: real Raft cores, simulated network, disks, clients and faults.');
+  console.log(`One seed reproduces the whole run: ${replayCommand(options)}\n`);
+  const r = runSimulation({ ...options, onLine: (line) => narrator.line(line).forEach((s) => console.log(s)) });
+  const s = r.stats;
+  console.log(
+    `\nsummary: ${fmt(s.steps)} steps, ${fmt(s.messages)} messages (${fmt(s.dropped)} dropped), ${s.faults} faults, ` +
+      `${s.crashes} crashes, ${s.leaders} leaders, ${fmt(s.commits)} entries committed, ${s.snapshotsSent} snapshots sent; ` +
+      `clients ${fmt(s.okOps)} ok / ${fmt(s.infoOps)} info / ${fmt(s.failOps)} fail; linearizable: ${String(s.linearizable)}`,
+  );
+  if (r.violation !== undefined) {
+    printViolation((x) => console.log(x), seed, r.profile, r.violation, replayCommand(options), 0);
+    return 1;
+  }
+  return 0;
+}
+
+const USAGE = `usage:
+  node dist/cluster-test/sim/cli.js swarm --seeds N [--start S] [--duration-ms M] [--faults P] [--nodes 3|5] [--planted-bug B] [--jobs J]
+  node dist/cluster-test/sim/cli.js replay --seed S [--verbose] [--duration-ms M] [--faults P] [--nodes 3|5] [--planted-bug B]
+  node dist/cluster-test/sim/cli.js demo [--seed S] [--duration-ms M] [--faults P]
+fault profiles: mixed (default: drawn from the seed), default, none, partitions, crashes, membership, chaos, stale-leader, figure8
+planted bugs: ${PLANTED_BUGS.join(', ')}`;
+
+async function main(argv: readonly string[]): Promise<number> {
+  const args = parseArgs(argv);
+  switch (args.command) {
+    case 'swarm':
+      return swarm(args);
+    case 'replay':
+      return replay(args);
+    case 'demo':
+      return demo(args);
+    case 'help':
+    case '--help':
+      console.log(USAGE);
+      return 0;
+    default:
+      throw new UsageError(`unknown command ${JSON.stringify(args.command)}`);
+  }
+}
+
+if (!isMainThread) {
+  workerMain(workerData as WorkerJob);
+} else if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (e: unknown) => {
+      if (e instanceof UsageError || e instanceof TypeError) {
+        console.error(`sim: ${e.message}\n${USAGE}`);
+        process.exitCode = 2;
+      } else {
+        console.error(e);
+        process.exitCode = 1;
+      }
+    },
+  );
+}

@@ -1,0 +1,34 @@
+/**
+ * Seeds that once found a violation, kept so the bug stays fixed. To add one: copy the failing
+ * run's options from its replay command (seed and any non-default flag) into REGRESSIONS with
+ * one line on what broke and where it was fixed. A seed replays the same run only while the
+ * simulator draws its randomness the same way; when a change to the simulator reshuffles the
+ * draws, re-find a seed for the bug (replay still names the violation) or keep the entry as a
+ * smoke test.
+ */
+import t from 'tap';
+import { replayCommand, runSimulation, type SimulationOptions } from './simulation.js';
+
+interface Regression {
+  readonly options: SimulationOptions;
+  /** What broke, and where it was fixed. */
+  readonly why: string;
+}
+
+const REGRESSIONS: readonly Regression[] = [
+  {
+    options: { seed: 287, durationMs: 20_000 },
+    why:
+      'simulator false positive: an append ack queued in term 10 was sent after a term-11 leader truncated the entry; ' +
+      'the durable-before-send check now applies only while the node is still in the message term (driver.ts)',
+  },
+];
+
+t.test('regression seeds pass', async (t) => {
+  if (REGRESSIONS.length === 0) t.comment('no regression seeds recorded yet');
+  for (const { options, why } of REGRESSIONS) {
+    const r = runSimulation(options);
+    t.ok(r.ok, `${replayCommand(options)} (${why}): ${r.violation?.message ?? 'ok'}`);
+  }
+  t.pass('all recorded seeds replayed');
+});

@@ -1,0 +1,527 @@
+/**
+ * The deterministic simulation of a whole Cairn cluster: 3 to 5 real RawNode cores, each
+ * behind the simulated driver, disk and KV state machine, talking over the simulated network,
+ * driven by simulated clients and a seeded nemesis, on one discrete-event clock. One seed
+ * (logged first) reproduces the whole run exactly: all randomness comes from one
+ * SeededRandom, forked per component, and nothing reads real time.
+ *
+ * A run has a fault phase (`durationMs` of simulated time) and a quiet phase: every fault is
+ * undone, crashed nodes restart, and within a budget of 50 election timeouts a leader must
+ * commit a write (liveness) and linearizable reads of every key through the leader must
+ * succeed. Safety invariants are checked on every step; at the end the client history must be
+ * linearizable.
+ */
+import { checkHistory, formatAnomaly } from '../checker/linearizability.js';
+import { Clients, type ClientOptions } from './clients.js';
+import { describeMessage } from './describe.js';
+import { Replica, type DriverBugs, type ReplicaHost, type ReplicaOptions } from './driver.js';
+import { EventLog } from './event-log.js';
+import { DEFAULT_FAULTS, Nemesis, resolveProfile, type FaultProfile } from './faults.js';
+import { Invariants } from './invariants.js';
+import type { KvResult } from './kv.js';
+import { SimNetwork, type NetworkOptions } from './network.js';
+import { nodeId, RawNode, SeededRandom, type Message, type NodeId, type PlantedBugs } from './raft.js';
+import { Scheduler } from './scheduler.js';
+import { SimViolation, type ViolationKind } from './violation.js';
+
+export interface SimulationOptions {
+  readonly seed: number;
+  /** Simulated length of the fault phase, ms. Default 6000. */
+  readonly durationMs?: number;
+  /** Optional cap on the number of steps of the fault phase (it ends at whichever comes first). */
+  readonly steps?: number;
+  /** Initial cluster size, 3 or 5. Default: drawn from the seed. */
+  readonly nodes?: number;
+  readonly plantedBugs?: PlantedBugs;
+  /** Test-only: planted bugs in the simulated driver (not the core). */
+  readonly driverBugs?: DriverBugs;
+  /** Fault profile name (see FAULT_PROFILES), or 'mixed' (one drawn from the seed). Default 'mixed'. */
+  readonly faults?: string;
+  /** Keep the full event log text in the result. */
+  readonly log?: boolean;
+  /** Called with every event-log line as it is written (for replay --verbose). */
+  readonly onLine?: (line: string) => void;
+  /**
+   * Time allowed after faults stop for a leader to commit a write and serve the final reads,
+   * ms. Default 50 election timeouts. Tests set it absurdly low to prove the check fires.
+   */
+  readonly livenessBudgetMs?: number;
+}
+
+export interface SimulationStats {
+  steps: number;
+  messages: number;
+  dropped: number;
+  duplicated: number;
+  crashes: number;
+  partitions: number;
+  faults: number;
+  elections: number;
+  leaders: number;
+  commits: number;
+  ops: number;
+  okOps: number;
+  infoOps: number;
+  failOps: number;
+  snapshotsSent: number;
+  snapshotChunks: number;
+  snapshotsTaken: number;
+  membershipChanges: number;
+  transfers: number;
+  spikes: number;
+  simTimeMs: number;
+  /** 'unknown' when the linearizability search ran out of budget on some key. */
+  linearizable: boolean | 'unknown' | 'not-checked';
+}
+
+export interface Violation {
+  readonly kind: ViolationKind;
+  readonly message: string;
+  readonly step: number;
+  readonly time: number;
+  /** The last event-log lines before the violation. */
+  readonly recent: readonly string[];
+}
+
+export interface SimulationResult {
+  readonly seed: number;
+  readonly ok: boolean;
+  readonly violation?: Violation;
+  readonly stats: SimulationStats;
+  /** sha256 of the event log: equal for two runs of one seed with the same options. */
+  readonly eventLogDigest: string;
+  readonly eventLog?: string;
+  /** The parameters drawn from the seed, as logged on the first line. */
+  readonly params: string;
+  /** The fault profile the run used (resolved, when 'mixed'). */
+  readonly profile: string;
+}
+
+/** Parameters of one run, drawn from the seed (and overridden by options). */
+interface SimParams {
+  readonly nodes: number;
+  readonly tickMs: number;
+  readonly electionTimeoutTicks: number;
+  readonly heartbeatTimeoutTicks: number;
+  readonly network: NetworkOptions;
+  readonly fsyncMinMs: number;
+  readonly fsyncMaxMs: number;
+  readonly snapshotEvery: number;
+  readonly snapshotChunkBytes: number;
+  readonly maxAppendBytes: number;
+  readonly maxInflightMsgs: number;
+  readonly crashKeepProbability: number;
+  readonly clients: ClientOptions;
+  readonly maxNodes: number;
+}
+
+/** The override when set, else the drawn value (drawn either way, to keep the stream aligned). */
+function pickOverride(override: number | undefined, drawn: number): number {
+  return override ?? drawn;
+}
+
+function drawParams(r: SeededRandom, options: SimulationOptions, profile: FaultProfile): SimParams {
+  // Every parameter is drawn, even when overridden, so the draws stay aligned across options.
+  const o = profile.overrides ?? {};
+  const drawnNodes = r.pick([3, 5]);
+  const nodes = options.nodes ?? o.nodes ?? drawnNodes;
+  const tickMs = 10;
+  const keys = pickOverride(o.keys, r.range(3, 8));
+  const heartbeatTimeoutTicks = r.range(1, 3);
+  const network: NetworkOptions = {
+    minDelayMs: r.range(1, 3),
+    maxDelayMs: pickOverride(o.maxDelayMs, r.range(5, 25)),
+    lossProbability: r.pick([0, 0, 0.01, 0.03]),
+    duplicateProbability: r.pick([0, 0, 0.01, 0.03]),
+  };
+  const fsyncMaxMs = pickOverride(o.fsyncMaxMs, r.range(2, 8));
+  const snapshotEvery = r.range(10, 60);
+  const snapshotChunkBytes = r.pick([16, 32, 64, 128]);
+  const maxAppendBytes = r.pick([1, 64, 256, 4096]);
+  const maxInflightMsgs = r.pick([1, 4, 64]);
+  const clients = r.range(4, 8);
+  const thinkMaxMs = r.range(10, 60);
+  const timeoutMs = r.range(800, 1500);
+  return {
+    nodes,
+    tickMs,
+    electionTimeoutTicks: 10,
+    heartbeatTimeoutTicks,
+    network,
+    fsyncMinMs: 1,
+    fsyncMaxMs,
+    snapshotEvery,
+    snapshotChunkBytes,
+    maxAppendBytes: o.maxAppendBytes ?? maxAppendBytes,
+    maxInflightMsgs: o.maxInflightMsgs ?? maxInflightMsgs,
+    crashKeepProbability: 0.5,
+    clients: {
+      clients: o.clients ?? clients,
+      keys: Array.from({ length: keys }, (_, i) => `k${i}`),
+      thinkMinMs: 0,
+      thinkMaxMs: o.thinkMaxMs ?? thinkMaxMs,
+      timeoutMs,
+      readRatio: o.readRatio ?? 0.4,
+      casRatio: 0.3,
+      followLeaderProbability: 0.8,
+    },
+    maxNodes: 7,
+  };
+}
+
+function describeParams(seed: number, p: SimParams, profile: FaultProfile, options: SimulationOptions): string {
+  const bugs = Object.entries({ ...options.plantedBugs, ...options.driverBugs }).filter(([, v]) => v === true).map(([k]) => k);
+  return (
+    `seed ${seed} nodes ${p.nodes} faults ${profile.name}${(options.faults ?? DEFAULT_FAULTS) === DEFAULT_FAULTS ? ' (mixed)' : ''} duration ${options.durationMs ?? DEFAULT_DURATION_MS}ms tick ${p.tickMs}ms ` +
+    `election ${p.electionTimeoutTicks} heartbeat ${p.heartbeatTimeoutTicks} delay ${p.network.minDelayMs}..${p.network.maxDelayMs}ms ` +
+    `loss ${p.network.lossProbability} dup ${p.network.duplicateProbability} fsync ${p.fsyncMinMs}..${p.fsyncMaxMs}ms ` +
+    `snapshotEvery ${p.snapshotEvery} chunk ${p.snapshotChunkBytes}B appendBytes ${p.maxAppendBytes} inflight ${p.maxInflightMsgs} ` +
+    `clients ${p.clients.clients} keys ${p.clients.keys.length} timeout ${p.clients.timeoutMs}ms` +
+    (bugs.length > 0 ? ` plantedBugs ${bugs.join(',')}` : '')
+  );
+}
+
+export const DEFAULT_DURATION_MS = 6000;
+/** Liveness budget after faults stop, in election timeouts. */
+const LIVENESS_ELECTION_TIMEOUTS = 50;
+const PROBE_EVERY_MS = 20;
+
+class Simulation implements ReplicaHost {
+  readonly scheduler = new Scheduler();
+  readonly log: EventLog;
+  readonly invariants = new Invariants();
+  readonly network: SimNetwork<Message>;
+  private readonly replicas = new Map<string, Replica>();
+  private readonly order: Replica[] = [];
+  private readonly clients: Clients;
+  private readonly nemesis: Nemesis;
+  private readonly params: SimParams;
+  private readonly paramsLine: string;
+  private readonly profileName: string;
+  private readonly nodeRandom: SeededRandom;
+  private readonly replicaOptions: Omit<ReplicaOptions, 'id'>;
+  private snapshotsSent = 0;
+  private snapshotChunks = 0;
+  private steps = 0;
+  private quiet = false;
+  private finished = false;
+  private livenessDeadline = Infinity;
+  private quietStart = 0;
+  private probeOutstanding = false;
+  private probeDone = false;
+  private readonly finalReadsDone = new Set<string>();
+
+  constructor(private readonly options: SimulationOptions) {
+    const root = new SeededRandom(options.seed);
+    const paramRandom = root.fork();
+    const netRandom = root.fork();
+    const clientRandom = root.fork();
+    const nemesisRandom = root.fork();
+    this.nodeRandom = root.fork();
+    const profile = resolveProfile(options.faults ?? DEFAULT_FAULTS, root.fork());
+    this.profileName = profile.name;
+    this.params = drawParams(paramRandom, options, profile);
+    this.log = new EventLog(() => this.scheduler.now(), {
+      keep: options.log === true,
+      ...(options.onLine !== undefined ? { onLine: options.onLine } : {}),
+    });
+    this.paramsLine = describeParams(options.seed, this.params, profile, options);
+    this.log.add('sim', this.paramsLine);
+    this.network = new SimNetwork<Message>(
+      this.params.network,
+      netRandom,
+      this.scheduler,
+      (m) => this.deliver(m),
+      (m, reason) => this.log.add('net', `drop ${m.from}->${m.to} ${m.type} (${reason})`),
+    );
+    const p = this.params;
+    this.replicaOptions = {
+      raft: {
+        electionTimeoutTicks: p.electionTimeoutTicks,
+        heartbeatTimeoutTicks: p.heartbeatTimeoutTicks,
+        preVote: true,
+        checkQuorum: true,
+        maxAppendBytes: p.maxAppendBytes,
+        maxInflightMsgs: p.maxInflightMsgs,
+        snapshotChunkBytes: p.snapshotChunkBytes,
+        ...(options.plantedBugs !== undefined ? { plantedBugs: options.plantedBugs } : {}),
+      },
+      tickMs: p.tickMs,
+      fsyncMinMs: p.fsyncMinMs,
+      fsyncMaxMs: p.fsyncMaxMs,
+      snapshotEvery: p.snapshotEvery,
+      crashKeepProbability: p.crashKeepProbability,
+      ...(options.driverBugs !== undefined ? { driverBugs: options.driverBugs } : {}),
+    };
+    this.clients = new Clients(p.clients, clientRandom, this);
+    this.nemesis = new Nemesis(profile, nemesisRandom, {
+      scheduler: this.scheduler,
+      log: this.log,
+      network: this.network,
+      nodes: () => this.order,
+      leader: () => this.leader(),
+      crash: (n) => n.crash(),
+      restart: (n) => n.start(),
+      createNode: () => this.createNode(),
+    });
+  }
+
+  nodes(): readonly Replica[] {
+    return this.order;
+  }
+
+  /** The up node that believes it is leader with the highest term. */
+  leader(): Replica | undefined {
+    let best: Replica | undefined;
+    for (const r of this.order) {
+      if (r.isUp && r.role === 'leader' && (best === undefined || r.term > best.term)) best = r;
+    }
+    return best;
+  }
+
+  private addReplica(id: NodeId, initial: Parameters<typeof RawNode.bootstrapState>[0] | undefined): Replica {
+    const state = initial === undefined ? RawNode.emptyState() : RawNode.bootstrapState(initial);
+    const r = new Replica({ ...this.replicaOptions, id }, state, this.nodeRandom.fork(), this);
+    this.replicas.set(id, r);
+    this.order.push(r);
+    return r;
+  }
+
+  private createNode(): Replica | undefined {
+    if (this.order.length >= this.params.maxNodes) return undefined;
+    const r = this.addReplica(nodeId(`n${this.order.length + 1}`), undefined);
+    r.start();
+    return r;
+  }
+
+  // ---- ReplicaHost ----------------------------------------------------------------------------
+
+  send(m: Message): void {
+    if (m.type === 'snap') {
+      this.snapshotChunks++;
+      if (m.offset === 0) this.snapshotsSent++;
+    }
+    this.network.send(m);
+  }
+
+  private deliver(m: Message): void {
+    const r = this.replicas.get(m.to);
+    if (r === undefined || !r.isUp) {
+      this.log.add('net', `drop ${m.from}->${m.to} ${m.type} (down)`);
+      return;
+    }
+    this.log.add(r.id, `deliver ${m.from}->${m.to} ${describeMessage(m)}`);
+    r.receive(m);
+  }
+
+  onApplied(replica: Replica, result: KvResult): void {
+    this.clients.onApplied(replica, result);
+  }
+
+  onReadServed(replica: Replica, requestId: string): void {
+    this.clients.onReadServed(replica, requestId);
+  }
+
+  onReadFailed(replica: Replica, requestId: string, reason: string): void {
+    this.clients.onReadFailed(replica, requestId, reason);
+  }
+
+  onLeaderApplied(replica: Replica, oldTerm: boolean): void {
+    this.nemesis.onLeaderApplied(replica, oldTerm);
+  }
+
+  onSyncedWriteIssued(replica: Replica): void {
+    this.nemesis.onSyncedWriteIssued(replica);
+  }
+
+  onNewLeader(replica: Replica, term: number): void {
+    this.log.add(replica.id, `leader of term ${term}`);
+    this.nemesis.onNewLeader(replica);
+  }
+
+  // ---- The run --------------------------------------------------------------------------------
+
+  run(): SimulationResult {
+    const p = this.params;
+    const members = Array.from({ length: p.nodes }, (_, i) => ({
+      id: nodeId(`n${i + 1}`),
+      suffrage: 'voter' as const,
+      address: `sim://n${i + 1}`,
+    }));
+    const config = { members };
+    for (const m of members) this.addReplica(m.id, config);
+    let violation: Violation | undefined;
+    const fail = (e: unknown): void => {
+      const kind: ViolationKind = e instanceof SimViolation ? e.kind : 'exception';
+      const message = e instanceof SimViolation ? e.message : e instanceof Error ? `${e.name}: ${e.message}\n${(e.stack ?? '').split('\n').slice(1, 8).join('\n')}` : String(e);
+      this.log.add('sim', `VIOLATION ${kind}: ${message.split('\n')[0] ?? ''}`);
+      violation = { kind, message, step: this.steps, time: this.scheduler.now(), recent: this.log.recent() };
+    };
+    let linearizable: SimulationStats['linearizable'] = 'not-checked';
+    try {
+      for (const r of this.order) r.start();
+      this.clients.start();
+      this.nemesis.start();
+      const duration = this.options.durationMs ?? DEFAULT_DURATION_MS;
+      this.scheduler.at(duration, () => this.beginQuiet());
+      const stepCap = this.options.steps;
+      while (!this.finished && this.scheduler.step()) {
+        this.steps++;
+        if (!this.quiet && stepCap !== undefined && this.steps >= stepCap) this.beginQuiet();
+      }
+      if (!this.finished) throw new SimViolation('liveness', 'the simulation ran out of events before the quiet phase finished');
+      const result = checkHistory(this.clients.history.events, { maxStepsPerKey: 2_000_000 });
+      linearizable = result.valid;
+      this.log.add('sim', `linearizability: ${String(result.valid)} (${result.ops} ops, ${result.keys} keys, ${result.steps} search steps)`);
+      if (result.valid === false) {
+        throw new SimViolation('linearizability', result.anomalies.map((a) => formatAnomaly(a)).join('\n'));
+      }
+    } catch (e) {
+      fail(e);
+    }
+    const stats = this.collectStats(linearizable);
+    this.log.add('sim', `end ok=${violation === undefined} steps ${stats.steps} time ${stats.simTimeMs}ms`);
+    const text = this.log.text();
+    return {
+      seed: this.options.seed,
+      ok: violation === undefined,
+      ...(violation !== undefined ? { violation } : {}),
+      stats,
+      eventLogDigest: this.log.digest(),
+      ...(text !== undefined ? { eventLog: text } : {}),
+      params: this.paramsLine,
+      profile: this.profileName,
+    };
+  }
+
+  private collectStats(linearizable: SimulationStats['linearizable']): SimulationStats {
+    let crashes = 0;
+    let snapshotsTaken = 0;
+    let elections = 0;
+    for (const r of this.order) {
+      crashes += r.stats.crashes;
+      elections += r.stats.elections;
+      snapshotsTaken += r.stats.snapshotsTaken;
+    }
+    const ns = this.network.stats;
+    const cs = this.clients.stats;
+    const fs = this.nemesis.stats;
+    return {
+      steps: this.steps,
+      messages: ns.sent,
+      dropped: ns.dropped,
+      duplicated: ns.duplicated,
+      crashes,
+      partitions: fs.partitions,
+      faults: fs.actions,
+      elections,
+      leaders: this.invariants.leaderCount,
+      commits: this.invariants.commitIndex,
+      ops: cs.ops,
+      okOps: cs.ok,
+      infoOps: cs.info,
+      failOps: cs.fail,
+      snapshotsSent: this.snapshotsSent,
+      snapshotChunks: this.snapshotChunks,
+      snapshotsTaken,
+      membershipChanges: fs.membershipChanges,
+      transfers: fs.transfers,
+      spikes: fs.spikes,
+      simTimeMs: this.scheduler.now(),
+      linearizable,
+    };
+  }
+
+  private livenessBudgetMs(): number {
+    return this.options.livenessBudgetMs ?? LIVENESS_ELECTION_TIMEOUTS * this.params.electionTimeoutTicks * this.params.tickMs;
+  }
+
+  /** Faults stop; clients stop issuing; the liveness probe starts. */
+  private beginQuiet(): void {
+    if (this.quiet) return;
+    this.quiet = true;
+    this.nemesis.stop();
+    this.clients.stop();
+    const budget = this.livenessBudgetMs();
+    this.quietStart = this.scheduler.now();
+    this.livenessDeadline = this.quietStart + budget;
+    this.log.add('sim', `quiet phase: a leader must commit a write and serve reads of every key within ${budget}ms`);
+    this.scheduler.after(0, () => this.probe());
+  }
+
+  /**
+   * The quiet phase's control loop: first a write through the leader (liveness), then, once
+   * every client operation has completed, a linearizable read of every key through the leader
+   * (no acknowledged write lost: the checker sees these reads last).
+   */
+  private probe(): void {
+    if (this.finished) return;
+    const keys = this.params.clients.keys;
+    const readsDone = this.probeDone && this.finalReadsDone.size === keys.length;
+    if (readsDone && this.clients.outstanding === 0) {
+      this.finished = true;
+      this.log.add('sim', 'final reads done');
+      return;
+    }
+    if (!readsDone && this.scheduler.now() > this.livenessDeadline) {
+      const states = this.order.map((r) => `${r.id}:${r.isUp ? `${r.role}/t${r.term}/applied ${r.applied}` : 'down'}`).join(' ');
+      throw new SimViolation(
+        'liveness',
+        this.probeDone
+          ? `final reads did not all succeed within ${this.livenessBudgetMs()}ms after faults stopped (${this.finalReadsDone.size}/${keys.length} keys; ${states})`
+          : `no write committed within ${this.livenessBudgetMs()}ms after faults stopped (${states})`,
+      );
+    }
+    const probeWorker = this.params.clients.clients;
+    const leader = this.leader();
+    if (!this.probeDone) {
+      if (!this.probeOutstanding && leader !== undefined) {
+        this.probeOutstanding = true;
+        this.clients.write(probeWorker, leader, keys[0] as string, null, (outcome) => {
+          this.probeOutstanding = false;
+          if (outcome === 'ok') {
+            this.probeDone = true;
+            this.log.add('sim', `liveness: write committed ${this.scheduler.now() - this.quietStart}ms after faults stopped`);
+          }
+        });
+      }
+    } else if (!readsDone && leader !== undefined && this.clients.outstanding === 0) {
+      // Once every client operation has completed (so these reads come last in the history),
+      // read each key not yet read through the leader; a failed read is retried next round.
+      keys.forEach((key, i) => {
+        if (this.finalReadsDone.has(key)) return;
+        this.clients.read(probeWorker + 1 + i, leader, key, (outcome) => {
+          if (outcome === 'ok') this.finalReadsDone.add(key);
+        });
+      });
+    }
+    this.scheduler.after(PROBE_EVERY_MS, () => this.probe());
+  }
+}
+
+/** Runs one seed. Never throws for a violation: it is reported in the result. */
+export function runSimulation(options: SimulationOptions): SimulationResult {
+  return new Simulation(options).run();
+}
+
+/** The command that replays a run with these options. */
+export function replayCommand(options: SimulationOptions): string {
+  const parts = ['node dist/cluster-test/sim/cli.js replay', `--seed ${options.seed}`];
+  if (options.durationMs !== undefined && options.durationMs !== DEFAULT_DURATION_MS) parts.push(`--duration-ms ${options.durationMs}`);
+  if (options.steps !== undefined) parts.push(`--steps ${options.steps}`);
+  if (options.livenessBudgetMs !== undefined) parts.push(`--liveness-budget-ms ${options.livenessBudgetMs}`);
+  if (options.nodes !== undefined) parts.push(`--nodes ${options.nodes}`);
+  if (options.faults !== undefined && options.faults !== DEFAULT_FAULTS) parts.push(`--faults ${options.faults}`);
+  for (const [bug, on] of Object.entries(options.plantedBugs ?? {})) if (on === true) parts.push(`--planted-bug ${bug}`);
+  for (const [bug, on] of Object.entries(options.driverBugs ?? {})) if (on === true) parts.push(`--driver-bug ${bug}`);
+  return parts.join(' ');
+}
+
+/** Sums the numeric statistics of many runs. */
+export function totals(stats: readonly SimulationStats[]): Record<string, number> {
+  const t: Record<string, number> = {};
+  for (const s of stats) {
+    for (const [k, v] of Object.entries(s)) if (typeof v === 'number') t[k] = (t[k] ?? 0) + v;
+  }
+  return t;
+}
