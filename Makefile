@@ -5,7 +5,7 @@ NPM_STAMP := node_modules/.cairn-install-stamp
 SEEDS ?= 10000
 TAP_JOBS ?= 2
 
-.PHONY: install build proto lint test test-unit sim run clean
+.PHONY: install build proto lint test test-unit sim sim-demo run clean
 
 $(NPM_STAMP): package.json package-lock.json
 	@command -v node >/dev/null || { echo "node (20 or newer) is required" >&2; exit 1; }
@@ -40,8 +40,13 @@ test-unit: build
 sim: build
 	node dist/cluster-test/sim/cli.js swarm --seeds $(SEEDS)
 
+# A single node with embedded defaults: bootstraps itself, registers the demo types, keeps
+# its data in ./cairn-data, serves gRPC on 127.0.0.1:7500 and HTTP on 127.0.0.1:7501.
 run: build
-	@echo "Stage 1 ships the Raft core and its simulator; the agent lands with Stage 3."
+	node bin/cairn agent --dev
+
+# The simulator's narrated demo run (elections, partitions, crashes, snapshots).
+sim-demo: build
 	node dist/cluster-test/sim/cli.js demo
 
 clean:

@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CairnError, ErrorCode, NO_NODE, SeededRandom, nodeId, type NodeId } from '../base/index.js';
-import { Metrics, Router, addOperatorRoutes, createHttpServer } from '../api/index.js';
+import { Metrics, ResourceService, Router, TypeRegistry, addOperatorRoutes, addResourceRoutes, createHttpServer, registerDemoTypes } from '../api/index.js';
 import { ClientPool, GrpcForwarder, GrpcTransport, addClusterService, type HelloResponseMsg } from '../forwarding/index.js';
 import { Fsm, type ApplyResult } from '../fsm/index.js';
 import { FileSnapshotStore, LevelLogStore, createLogger, openDataDir, systemClock, systemTimers, type DataDir, type PinoLogger } from '../platform/index.js';
@@ -21,6 +21,10 @@ export interface Agent {
   /** Resolves once the replica runs (after bootstrap, discovery or join); rejects if it cannot start. */
   readonly ready: Promise<void>;
   coordinator(): Coordinator | undefined;
+  /** The type registry: register your own types here (before writes of them arrive). */
+  readonly registry: TypeRegistry;
+  /** The resource operations (what the HTTP and gRPC APIs call). */
+  readonly resources: ResourceService;
   readonly metrics: Metrics;
   readonly logger: PinoLogger;
   /** Graceful stop: hand over leadership, finish in-flight requests, close files. Idempotent. */
@@ -30,7 +34,14 @@ export interface Agent {
 export interface StartAgentOptions {
   readonly logger?: PinoLogger;
   /** Extra routes (the resource API) and gRPC services (the public API), added by the caller. */
-  readonly extend?: (ctx: { router: Router; grpcServer: grpc.Server; coordinator: () => Coordinator | undefined; agentConfig: AgentConfig }) => void;
+  readonly extend?: (ctx: {
+    router: Router;
+    grpcServer: grpc.Server;
+    coordinator: () => Coordinator | undefined;
+    registry: TypeRegistry;
+    resources: ResourceService;
+    agentConfig: AgentConfig;
+  }) => void;
 }
 
 const PLANTED_BUG_FLAGS: Record<string, keyof PlantedBugs> = {
@@ -124,9 +135,13 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
     logger,
     onRejected: (reason) => metrics.rejectedPeerInput.inc({ reason }),
   });
+  const registry = new TypeRegistry();
+  if (config.demoTypes || config.dev) registerDemoTypes(registry);
+  const resources = new ResourceService(() => coordinator, registry, systemClock);
   const router = new Router();
   addOperatorRoutes(router, { coordinator: () => coordinator, metrics });
-  opts.extend?.({ router, grpcServer, coordinator: () => coordinator, agentConfig: config });
+  addResourceRoutes(router, resources);
+  opts.extend?.({ router, grpcServer, coordinator: () => coordinator, registry, resources, agentConfig: config });
   const httpServer = createHttpServer({ router, logger });
 
   let grpcAddress: string;
@@ -327,6 +342,8 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
     ready,
     metrics,
     logger,
+    registry,
+    resources,
     coordinator: () => coordinator,
     close: () => (closing ??= shutdown()),
   };

@@ -1,0 +1,406 @@
+import { ulid } from 'ulid';
+import { CairnError, ErrorCode, isCairnError, type Clock, type Revision } from '../base/index.js';
+import { MessageType, type ApplyResult, type DeleteCommand, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
+import type { Coordinator, Consistency } from '../replica/index.js';
+import { WILDCARD, type Condition, type JsonValue, type Resource, type ResourceId, type StatusEntry, type Tenancy, type TypeRef } from '../store/index.js';
+import type { AccessVerb, ProposedResource, RegisteredType, TypeRegistry } from './registry.js';
+import { parseTypeString } from './registry.js';
+import { resourceToJson, type ResourceIdJson, type ResourceJson } from './resource-json.js';
+
+/** Limits on what a resource may carry (API.md "limits"). */
+export const LIMITS = {
+  nameLength: 63,
+  metadataEntries: 64,
+  metadataKeyLength: 253,
+  metadataValueLength: 1024,
+  metadataBytes: 16 * 1024,
+  finalizers: 32,
+  finalizerLength: 253,
+  dataBytes: 1024 * 1024,
+  statusKeyLength: 253,
+  conditions: 32,
+  conditionTextLength: 1024,
+  listLimit: 100_000,
+  casRetries: 8,
+} as const;
+
+const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+const QUALIFIED = /^[A-Za-z0-9]([A-Za-z0-9._/-]{0,251}[A-Za-z0-9])?$/;
+
+function invalid(msg: string): CairnError {
+  return new CairnError(ErrorCode.INVALID_ARGUMENT, msg);
+}
+
+export function checkDnsLabel(v: unknown, what: string): string {
+  if (typeof v !== 'string' || !DNS_LABEL.test(v)) {
+    throw invalid(`${what} ${JSON.stringify(v)} must be a lowercase DNS label (a-z, 0-9, '-'; at most ${LIMITS.nameLength} characters)`);
+  }
+  return v;
+}
+
+/** Normalizes a tenancy for a type's scope: empty fields default to `default`; fields the scope lacks must be empty. */
+export function normalizeTenancy(t: RegisteredType, partition: string | undefined, namespace: string | undefined, allowWildcard = false): Tenancy {
+  const field = (v: string | undefined, what: string, used: boolean): string => {
+    if (!used) {
+      if (v !== undefined && v !== '') throw invalid(`type ${t.group}.${t.groupVersion}.${t.kind} is ${t.scope}-scoped: ${what} must be empty, got ${JSON.stringify(v)}`);
+      return '';
+    }
+    if (v === undefined || v === '') return 'default';
+    if (allowWildcard && v === WILDCARD) return WILDCARD;
+    return checkDnsLabel(v, what);
+  };
+  return {
+    partition: field(partition, 'partition', t.scope !== 'cluster'),
+    namespace: field(namespace, 'namespace', t.scope === 'namespace'),
+  };
+}
+
+export function parseVersion(v: unknown, what = 'version'): Revision | undefined {
+  if (v === undefined || v === null || v === '') return undefined;
+  if (typeof v !== 'string' || !/^(0|[1-9][0-9]{0,15})$/.test(v)) throw invalid(`${what} must be a decimal string such as "0" or "42", got ${JSON.stringify(v)}`);
+  const n = Number(v);
+  if (!Number.isSafeInteger(n)) throw invalid(`${what} is out of range`);
+  return n as Revision;
+}
+
+function checkMetadata(v: unknown): Record<string, string> {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw invalid('metadata must be an object of string values');
+  const out: Record<string, string> = {};
+  let bytes = 0;
+  const entries = Object.entries(v as Record<string, unknown>);
+  if (entries.length > LIMITS.metadataEntries) throw invalid(`metadata has ${entries.length} entries; at most ${LIMITS.metadataEntries}`);
+  for (const [k, val] of entries) {
+    if (!QUALIFIED.test(k)) throw invalid(`metadata key ${JSON.stringify(k)} is not a valid key (letters, digits, '.', '_', '-', '/'; at most ${LIMITS.metadataKeyLength})`);
+    if (typeof val !== 'string') throw invalid(`metadata value for ${JSON.stringify(k)} must be a string`);
+    if (val.length > LIMITS.metadataValueLength) throw invalid(`metadata value for ${JSON.stringify(k)} is over ${LIMITS.metadataValueLength} characters`);
+    bytes += k.length + val.length;
+    out[k] = val;
+  }
+  if (bytes > LIMITS.metadataBytes) throw invalid(`metadata is over ${LIMITS.metadataBytes} bytes`);
+  return out;
+}
+
+function checkFinalizers(v: unknown): string[] {
+  if (!Array.isArray(v)) throw invalid('finalizers must be an array of strings');
+  if (v.length > LIMITS.finalizers) throw invalid(`at most ${LIMITS.finalizers} finalizers`);
+  return v.map((f, i) => {
+    if (typeof f !== 'string' || !QUALIFIED.test(f)) throw invalid(`finalizers[${i}] must be a qualified name`);
+    return f;
+  });
+}
+
+function checkConditions(v: unknown): Condition[] {
+  if (!Array.isArray(v)) throw invalid('conditions must be an array');
+  if (v.length > LIMITS.conditions) throw invalid(`at most ${LIMITS.conditions} conditions`);
+  return v.map((c, i) => {
+    if (typeof c !== 'object' || c === null || Array.isArray(c)) throw invalid(`conditions[${i}] must be an object`);
+    const o = c as Record<string, unknown>;
+    for (const k of Object.keys(o)) if (!['type', 'state', 'reason', 'message'].includes(k)) throw invalid(`conditions[${i}] has unknown field ${JSON.stringify(k)}`);
+    const text = (x: unknown, what: string, required: boolean): string => {
+      if (x === undefined && !required) return '';
+      if (typeof x !== 'string' || x.length > LIMITS.conditionTextLength || (required && x === '')) throw invalid(`conditions[${i}].${what} must be a ${required ? 'non-empty ' : ''}string`);
+      return x;
+    };
+    const state = o['state'];
+    if (state !== 'TRUE' && state !== 'FALSE' && state !== 'UNKNOWN') throw invalid(`conditions[${i}].state must be TRUE, FALSE or UNKNOWN`);
+    return { type: text(o['type'], 'type', true), state, reason: text(o['reason'], 'reason', false), message: text(o['message'], 'message', false) };
+  });
+}
+
+function jsonSize(v: unknown): number {
+  return Buffer.byteLength(JSON.stringify(v) ?? '');
+}
+
+function clone(v: unknown): JsonValue {
+  return JSON.parse(JSON.stringify(v)) as JsonValue;
+}
+
+export interface WriteRequest {
+  readonly type: string;
+  readonly partition?: string | undefined;
+  readonly namespace?: string | undefined;
+  readonly name: string;
+  readonly data: unknown;
+  readonly metadata?: unknown;
+  readonly owner?: ResourceIdJson | null | undefined;
+  readonly finalizers?: unknown;
+  readonly version?: string | undefined;
+  readonly status?: unknown;
+  readonly uid?: string | undefined;
+}
+
+export interface DeleteRequest {
+  readonly type: string;
+  readonly partition?: string | undefined;
+  readonly namespace?: string | undefined;
+  readonly name: string;
+  readonly version?: string | undefined;
+  readonly uid?: string | undefined;
+}
+
+export interface WriteStatusRequest {
+  readonly type: string;
+  readonly partition?: string | undefined;
+  readonly namespace?: string | undefined;
+  readonly name: string;
+  readonly key: string;
+  readonly uid: string;
+  readonly observedGeneration: string;
+  readonly conditions: unknown;
+  readonly version?: string | undefined;
+}
+
+export interface ReadRequest {
+  readonly type: string;
+  readonly partition?: string | undefined;
+  readonly namespace?: string | undefined;
+  readonly name: string;
+  readonly uid?: string | undefined;
+  readonly consistency?: Consistency;
+}
+
+export interface ListRequest {
+  readonly type: string;
+  readonly partition?: string | undefined;
+  readonly namespace?: string | undefined;
+  readonly namePrefix?: string | undefined;
+  readonly ownerUid?: string | undefined;
+  readonly consistency?: Consistency;
+}
+
+export interface CallContext {
+  /** Idempotency key: a retried call with the same id is applied once. */
+  readonly requestId?: string | undefined;
+  readonly token?: string | undefined;
+  readonly timeoutMs?: number | undefined;
+}
+
+export interface ReadResult {
+  readonly resource: ResourceJson;
+  readonly revision: Revision;
+  readonly lastLeaderContactMs: number | undefined;
+}
+
+export interface ListResult {
+  readonly resources: ResourceJson[];
+  readonly revision: Revision;
+  readonly lastLeaderContactMs: number | undefined;
+}
+
+/**
+ * The resource operations of API.md, once, for both the HTTP and the gRPC front ends:
+ * validation, mutate/validate hooks, access hooks, command building (uid, generation, time and
+ * request id chosen here, so apply is deterministic), proposing through the coordinator, and
+ * translating the FSM's verdict.
+ */
+export class ResourceService {
+  constructor(
+    private readonly coordinator: () => Coordinator | undefined,
+    private readonly registry: TypeRegistry,
+    private readonly clock: Clock,
+  ) {}
+
+  private coord(): Coordinator {
+    const c = this.coordinator();
+    if (!c) throw new CairnError(ErrorCode.UNAVAILABLE, 'this node is still starting');
+    return c;
+  }
+
+  private authorize(t: RegisteredType, verb: AccessVerb, target: { partition: string; namespace: string; name: string }, ctx: CallContext): void {
+    if (t.access && !t.access(verb, target, ctx.token)) {
+      throw new CairnError(ErrorCode.PERMISSION_DENIED, `not allowed to ${verb} ${t.group}.${t.groupVersion}.${t.kind} ${target.name}`);
+    }
+  }
+
+  private typeRef(t: RegisteredType): TypeRef {
+    return { group: t.group, groupVersion: t.groupVersion, kind: t.kind };
+  }
+
+  private header(ctx: CallContext): { requestId: string; time: string; uid: string; generation: string } {
+    return { requestId: ctx.requestId ?? ulid(), time: new Date(this.clock.nowMs()).toISOString(), uid: ulid(), generation: ulid() };
+  }
+
+  private resolveOwner(owner: ResourceIdJson | null | undefined): ResourceId | null | undefined {
+    if (owner === undefined || owner === null) return owner;
+    if (typeof owner !== 'object') throw invalid('owner must be a resource id object');
+    const o = owner as unknown as Record<string, unknown>;
+    for (const k of Object.keys(o)) if (!['type', 'tenancy', 'name', 'uid'].includes(k)) throw invalid(`owner has unknown field ${JSON.stringify(k)}`);
+    if (typeof o['type'] !== 'string') throw invalid('owner.type must be a string');
+    const t = this.registry.resolve(o['type']);
+    const ten = o['tenancy'];
+    if (ten !== undefined && (typeof ten !== 'object' || ten === null)) throw invalid('owner.tenancy must be an object');
+    const tt = (ten ?? {}) as Record<string, unknown>;
+    for (const k of Object.keys(tt)) if (k !== 'partition' && k !== 'namespace') throw invalid(`owner.tenancy has unknown field ${JSON.stringify(k)}`);
+    const str = (x: unknown, what: string): string | undefined => {
+      if (x === undefined) return undefined;
+      if (typeof x !== 'string') throw invalid(`${what} must be a string`);
+      return x;
+    };
+    const tenancy = normalizeTenancy(t, str(tt['partition'], 'owner.tenancy.partition'), str(tt['namespace'], 'owner.tenancy.namespace'));
+    const uid = str(o['uid'], 'owner.uid');
+    if (uid === undefined || uid === '') throw invalid('owner.uid is required');
+    return { type: this.typeRef(t), tenancy, name: checkDnsLabel(o['name'], 'owner.name'), uid };
+  }
+
+  private parseStatusPassBack(v: unknown): Record<string, StatusEntry> | undefined {
+    if (v === undefined || v === null) return undefined;
+    if (typeof v !== 'object' || Array.isArray(v)) throw invalid('status must be an object');
+    const out: Record<string, StatusEntry> = {};
+    for (const [k, s] of Object.entries(v as Record<string, unknown>)) {
+      if (typeof s !== 'object' || s === null || Array.isArray(s)) throw invalid(`status.${k} must be an object`);
+      const o = s as Record<string, unknown>;
+      if (typeof o['observed_generation'] !== 'string' || typeof o['updated_at'] !== 'string') throw invalid(`status.${k} needs observed_generation and updated_at`);
+      out[k] = { observedGeneration: o['observed_generation'], conditions: checkConditions(o['conditions'] ?? []), updatedAt: o['updated_at'] };
+    }
+    return out;
+  }
+
+  async write(req: WriteRequest, ctx: CallContext = {}): Promise<ResourceJson> {
+    const t = this.registry.resolve(req.type);
+    const tenancy = normalizeTenancy(t, req.partition, req.namespace);
+    const name = checkDnsLabel(req.name, 'name');
+    this.authorize(t, 'write', { ...tenancy, name }, ctx);
+    if (req.data === undefined) throw invalid('data is required');
+    if (jsonSize(req.data) > LIMITS.dataBytes) throw new CairnError(ErrorCode.TOO_LARGE, `data is over ${LIMITS.dataBytes} bytes`);
+    const metadata = req.metadata === undefined ? undefined : checkMetadata(req.metadata);
+    const finalizers = req.finalizers === undefined ? undefined : checkFinalizers(req.finalizers);
+    const owner = this.resolveOwner(req.owner);
+    const status = this.parseStatusPassBack(req.status);
+    const expected = parseVersion(req.version);
+    if (req.uid !== undefined && typeof req.uid !== 'string') throw invalid('uid must be a string');
+    const uid = req.uid === undefined || req.uid === '' ? undefined : req.uid;
+    const c = this.coord();
+    const header = this.header(ctx);
+    const key = { group: t.group, kind: t.kind, tenancy, name };
+    // Unconditional writes run hooks against the current state and propose a CAS on it,
+    // retrying (bounded) when someone wrote in between (API.md: "the server retries its own
+    // CAS internally"). Every attempt carries the same request id, so a retry after an
+    // unknown outcome is applied once.
+    for (let attempt = 0; ; attempt++) {
+      if (attempt > 0) await c.read('linearizable', () => undefined);
+      const current = (await c.read('stale', (s) => s.get(key))).value;
+      const proposed: ProposedResource = { type: this.typeRef(t), partition: tenancy.partition, namespace: tenancy.namespace, name, data: clone(req.data), metadata: { ...(metadata ?? current?.metadata ?? {}) } };
+      t.mutate?.(proposed, current);
+      if (!t.validateData(proposed.data)) {
+        const errs = (t.validateData.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? ''}`.trim()).join('; ');
+        throw new CairnError(ErrorCode.INVALID_ARGUMENT, `data does not match the schema of ${req.type}: ${errs}`, { schema_errors: t.validateData.errors ?? [] });
+      }
+      const reason = t.validate?.(proposed, current);
+      if (reason !== undefined) throw invalid(`data refused by ${req.type}: ${reason}`);
+      const expectedVersion = expected ?? ((current?.version ?? 0) as Revision);
+      const cmd: WriteCommand = {
+        ...header,
+        id: { type: this.typeRef(t), tenancy, name, ...(uid !== undefined ? { uid } : {}) },
+        data: proposed.data,
+        ...(metadata !== undefined || Object.keys(proposed.metadata).length > 0 ? { metadata: proposed.metadata } : {}),
+        ...(owner !== undefined ? { owner } : {}),
+        ...(finalizers !== undefined ? { finalizers } : {}),
+        ...(status !== undefined ? { status } : {}),
+        expectedVersion,
+      };
+      const result = await c.propose(MessageType.ResourceWrite, cmd, ctx.timeoutMs);
+      try {
+        return resourceToJson(expectWrite(result));
+      } catch (e) {
+        if (expected === undefined && isCairnError(e, ErrorCode.CAS_FAILED) && attempt + 1 < LIMITS.casRetries) {
+          // Someone else wrote between our read and our proposal; the request id must change
+          // so the retry is not mistaken for a repeat of the refused attempt.
+          header.requestId = `${header.requestId}.${attempt + 1}`;
+          continue;
+        }
+        throw e;
+      }
+    }
+  }
+
+  async read(req: ReadRequest, ctx: CallContext = {}): Promise<ReadResult> {
+    const t = this.registry.resolve(req.type);
+    const tenancy = normalizeTenancy(t, req.partition, req.namespace);
+    const name = checkDnsLabel(req.name, 'name');
+    this.authorize(t, 'read', { ...tenancy, name }, ctx);
+    const uid = req.uid === undefined || req.uid === '' ? undefined : req.uid;
+    const out = await this.coord().read(req.consistency ?? 'linearizable', (s) => s.read({ type: this.typeRef(t), tenancy, name, ...(uid !== undefined ? { uid } : {}) }));
+    if (!out.value.ok) throw out.value.error;
+    return { resource: resourceToJson(out.value.value), revision: out.revision, lastLeaderContactMs: out.lastLeaderContactMs };
+  }
+
+  async delete(req: DeleteRequest, ctx: CallContext = {}): Promise<{ deleted: boolean; resource: ResourceJson | null }> {
+    const t = this.registry.resolve(req.type);
+    const tenancy = normalizeTenancy(t, req.partition, req.namespace);
+    const name = checkDnsLabel(req.name, 'name');
+    this.authorize(t, 'delete', { ...tenancy, name }, ctx);
+    const expectedVersion = parseVersion(req.version);
+    const uid = req.uid === undefined || req.uid === '' ? undefined : req.uid;
+    const cmd: DeleteCommand = {
+      ...this.header(ctx),
+      id: { type: this.typeRef(t), tenancy, name, ...(uid !== undefined ? { uid } : {}) },
+      ...(expectedVersion !== undefined ? { expectedVersion } : {}),
+    };
+    const r = await this.coord().propose(MessageType.ResourceDelete, cmd, ctx.timeoutMs);
+    if (!r.ok) throw fromApplyError(r);
+    if (r.kind !== 'delete') throw new CairnError(ErrorCode.INTERNAL, `unexpected ${r.kind} result for a delete`);
+    return { deleted: r.deleted, resource: r.resource ? resourceToJson(r.resource) : null };
+  }
+
+  async writeStatus(req: WriteStatusRequest, ctx: CallContext = {}): Promise<ResourceJson> {
+    const t = this.registry.resolve(req.type);
+    const tenancy = normalizeTenancy(t, req.partition, req.namespace);
+    const name = checkDnsLabel(req.name, 'name');
+    this.authorize(t, 'status', { ...tenancy, name }, ctx);
+    if (typeof req.key !== 'string' || !QUALIFIED.test(req.key)) throw invalid(`status key ${JSON.stringify(req.key)} must be a qualified name (e.g. demo.v1.artist-controller)`);
+    if (typeof req.uid !== 'string' || req.uid === '') throw invalid('uid is required for a status write');
+    if (typeof req.observedGeneration !== 'string') throw invalid('observed_generation must be a string');
+    const cmd: WriteStatusCommand = {
+      ...this.header(ctx),
+      id: { type: this.typeRef(t), tenancy, name, uid: req.uid },
+      key: req.key,
+      observedGeneration: req.observedGeneration,
+      conditions: checkConditions(req.conditions),
+      ...(req.version !== undefined && req.version !== '' ? { expectedVersion: parseVersion(req.version) as Revision } : {}),
+    };
+    const r = await this.coord().propose(MessageType.ResourceStatus, cmd, ctx.timeoutMs);
+    if (!r.ok) throw fromApplyError(r);
+    if (r.kind !== 'status') throw new CairnError(ErrorCode.INTERNAL, `unexpected ${r.kind} result for a status write`);
+    return resourceToJson(r.resource);
+  }
+
+  async list(req: ListRequest, ctx: CallContext = {}): Promise<ListResult> {
+    const p = parseTypeString(req.type, true);
+    const t = p.groupVersion === undefined ? this.registry.resolveGroupKind(p.group, p.kind) : this.registry.resolve(req.type);
+    const tenancy = normalizeTenancy(t, req.partition, req.namespace, true);
+    this.authorize(t, 'list', { ...tenancy, name: '' }, ctx);
+    const namePrefix = req.namePrefix === undefined || req.namePrefix === '' ? undefined : req.namePrefix;
+    if (namePrefix !== undefined && !/^[a-z0-9-]{1,63}$/.test(namePrefix)) throw invalid('name_prefix must be a prefix of a DNS label');
+    const ownerUid = req.ownerUid === undefined || req.ownerUid === '' ? undefined : req.ownerUid;
+    const out = await this.coord().read(req.consistency ?? 'linearizable', (s) =>
+      s.list({
+        group: t.group,
+        kind: t.kind,
+        ...(p.groupVersion !== undefined ? { groupVersion: p.groupVersion } : {}),
+        partition: tenancy.partition,
+        namespace: tenancy.namespace,
+        ...(namePrefix !== undefined ? { namePrefix } : {}),
+        ...(ownerUid !== undefined ? { ownerUid } : {}),
+      }),
+    );
+    return { resources: out.value.map(resourceToJson), revision: out.revision, lastLeaderContactMs: out.lastLeaderContactMs };
+  }
+
+  /** Every resource owned by `ownerUid`, of any type (gRPC ListByOwner). */
+  async listByOwner(ownerUid: string, consistency: Consistency = 'linearizable'): Promise<ListResult> {
+    if (typeof ownerUid !== 'string' || ownerUid === '') throw invalid('owner uid is required');
+    const out = await this.coord().read(consistency, (s) => s.listByOwner(ownerUid));
+    return { resources: out.value.map(resourceToJson), revision: out.revision, lastLeaderContactMs: out.lastLeaderContactMs };
+  }
+}
+
+function fromApplyError(r: Extract<ApplyResult, { ok: false }>): CairnError {
+  const code = (Object.values(ErrorCode) as string[]).includes(r.error.code) ? (r.error.code as ErrorCode) : ErrorCode.INTERNAL;
+  return new CairnError(code, r.error.message, r.error.details);
+}
+
+function expectWrite(r: ApplyResult): Resource {
+  if (!r.ok) throw fromApplyError(r);
+  if (r.kind !== 'write') throw new CairnError(ErrorCode.INTERNAL, `unexpected ${r.kind} result for a write`);
+  return r.resource;
+}
