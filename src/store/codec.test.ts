@@ -73,7 +73,8 @@ t.test('the primary key orders like the (group, kind, partition, namespace, name
 
 t.test('canonical JSON: equal values compare equal whatever their key order, and the copy is frozen', async (t) => {
   fc.assert(
-    fc.property(fc.jsonValue(), (v) => {
+    // A `__proto__` key is refused by design (json.ts); that rule has its own test in store.test.ts.
+    fc.property(fc.jsonValue().filter((v) => !JSON.stringify(v).includes('"__proto__"')), (v) => {
       const a = canonicalJson(v, 'data');
       const b = canonicalJson(JSON.parse(JSON.stringify(v, (_k, x: unknown) => (typeof x === 'object' && x !== null && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).reverse()) : x))), 'data');
       if (!jsonEqual(a, b)) throw new Error('reordered keys compare unequal');
