@@ -116,7 +116,11 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
 
   router.add('DELETE', '/v1/operator/raft/peers/:id', async (req) => {
     const id = parseNodeId(req.params['id'], 'id');
-    const index = await serving(deps).changeMembership({ type: 'remove', id });
+    const c = serving(deps);
+    if (!c.status().config.members.some((m) => m.id === id)) {
+      throw new CairnError(ErrorCode.NOT_FOUND, `node ${id} is not a member of the cluster`, { id });
+    }
+    const index = await c.changeMembership({ type: 'remove', id });
     return { status: 200, json: { index, removed: id } };
   });
 

@@ -1,0 +1,175 @@
+/**
+ * `cairn agent [flags]`: starts a node and runs it until SIGINT or SIGTERM.
+ *
+ * The flags are parsed by the server's `loadAgentConfig` (with the environment and the config
+ * file), not by commander, so the agent has one parser and one set of messages whichever way
+ * it is started. The server module is imported only when an agent starts, so the client
+ * commands never load Raft, gRPC or LevelDB.
+ *
+ * Shutdown: the first signal closes the agent cleanly and the process exits 0 once it has
+ * closed; a second signal exits at once with 130 (an impatient operator, or a stuck close).
+ */
+import type { Command } from 'commander';
+import type { AgentConfig, LoadAgentConfigInput } from '../server/index.js';
+import type { CliIo } from './context.js';
+import { CliError, ExitCode } from './errors.js';
+
+export type StopSignal = 'SIGINT' | 'SIGTERM';
+
+/** The parts of the server's `Agent` the command uses. */
+export interface RunningAgent {
+  /** Settles when the node is serving; a rejection means it failed to come up. */
+  readonly ready: Promise<void>;
+  close(): Promise<void>;
+}
+
+/** What `runAgent` needs from the server and the process; tests pass fakes. */
+export interface AgentDeps {
+  readonly loadAgentConfig: (input: LoadAgentConfigInput) => AgentConfig;
+  readonly startAgent: (config: AgentConfig) => Promise<RunningAgent>;
+  readonly hostname: string;
+  /** Calls `handler` on each SIGINT/SIGTERM until the returned function is called. */
+  readonly onSignal: (handler: (signal: StopSignal) => void) => () => void;
+  /** Ends the process now, without waiting for anything (the second signal). */
+  readonly exit: (code: number) => void;
+}
+
+/** The agent flags, for `cairn agent --help` (the parser is loadAgentConfig; a test keeps them in step). */
+export const AGENT_FLAG_HELP: readonly (readonly [string, string])[] = [
+  ['--config <file>', 'YAML or JSON file of options keyed by their camelCase names ($CAIRN_CONFIG)'],
+  ['--node-id <id>', "this node's id, a lowercase DNS label (default: the host name's first label; cairn1 with --dev)"],
+  ['--data-dir <dir>', 'where the log, snapshots and lock live (required, or ./cairn-data with --dev)'],
+  ['--grpc-addr <host:port>', 'the gRPC port: Raft, forwarding, public API (default 127.0.0.1:7500)'],
+  ['--advertise-addr <host:port>', 'the gRPC address peers use (default --grpc-addr; required if it binds 0.0.0.0 or [::])'],
+  ['--http-addr <host:port>', 'the HTTP/JSON API (default 127.0.0.1:7501)'],
+  ['--bootstrap', 'form a one-node cluster if this node has no state yet'],
+  ['--bootstrap-expect <n>', 'form an n-voter cluster with the nodes in --join once n are known'],
+  ['--join <host:port,...>', "other nodes' gRPC addresses, to form or join a cluster (repeatable)"],
+  ['--dev', 'a single node: bootstraps itself, registers the demo types, data in ./cairn-data'],
+  ['--demo-types', 'register the demo resource types (implied by --dev)'],
+  ['--log-level <level>', 'fatal, error, warn, info, debug, trace or silent (default info)'],
+  ['--tick-ms <ms>', 'milliseconds per Raft tick (default 100)'],
+  ['--election-ticks <n>', 'election timeout in ticks (default 10)'],
+  ['--heartbeat-ticks <n>', 'heartbeat interval in ticks (default 1)'],
+  ['--snapshot-entries <n>', 'entries applied between snapshots (default 10000)'],
+  ['--planted-bugs <names>', 'test-only planted bugs, comma-separated; never in production'],
+];
+
+function agentHelp(): string {
+  const width = Math.max(...AGENT_FLAG_HELP.map(([flag]) => flag.length));
+  const lines = AGENT_FLAG_HELP.map(([flag, text]) => `  ${flag.padEnd(width)}  ${text}`);
+  return [
+    '',
+    'Flags:',
+    ...lines,
+    '',
+    'Each flag --some-flag can also be set by the environment variable CAIRN_SOME_FLAG or the',
+    'config file key someFlag. A flag beats the environment, which beats the file, which beats',
+    'the default. Booleans take --flag or --flag=true|false; values take --flag v or --flag=v.',
+  ].join('\n');
+}
+
+const isConfigError = (e: unknown): e is Error => e instanceof Error && e.name === 'ConfigError';
+
+function describeError(e: unknown): string {
+  if (!(e instanceof Error)) return String(e);
+  const code = (e as { code?: unknown }).code;
+  return typeof code === 'string' && /^[A-Z_]+$/.test(code) ? `${code}: ${e.message}` : e.message;
+}
+
+/** Runs an agent until a signal has closed it; resolves to the exit code. */
+export async function runAgent(flags: readonly string[], io: CliIo, deps: AgentDeps): Promise<number> {
+  let config: AgentConfig;
+  try {
+    config = deps.loadAgentConfig({ argv: flags, env: io.env, cwd: io.cwd, hostname: deps.hostname });
+  } catch (e) {
+    if (isConfigError(e)) throw new CliError(ExitCode.USAGE, e.message);
+    throw e;
+  }
+
+  let stopping = false;
+  let requestStop: (signal: StopSignal) => void = () => undefined;
+  const stopRequested = new Promise<StopSignal>((resolve) => {
+    requestStop = resolve;
+  });
+  // Listening before the start: a signal during a slow start still stops the agent once up.
+  const unsubscribe = deps.onSignal((signal) => {
+    if (stopping) {
+      io.stderr(`cairn: ${signal} again; exiting without waiting for the agent to close\n`);
+      deps.exit(ExitCode.INTERRUPTED);
+      return;
+    }
+    stopping = true;
+    io.stderr(`cairn: ${signal} received; closing the agent (send it again to exit at once)\n`);
+    requestStop(signal);
+  });
+
+  try {
+    let agent: RunningAgent;
+    try {
+      agent = await deps.startAgent(config);
+    } catch (e) {
+      // The agent checks what only it can (planted bug names, say) as INVALID_ARGUMENT:
+      // still a configuration error, so still exit 2.
+      const invalid = isConfigError(e) || (e as { code?: unknown } | null)?.code === 'INVALID_ARGUMENT';
+      throw new CliError(invalid ? ExitCode.USAGE : ExitCode.GENERIC, `cannot start the agent: ${describeError(e)}`, { cause: e });
+    }
+    // Never settles if the agent comes up: only a failure to become ready races the signal.
+    const failed = new Promise<unknown>((resolve) => {
+      agent.ready.catch(resolve);
+    });
+    const outcome = await Promise.race([
+      stopRequested.then(() => ({ failure: undefined, failed: false })),
+      failed.then((failure) => ({ failure, failed: true })),
+    ]);
+    stopping = true;
+    if (outcome.failed) io.stderr(`cairn: the agent failed to come up: ${describeError(outcome.failure)}; closing it\n`);
+    try {
+      await agent.close();
+    } catch (e) {
+      throw new CliError(ExitCode.GENERIC, `closing the agent failed: ${describeError(e)}`, { cause: e });
+    }
+    return outcome.failed ? ExitCode.GENERIC : ExitCode.OK;
+  } finally {
+    unsubscribe();
+  }
+}
+
+/** The real dependencies: the server module (loaded now, not before) and the process. */
+export async function processAgentDeps(hostname: string): Promise<AgentDeps> {
+  const server = await import('../server/index.js');
+  return {
+    loadAgentConfig: server.loadAgentConfig,
+    startAgent: (config) => server.startAgent(config),
+    hostname,
+    onSignal: (handler) => {
+      const onInt = (): void => handler('SIGINT');
+      const onTerm = (): void => handler('SIGTERM');
+      process.on('SIGINT', onInt);
+      process.on('SIGTERM', onTerm);
+      return () => {
+        process.off('SIGINT', onInt);
+        process.off('SIGTERM', onTerm);
+      };
+    },
+    exit: (code) => process.exit(code),
+  };
+}
+
+/**
+ * Registers `cairn agent`. `deps` is called only when the command runs, so loading the server
+ * is paid for by `cairn agent` alone.
+ */
+export function registerAgentCommand(program: Command, io: CliIo, deps: () => Promise<AgentDeps>, setExitCode: (code: number) => void): void {
+  program
+    .command('agent')
+    .summary('start a Cairn node (cairn agent --help lists its flags)')
+    .description('Start a Cairn node and run it until SIGINT or SIGTERM.')
+    .argument('[flags...]', 'agent flags, below')
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .addHelpText('after', agentHelp())
+    .action(async (_flags: unknown, _opts: unknown, cmd: Command) => {
+      setExitCode(await runAgent(cmd.args, io, await deps()));
+    });
+}

@@ -1,0 +1,67 @@
+/**
+ * The `cairn` program: one commander tree, one file per command group (agent.ts,
+ * operator.ts, snapshot.ts; `cairn resource ...` joins them as resource.ts). Every failure
+ * ends here as one line on stderr, `cairn: <message>`, and an exit code from errors.ts.
+ */
+import { readFileSync } from 'node:fs';
+import { Command, CommanderError } from 'commander';
+import { registerAgentCommand, type AgentDeps } from './agent.js';
+import type { CliIo } from './context.js';
+import { CliError, ExitCode } from './errors.js';
+import { registerOperatorCommands } from './operator.js';
+import { registerSnapshotCommands } from './snapshot.js';
+
+function packageVersion(): string {
+  try {
+    // dist/src/cli/program.js -> the package root.
+    const pkg: unknown = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8'));
+    const version = typeof pkg === 'object' && pkg !== null ? (pkg as { version?: unknown }).version : undefined;
+    return typeof version === 'string' ? version : 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** Builds the command tree. Actions report their exit code through `setExitCode`. */
+export function buildProgram(io: CliIo, agentDeps: () => Promise<AgentDeps>, setExitCode: (code: number) => void): Command {
+  const program = new Command('cairn')
+    .description('Cairn: a Raft-replicated coordinator for control planes')
+    .version(packageVersion(), '--version', 'print the version')
+    // Settings made before the subcommands are created are inherited by them.
+    .exitOverride()
+    .configureOutput({
+      writeOut: (s) => io.stdout(s),
+      writeErr: (s) => io.stderr(s),
+      outputError: (s, write) => write(`cairn: ${s.replace(/^error: /, '')}`),
+    })
+    .showSuggestionAfterError(true);
+  registerAgentCommand(program, io, agentDeps, setExitCode);
+  registerOperatorCommands(program, io);
+  registerSnapshotCommands(program, io);
+  return program;
+}
+
+/** Runs `cairn <argv...>`; resolves to the process's exit code. Never throws. */
+export async function runCli(argv: readonly string[], io: CliIo, agentDeps: () => Promise<AgentDeps>): Promise<number> {
+  let exitCode: number = ExitCode.OK;
+  const program = buildProgram(io, agentDeps, (code) => {
+    exitCode = code;
+  });
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+    return exitCode;
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      // Commander has printed its message or the help already.
+      // Asked-for help and --version exit 0; help shown because a command was missing exits 1
+      // in commander, a usage error here.
+      return e.exitCode === 0 ? ExitCode.OK : ExitCode.USAGE;
+    }
+    if (e instanceof CliError) {
+      io.stderr(`cairn: ${e.message}\n`);
+      return e.exitCode;
+    }
+    io.stderr(`cairn: INTERNAL: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+    return ExitCode.GENERIC;
+  }
+}
