@@ -44,3 +44,36 @@ export function grpcStatusOf(e: CairnError): grpc.status {
 export function errorBody(e: CairnError): { error: Record<string, unknown> } {
   return { error: { ...e.details, code: TABLE[e.code].publicCode, message: e.message } };
 }
+
+/** Trailing metadata of a failed gRPC call (proto/cairn/resource/v1/resource.proto, "Errors"). */
+export const GRPC_ERROR_CODE_KEY = 'cairn-error-code';
+export const GRPC_ERROR_DETAILS_KEY = 'cairn-error-details-json';
+/** Bounds on what an error puts in gRPC headers (HTTP/2 header lists are limited, typically to 8-64 KiB). */
+const GRPC_DETAILS_MAX_BYTES = 8 * 1024;
+const GRPC_MESSAGE_MAX_CHARS = 4 * 1024;
+
+/** JSON with every character outside printable ASCII \u-escaped: gRPC text metadata is ASCII only. */
+function asciiJson(v: unknown): string {
+  let text: string;
+  try {
+    text = JSON.stringify(v) ?? '{}';
+  } catch {
+    text = '{"unserializable":true}';
+  }
+  return text.replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/**
+ * The gRPC status for an error: the gRPC code of API.md's table, the message, and the public
+ * Cairn code and details in trailing metadata (the client library decodes them).
+ */
+export function grpcErrorOf(e: CairnError): { code: grpc.status; details: string; metadata: grpc.Metadata } {
+  const row = TABLE[e.code];
+  const metadata = new grpc.Metadata();
+  metadata.set(GRPC_ERROR_CODE_KEY, row.publicCode);
+  let details = asciiJson(e.details);
+  if (details.length > GRPC_DETAILS_MAX_BYTES) details = '{"truncated":true}';
+  metadata.set(GRPC_ERROR_DETAILS_KEY, details);
+  const message = e.message.length > GRPC_MESSAGE_MAX_CHARS ? `${e.message.slice(0, GRPC_MESSAGE_MAX_CHARS)}...` : e.message;
+  return { code: row.grpc, details: message, metadata };
+}

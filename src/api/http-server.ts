@@ -88,26 +88,73 @@ export function sendError(res: http.ServerResponse, e: unknown): void {
   sendJson(res, status, errorBody(err), headers);
 }
 
+/** What an over-limit or unroutable request body may still be drained of before we give up. */
+const DRAIN_LIMIT_BYTES = 64 * 1024 * 1024;
+const DRAIN_LIMIT_MS = 5_000;
+
+/**
+ * Reads and discards the rest of a request body (bounded), so that an early answer (413, 404)
+ * reaches the client instead of being lost to a TCP reset when the socket closes with unread
+ * data. Resolves whether the body was fully drained.
+ */
+function drain(req: http.IncomingMessage, already: number): Promise<boolean> {
+  if (req.complete) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    let size = already;
+    const timer = setTimeout(() => finish(false), DRAIN_LIMIT_MS);
+    const finish = (ok: boolean): void => {
+      clearTimeout(timer);
+      req.removeListener('data', onData);
+      req.removeListener('end', onEnd);
+      req.removeListener('error', onError);
+      resolve(ok);
+    };
+    const onData = (c: Buffer): void => {
+      size += c.length;
+      if (size > DRAIN_LIMIT_BYTES) finish(false);
+    };
+    const onEnd = (): void => finish(true);
+    const onError = (): void => finish(false);
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.resume();
+  });
+}
+
+class BodyTooLarge extends CairnError {
+  constructor(
+    message: string,
+    readonly drained: Promise<boolean>,
+    limit: number,
+  ) {
+    super(ErrorCode.TOO_LARGE, message, { limit });
+  }
+}
+
 function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const declared = Number(req.headers['content-length'] ?? '0');
     if (Number.isFinite(declared) && declared > limit) {
-      reject(new CairnError(ErrorCode.TOO_LARGE, `request body of ${declared} bytes is over the ${limit}-byte limit`, { limit }));
-      req.resume();
+      reject(new BodyTooLarge(`request body of ${declared} bytes is over the ${limit}-byte limit`, drain(req, 0), limit));
       return;
     }
     const chunks: Buffer[] = [];
     let size = 0;
-    req.on('data', (c: Buffer) => {
+    const onData = (c: Buffer): void => {
       size += c.length;
       if (size > limit) {
-        reject(new CairnError(ErrorCode.TOO_LARGE, `request body is over the ${limit}-byte limit`, { limit }));
-        req.destroy();
+        req.removeListener('data', onData);
+        req.removeListener('end', onEnd);
+        chunks.length = 0;
+        reject(new BodyTooLarge(`request body is over the ${limit}-byte limit`, drain(req, size), limit));
         return;
       }
       chunks.push(c);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks)));
+    };
+    const onEnd = (): void => resolve(Buffer.concat(chunks));
+    req.on('data', onData);
+    req.on('end', onEnd);
     req.on('error', reject);
   });
 }
@@ -125,11 +172,19 @@ export interface HttpServerOptions {
 export function createHttpServer(opts: HttpServerOptions): http.Server {
   const limit = opts.maxBodyBytes ?? MAX_BODY_BYTES;
   const server = http.createServer((req, res) => {
-    void handle(req, res).catch((e: unknown) => {
-      opts.logger.error({ err: e instanceof Error ? e.message : String(e), path: req.url }, 'http handler failed');
-      sendError(res, e);
-    });
+    void handle(req, res).catch((e: unknown) => answerError(req, res, e));
   });
+
+  /** Answers an error after draining what is left of the body; logs only server-side faults. */
+  async function answerError(req: http.IncomingMessage, res: http.ServerResponse, e: unknown): Promise<void> {
+    const err = toCairnError(e);
+    if (httpStatusOf(err) >= 500 && err.code !== ErrorCode.UNAVAILABLE && err.code !== ErrorCode.TIMEOUT) {
+      opts.logger.error({ err: err.message, code: err.code, path: req.url }, 'http request failed on the server side');
+    }
+    const drained = e instanceof BodyTooLarge ? await e.drained : await drain(req, 0);
+    if (!drained) res.setHeader('connection', 'close');
+    sendError(res, err);
+  }
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     let url: URL;
@@ -142,17 +197,16 @@ export function createHttpServer(opts: HttpServerOptions): http.Server {
     const method = req.method ?? 'GET';
     const m = opts.router.match(method, url.pathname);
     if (m === undefined) {
-      sendError(res, new CairnError(ErrorCode.NOT_FOUND, `no such endpoint: ${method} ${url.pathname}`));
-      req.resume();
+      await answerError(req, res, new CairnError(ErrorCode.NOT_FOUND, `no such endpoint: ${method} ${url.pathname}`));
       return;
     }
     if (m === 'method-not-allowed') {
       const err = new CairnError(ErrorCode.INVALID_ARGUMENT, `method ${method} is not allowed on ${url.pathname}`);
+      if (!(await drain(req, 0))) res.setHeader('connection', 'close');
       sendJson(res, 405, errorBody(err));
-      req.resume();
       return;
     }
-    const body = method === 'GET' || method === 'HEAD' ? (req.resume(), Buffer.alloc(0)) : await readBody(req, limit);
+    const body = method === 'GET' || method === 'HEAD' ? ((await drain(req, 0)), Buffer.alloc(0)) : await readBody(req, limit);
     const request: HttpRequest = {
       method,
       path: url.pathname,
@@ -173,7 +227,7 @@ export function createHttpServer(opts: HttpServerOptions): http.Server {
     try {
       out = await m.handler(request, res);
     } catch (e) {
-      sendError(res, e);
+      await answerError(req, res, e);
       return;
     }
     if (out.status === 'streamed') return;
@@ -184,10 +238,19 @@ export function createHttpServer(opts: HttpServerOptions): http.Server {
     }
   }
 
-  server.on('clientError', (_err, socket) => {
-    // Malformed HTTP: answer 400 if we can, never crash.
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
-    else socket.destroy();
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    // Malformed HTTP that Node refuses before routing: answer with the error shape if we can,
+    // never crash.
+    if (!socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
+    const body = JSON.stringify(
+      errorBody(new CairnError(tooLarge ? ErrorCode.TOO_LARGE : ErrorCode.INVALID_ARGUMENT, tooLarge ? 'request headers are too large' : `malformed HTTP request (${err.code ?? 'parse error'})`)),
+    );
+    const status = tooLarge ? '431 Request Header Fields Too Large' : '400 Bad Request';
+    socket.end(`HTTP/1.1 ${status}\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
   });
   return server;
 }

@@ -1,7 +1,7 @@
 import { CairnError, ErrorCode } from '../base/index.js';
 import type { Consistency } from '../replica/index.js';
 import type { HttpRequest, Router } from './http-server.js';
-import type { CallContext, ResourceService } from './resource-service.js';
+import { checkRequestId, type CallContext, type ResourceService } from './resource-service.js';
 import type { ResourceIdJson } from './resource-json.js';
 
 function invalid(msg: string): CairnError {
@@ -46,8 +46,7 @@ function optString(o: Record<string, unknown>, k: string): string | undefined {
 /** Per-request context: idempotency key (Idempotency-Key header) and bearer token. */
 function context(req: HttpRequest): CallContext {
   const key = req.headers['idempotency-key'];
-  const requestId = typeof key === 'string' && key !== '' ? key : undefined;
-  if (requestId !== undefined && (requestId.length > 128 || !/^[\x21-\x7e]+$/.test(requestId))) throw invalid('Idempotency-Key must be at most 128 printable ASCII characters');
+  const requestId = checkRequestId(typeof key === 'string' ? key : undefined);
   const auth = req.headers['authorization'];
   const token = typeof auth === 'string' && auth.startsWith('Bearer ') ? auth.slice(7) : undefined;
   return { requestId, token };

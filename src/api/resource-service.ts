@@ -63,6 +63,13 @@ export function parseVersion(v: unknown, what = 'version'): Revision | undefined
   return n as Revision;
 }
 
+/** An idempotency key (HTTP Idempotency-Key, gRPC request_id): empty means none. */
+export function checkRequestId(v: string | undefined): string | undefined {
+  if (v === undefined || v === '') return undefined;
+  if (v.length > 128 || !/^[\x21-\x7e]+$/.test(v)) throw invalid('a request id (Idempotency-Key, request_id) must be at most 128 printable ASCII characters');
+  return v;
+}
+
 function checkMetadata(v: unknown): Record<string, string> {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) throw invalid('metadata must be an object of string values');
   const out: Record<string, string> = {};
@@ -107,8 +114,45 @@ function checkConditions(v: unknown): Condition[] {
   });
 }
 
-function jsonSize(v: unknown): number {
-  return Buffer.byteLength(JSON.stringify(v) ?? '');
+/**
+ * Walks user JSON without recursion (so hostile nesting cannot overflow the stack) and refuses
+ * what cannot be stored faithfully: nesting deeper than the store allows, strings or keys that
+ * are not well-formed UTF-16 (lone surrogates would be silently replaced on the way to the
+ * log; I-JSON forbids them), and `__proto__` keys. Returns the JSON size in bytes.
+ */
+/** With the `u` flag a surrogate pair is one code point, so this matches only lone surrogates. */
+const LONE_SURROGATE = /\p{Surrogate}/u;
+
+export function checkJson(v: unknown, what: string, maxDepth = 100): number {
+  const stack: Array<{ v: unknown; depth: number }> = [{ v, depth: 0 }];
+  let bytes = 0;
+  while (stack.length > 0) {
+    const { v: x, depth } = stack.pop() as { v: unknown; depth: number };
+    if (depth > maxDepth) throw invalid(`${what} is nested deeper than ${maxDepth} levels`);
+    if (typeof x === 'string') {
+      if (LONE_SURROGATE.test(x)) throw invalid(`${what} contains a string that is not well-formed Unicode (a lone surrogate)`);
+      bytes += x.length + 2;
+    } else if (typeof x === 'number') {
+      if (!Number.isFinite(x)) throw invalid(`${what} contains a non-finite number`);
+      bytes += 8;
+    } else if (x === null || typeof x === 'boolean') {
+      bytes += 4;
+    } else if (Array.isArray(x)) {
+      bytes += 2;
+      for (const e of x) stack.push({ v: e, depth: depth + 1 });
+    } else if (typeof x === 'object') {
+      bytes += 2;
+      for (const [k, e] of Object.entries(x as Record<string, unknown>)) {
+        if (k === '__proto__') throw invalid(`${what} has the key "__proto__", which cannot be stored`);
+        if (LONE_SURROGATE.test(k)) throw invalid(`${what} has a key that is not well-formed Unicode`);
+        bytes += k.length + 3;
+        stack.push({ v: e, depth: depth + 1 });
+      }
+    } else {
+      throw invalid(`${what} contains a value that is not JSON`);
+    }
+  }
+  return bytes;
 }
 
 function clone(v: unknown): JsonValue {
@@ -247,6 +291,7 @@ export class ResourceService {
     if (typeof v !== 'object' || Array.isArray(v)) throw invalid('status must be an object');
     const out: Record<string, StatusEntry> = {};
     for (const [k, s] of Object.entries(v as Record<string, unknown>)) {
+      if (k === '__proto__') throw invalid('status has the key "__proto__", which cannot be stored');
       if (typeof s !== 'object' || s === null || Array.isArray(s)) throw invalid(`status.${k} must be an object`);
       const o = s as Record<string, unknown>;
       if (typeof o['observed_generation'] !== 'string' || typeof o['updated_at'] !== 'string') throw invalid(`status.${k} needs observed_generation and updated_at`);
@@ -261,7 +306,7 @@ export class ResourceService {
     const name = checkDnsLabel(req.name, 'name');
     this.authorize(t, 'write', { ...tenancy, name }, ctx);
     if (req.data === undefined) throw invalid('data is required');
-    if (jsonSize(req.data) > LIMITS.dataBytes) throw new CairnError(ErrorCode.TOO_LARGE, `data is over ${LIMITS.dataBytes} bytes`);
+    if (checkJson(req.data, 'data') > LIMITS.dataBytes) throw new CairnError(ErrorCode.TOO_LARGE, `data is over ${LIMITS.dataBytes} bytes`);
     const metadata = req.metadata === undefined ? undefined : checkMetadata(req.metadata);
     const finalizers = req.finalizers === undefined ? undefined : checkFinalizers(req.finalizers);
     const owner = this.resolveOwner(req.owner);
@@ -278,7 +323,12 @@ export class ResourceService {
     // unknown outcome is applied once.
     for (let attempt = 0; ; attempt++) {
       if (attempt > 0) await c.read('linearizable', () => undefined);
-      const current = (await c.read('stale', (s) => s.get(key))).value;
+      let current = (await c.read('stale', (s) => s.get(key))).value;
+      if (attempt === 0 && expected !== undefined && (current?.version ?? 0) !== expected) {
+        // This node may not have applied the version the client names yet (a lagging
+        // follower): catch up first, so hooks and omitted fields see that version's state.
+        current = (await c.read('linearizable', (s) => s.get(key))).value;
+      }
       const proposed: ProposedResource = { type: this.typeRef(t), partition: tenancy.partition, namespace: tenancy.namespace, name, data: clone(req.data), metadata: { ...(metadata ?? current?.metadata ?? {}) } };
       t.mutate?.(proposed, current);
       if (!t.validateData(proposed.data)) {

@@ -1,0 +1,386 @@
+import * as grpc from '@grpc/grpc-js';
+import protobuf from 'protobufjs/minimal.js';
+import { CairnError, ErrorCode } from '../base/index.js';
+import { cairn } from '../gen/resource.js';
+import { silentLogger, type Consistency, type Logger } from '../replica/index.js';
+import { grpcErrorOf, toCairnError } from './errors.js';
+import type { ResourceIdJson, ResourceJson, StatusJson } from './resource-json.js';
+import { checkRequestId, LIMITS, type CallContext, type ResourceService } from './resource-service.js';
+
+/**
+ * The public gRPC resource API (proto/cairn/resource/v1/resource.proto) over ResourceService:
+ * this file only translates messages and errors; every rule lives in ResourceService, shared
+ * with the HTTP routes. Nothing a client sends can crash it: bytes that do not decode, unknown
+ * fields and unknown enum values are INVALID_ARGUMENT, and a handler bug is INTERNAL (logged).
+ */
+const pb = cairn.resource.v1;
+const SERVICE = 'cairn.resource.v1.ResourceService';
+
+// ---- Request and response shapes (what the generated toObject yields with TO_OBJECT) --------
+
+interface TenancyMsg {
+  partition: string;
+  namespace: string;
+}
+interface ResourceIdMsg {
+  type: string;
+  tenancy: TenancyMsg | null;
+  name: string;
+  uid: string;
+}
+interface ConditionMsg {
+  type: string;
+  state: string;
+  reason: string;
+  message: string;
+}
+interface StatusMsg {
+  observedGeneration: string;
+  conditions: ConditionMsg[];
+  updatedAt: string;
+}
+interface ResourceMsg {
+  id: ResourceIdMsg;
+  owner: ResourceIdMsg | null;
+  version: string;
+  generation: string;
+  metadata: Record<string, string>;
+  finalizers: string[];
+  deletionTimestamp: string;
+  dataJson: string;
+  status: Record<string, StatusMsg>;
+}
+/** An enum as toObject gives it: the value's name, or the number when this build does not know it. */
+type ConsistencyMsg = string | number;
+
+interface ReadRequestMsg {
+  id: ResourceIdMsg | null;
+  consistency: ConsistencyMsg;
+}
+interface WriteRequestMsg {
+  id: ResourceIdMsg | null;
+  dataJson: string;
+  metadata: { entries: Record<string, string> } | null;
+  owner: ResourceIdMsg | null;
+  finalizers: { items: string[] } | null;
+  version: string;
+  status: Record<string, StatusMsg>;
+  requestId: string;
+}
+interface WriteStatusRequestMsg {
+  id: ResourceIdMsg | null;
+  key: string;
+  observedGeneration: string;
+  conditions: ConditionMsg[];
+  version: string;
+  requestId: string;
+}
+interface DeleteRequestMsg {
+  id: ResourceIdMsg | null;
+  version: string;
+  requestId: string;
+}
+interface ListRequestMsg {
+  type: string;
+  tenancy: TenancyMsg | null;
+  namePrefix: string;
+  ownerUid: string;
+  consistency: ConsistencyMsg;
+}
+interface ListByOwnerRequestMsg {
+  ownerUid: string;
+  consistency: ConsistencyMsg;
+}
+interface ReadResponseMsg {
+  resource: ResourceMsg;
+  revision: string;
+  lastLeaderContactMs?: number;
+}
+interface WriteResponseMsg {
+  resource: ResourceMsg;
+}
+interface DeleteResponseMsg {
+  deleted: boolean;
+  resource?: ResourceMsg;
+}
+interface ListResponseMsg {
+  resources: ResourceMsg[];
+  revision: string;
+  lastLeaderContactMs?: number;
+}
+
+// ---- Codecs ----------------------------------------------------------------------------------
+
+/** The slice of a generated message class the service needs. */
+interface MessageCodec {
+  encode(m: object): { finish(): Uint8Array };
+  decode(r: protobuf.Reader): object;
+  toObject(m: object, o: protobuf.IConversionOptions): object;
+}
+
+const TO_OBJECT: protobuf.IConversionOptions = { longs: Number, enums: String, defaults: true, arrays: true, objects: true };
+
+/** A request as the handler receives it: decoded, or why it could not be. */
+type Decoded<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
+
+/** The field number of the first unknown field anywhere in a decoded message, with its path. */
+function firstUnknownField(m: unknown, path: string): string | undefined {
+  if (m === null || typeof m !== 'object' || m instanceof Uint8Array) return undefined;
+  const unknowns = Object.getOwnPropertyDescriptor(m, '$unknowns')?.value as unknown;
+  if (Array.isArray(unknowns) && unknowns[0] instanceof Uint8Array) {
+    // The raw field starts with its tag, a varint: field number << 3 | wire type.
+    const raw = unknowns[0];
+    let tag = 0;
+    for (let i = 0, shift = 0; i < raw.length && i < 5; i++, shift += 7) {
+      const b = raw[i] as number;
+      tag += (b & 0x7f) * 2 ** shift;
+      if (b < 0x80) break;
+    }
+    return `${path} has an unknown field (number ${Math.floor(tag / 8)})`;
+  }
+  for (const [k, v] of Object.entries(m)) {
+    const found = firstUnknownField(v, Array.isArray(m) ? `${path}[${k}]` : `${path}.${k}`);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+function decodeRequest<T>(codec: MessageCodec, what: string, bytes: Buffer): Decoded<T> {
+  try {
+    const reader = protobuf.Reader.create(bytes);
+    reader.discardUnknown = false;
+    const message = codec.decode(reader);
+    const unknown = firstUnknownField(message, what);
+    if (unknown !== undefined) return { ok: false, error: `${unknown}; this server does not know it (a newer client?)` };
+    return { ok: true, value: codec.toObject(message, TO_OBJECT) as T };
+  } catch (e) {
+    return { ok: false, error: `the ${what} message does not decode: ${e instanceof Error ? e.message : String(e)}` };
+  }
+}
+
+function method<Req, Res>(name: string, req: unknown, res: unknown): grpc.MethodDefinition<Decoded<Req>, Res> {
+  const reqCodec = req as MessageCodec;
+  const resCodec = res as MessageCodec;
+  return {
+    path: `/${SERVICE}/${name}`,
+    requestStream: false,
+    responseStream: false,
+    // Never throws: grpc-js would answer a throwing deserializer with INTERNAL.
+    requestDeserialize: (b: Buffer) => decodeRequest<Req>(reqCodec, `${name}Request`, b),
+    requestSerialize: () => {
+      throw new Error('server-side definition');
+    },
+    responseSerialize: (m: Res) => Buffer.from(resCodec.encode(m as object).finish()),
+    responseDeserialize: () => {
+      throw new Error('server-side definition');
+    },
+  };
+}
+
+export const resourceServiceDefinition = {
+  read: method<ReadRequestMsg, ReadResponseMsg>('Read', pb.ReadRequest, pb.ReadResponse),
+  write: method<WriteRequestMsg, WriteResponseMsg>('Write', pb.WriteRequest, pb.WriteResponse),
+  writeStatus: method<WriteStatusRequestMsg, WriteResponseMsg>('WriteStatus', pb.WriteStatusRequest, pb.WriteStatusResponse),
+  delete: method<DeleteRequestMsg, DeleteResponseMsg>('Delete', pb.DeleteRequest, pb.DeleteResponse),
+  list: method<ListRequestMsg, ListResponseMsg>('List', pb.ListRequest, pb.ListResponse),
+  listByOwner: method<ListByOwnerRequestMsg, ListResponseMsg>('ListByOwner', pb.ListByOwnerRequest, pb.ListByOwnerResponse),
+} satisfies grpc.ServiceDefinition;
+
+// ---- Messages <-> ResourceService ------------------------------------------------------------
+
+function invalid(msg: string): CairnError {
+  return new CairnError(ErrorCode.INVALID_ARGUMENT, msg);
+}
+
+function requireId(id: ResourceIdMsg | null): ResourceIdMsg {
+  if (id === null) throw invalid('id is required (type, tenancy, name)');
+  return id;
+}
+
+function target(id: ResourceIdMsg): { type: string; partition: string; namespace: string; name: string } {
+  return { type: id.type, partition: id.tenancy?.partition ?? '', namespace: id.tenancy?.namespace ?? '', name: id.name };
+}
+
+function optional(s: string): string | undefined {
+  return s === '' ? undefined : s;
+}
+
+function consistency(c: ConsistencyMsg): Consistency {
+  switch (c) {
+    case 'CONSISTENCY_UNSPECIFIED':
+    case 'CONSISTENCY_LINEARIZABLE':
+      return 'linearizable';
+    case 'CONSISTENCY_STALE':
+      return 'stale';
+    default:
+      throw invalid(`consistency ${JSON.stringify(c)} is not a known value (CONSISTENCY_LINEARIZABLE or CONSISTENCY_STALE)`);
+  }
+}
+
+function idToJson(id: ResourceIdMsg): ResourceIdJson {
+  return { type: id.type, tenancy: { partition: id.tenancy?.partition ?? '', namespace: id.tenancy?.namespace ?? '' }, name: id.name, uid: id.uid };
+}
+
+function conditionToJson(c: ConditionMsg): { type: string; state: string; reason: string; message: string } {
+  return { type: c.type, state: c.state, reason: c.reason, message: c.message };
+}
+
+function statusToJson(s: StatusMsg): { observed_generation: string; conditions: unknown[]; updated_at: string } {
+  return { observed_generation: s.observedGeneration, conditions: s.conditions.map(conditionToJson), updated_at: s.updatedAt };
+}
+
+function parseData(text: string): unknown {
+  if (text === '') throw invalid('data_json is required (the resource data as JSON text)');
+  const bytes = Buffer.byteLength(text);
+  if (bytes > LIMITS.dataBytes) throw new CairnError(ErrorCode.TOO_LARGE, `data_json is ${bytes} bytes; at most ${LIMITS.dataBytes}`, { limit: LIMITS.dataBytes });
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (e) {
+    throw invalid(`data_json is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
+function idToMsg(id: ResourceIdJson): ResourceIdMsg {
+  return { type: id.type, tenancy: { partition: id.tenancy.partition, namespace: id.tenancy.namespace }, name: id.name, uid: id.uid };
+}
+
+function statusToMsg(s: StatusJson): StatusMsg {
+  return { observedGeneration: s.observed_generation, conditions: s.conditions.map((c) => ({ ...c })), updatedAt: s.updated_at };
+}
+
+function resourceToMsg(r: ResourceJson): ResourceMsg {
+  const status: Record<string, StatusMsg> = {};
+  for (const [k, s] of Object.entries(r.status)) status[k] = statusToMsg(s);
+  return {
+    id: idToMsg(r.id),
+    owner: r.owner ? idToMsg(r.owner) : null,
+    version: r.version,
+    generation: r.generation,
+    metadata: { ...r.metadata },
+    finalizers: [...r.finalizers],
+    deletionTimestamp: r.deletion_timestamp ?? '',
+    dataJson: JSON.stringify(r.data),
+    status,
+  };
+}
+
+/** Freshness of a read (API.md "Stale read"): in response metadata, as the HTTP API sends headers. */
+function freshness(revision: number, lastContactMs: number | undefined): { metadata: grpc.Metadata; fields: { revision: string; lastLeaderContactMs?: number } } {
+  const metadata = new grpc.Metadata();
+  metadata.set('cairn-revision', String(revision));
+  if (lastContactMs === undefined) return { metadata, fields: { revision: String(revision) } };
+  const ms = Math.max(0, Math.round(lastContactMs));
+  metadata.set('cairn-last-contact-ms', String(ms));
+  return { metadata, fields: { revision: String(revision), lastLeaderContactMs: ms } };
+}
+
+/** Answer a little before the caller's deadline, so it gets our TIMEOUT rather than its own. */
+const DEADLINE_MARGIN_MS = 50;
+
+function context(call: grpc.ServerUnaryCall<unknown, unknown>, requestId = ''): CallContext {
+  const auth = call.metadata.get('authorization')[0];
+  const token = typeof auth === 'string' && auth.startsWith('Bearer ') ? auth.slice(7) : undefined;
+  const deadline = call.getDeadline();
+  const at = deadline instanceof Date ? deadline.getTime() : deadline;
+  const timeoutMs = Number.isFinite(at) ? Math.max(1, Math.floor(at - Date.now() - DEADLINE_MARGIN_MS)) : undefined;
+  return { requestId: checkRequestId(requestId), token, timeoutMs };
+}
+
+type Handler<Req, Res> = (req: Req, call: grpc.ServerUnaryCall<unknown, unknown>) => Promise<{ response: Res; metadata?: grpc.Metadata }>;
+
+function unary<Req, Res>(name: string, logger: Logger, run: Handler<Req, Res>): grpc.handleUnaryCall<Decoded<Req>, Res> {
+  return (call, callback) => {
+    const handle = async (): Promise<void> => {
+      const d = call.request;
+      if (!d.ok) throw invalid(d.error);
+      const { response, metadata } = await run(d.value, call);
+      if (metadata) call.sendMetadata(metadata);
+      callback(null, response);
+    };
+    handle().catch((e: unknown) => {
+      const err = toCairnError(e);
+      if (err.code === ErrorCode.INTERNAL) logger.error({ method: name, err: err.message, stack: e instanceof Error ? e.stack : undefined }, 'grpc resource handler failed');
+      callback(grpcErrorOf(err));
+    });
+  };
+}
+
+export interface ResourceGrpcServiceOptions {
+  /** Where INTERNAL errors (bugs) are logged. Default: nowhere. */
+  readonly logger?: Logger;
+}
+
+/** Adds cairn.resource.v1.ResourceService, served by `svc`, to a gRPC server (the cluster port). */
+export function addResourceGrpcService(server: grpc.Server, svc: ResourceService, opts: ResourceGrpcServiceOptions = {}): void {
+  const logger = opts.logger ?? silentLogger;
+  const impl: grpc.UntypedServiceImplementation = {
+    read: unary<ReadRequestMsg, ReadResponseMsg>('Read', logger, async (req, call) => {
+      const id = requireId(req.id);
+      const r = await svc.read({ ...target(id), uid: optional(id.uid), consistency: consistency(req.consistency) }, context(call));
+      const f = freshness(r.revision, r.lastLeaderContactMs);
+      return { response: { resource: resourceToMsg(r.resource), ...f.fields }, metadata: f.metadata };
+    }),
+    write: unary<WriteRequestMsg, WriteResponseMsg>('Write', logger, async (req, call) => {
+      const id = requireId(req.id);
+      const ctx = context(call, req.requestId);
+      const status: Record<string, unknown> = {};
+      for (const [k, s] of Object.entries(req.status)) status[k] = statusToJson(s);
+      const resource = await svc.write(
+        {
+          ...target(id),
+          data: parseData(req.dataJson),
+          metadata: req.metadata === null ? undefined : req.metadata.entries,
+          owner: req.owner === null ? undefined : idToJson(req.owner),
+          finalizers: req.finalizers === null ? undefined : req.finalizers.items,
+          version: optional(req.version),
+          // An empty map is "left out": status cannot change through Write anyway.
+          status: Object.keys(status).length === 0 ? undefined : status,
+          uid: optional(id.uid),
+        },
+        ctx,
+      );
+      return { response: { resource: resourceToMsg(resource) } };
+    }),
+    writeStatus: unary<WriteStatusRequestMsg, WriteResponseMsg>('WriteStatus', logger, async (req, call) => {
+      const id = requireId(req.id);
+      const resource = await svc.writeStatus(
+        {
+          ...target(id),
+          key: req.key,
+          uid: id.uid,
+          observedGeneration: req.observedGeneration,
+          conditions: req.conditions.map(conditionToJson),
+          version: optional(req.version),
+        },
+        context(call, req.requestId),
+      );
+      return { response: { resource: resourceToMsg(resource) } };
+    }),
+    delete: unary<DeleteRequestMsg, DeleteResponseMsg>('Delete', logger, async (req, call) => {
+      const id = requireId(req.id);
+      const r = await svc.delete({ ...target(id), version: optional(req.version), uid: optional(id.uid) }, context(call, req.requestId));
+      return { response: r.resource ? { deleted: r.deleted, resource: resourceToMsg(r.resource) } : { deleted: r.deleted } };
+    }),
+    list: unary<ListRequestMsg, ListResponseMsg>('List', logger, async (req, call) => {
+      const r = await svc.list(
+        {
+          type: req.type,
+          partition: req.tenancy?.partition ?? '',
+          namespace: req.tenancy?.namespace ?? '',
+          namePrefix: optional(req.namePrefix),
+          ownerUid: optional(req.ownerUid),
+          consistency: consistency(req.consistency),
+        },
+        context(call),
+      );
+      const f = freshness(r.revision, r.lastLeaderContactMs);
+      return { response: { resources: r.resources.map(resourceToMsg), ...f.fields }, metadata: f.metadata };
+    }),
+    listByOwner: unary<ListByOwnerRequestMsg, ListResponseMsg>('ListByOwner', logger, async (req) => {
+      const r = await svc.listByOwner(req.ownerUid, consistency(req.consistency));
+      const f = freshness(r.revision, r.lastLeaderContactMs);
+      return { response: { resources: r.resources.map(resourceToMsg), ...f.fields }, metadata: f.metadata };
+    }),
+  };
+  server.addService(resourceServiceDefinition, impl);
+}

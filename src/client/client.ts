@@ -1,0 +1,366 @@
+import * as grpc from '@grpc/grpc-js';
+import { ulid } from 'ulid';
+import { CairnClientError, ClientErrorCode, isCairnClientError } from './errors.js';
+import type {
+  CallOptions,
+  Consistency,
+  DeleteOptions,
+  DeleteResult,
+  ListOptions,
+  ListResult,
+  MutationOptions,
+  ReadOptions,
+  ReadResult,
+  Resource,
+  ResourceId,
+  ResourceRef,
+  StatusBody,
+  UpdateFn,
+  UpdateOptions,
+  WriteBody,
+} from './types.js';
+import { CONSISTENCY, conditionToMsg, decodeFailure, methods, refToMsg, resourceFromMsg, statusToMsg, type AttemptFailure, type Method } from './wire.js';
+
+export interface CairnClientOptions {
+  /** gRPC addresses (host:port) of any nodes of one cluster; every node serves every call. */
+  readonly endpoints: readonly string[];
+  /** Default deadline of a call in milliseconds, retries and failovers included. Default 10,000. */
+  readonly timeoutMs?: number;
+  /** Sent as `authorization: Bearer <token>` where types have access hooks. */
+  readonly token?: string;
+}
+
+export const CLIENT_DEFAULTS = {
+  timeoutMs: 10_000,
+  updateMaxAttempts: 20,
+  updateBaseBackoffMs: 10,
+  updateMaxBackoffMs: 1_000,
+  /** Pause after every endpoint failed once, doubling per round up to failoverMaxBackoffMs (jittered). */
+  failoverBaseBackoffMs: 50,
+  failoverMaxBackoffMs: 1_000,
+} as const;
+
+const ENDPOINT = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$/;
+
+function invalidOption(msg: string): CairnClientError {
+  return new CairnClientError(ClientErrorCode.INVALID_ARGUMENT, msg);
+}
+
+function checkPositive(v: number, what: string): number {
+  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) throw invalidOption(`${what} must be a positive number of milliseconds, got ${String(v)}`);
+  return v;
+}
+
+interface Endpoint {
+  readonly address: string;
+  readonly client: grpc.Client;
+}
+
+/** How a failed attempt bears on the call: give up, or try the next endpoint (and whether a write may have happened). */
+type Verdict = 'final' | 'retry' | 'retry-maybe-applied';
+
+function verdictOf(f: AttemptFailure, mutates: boolean): Verdict {
+  if (f.fromServer) {
+    // The server's handler answered: UNAVAILABLE means it did not act (no leader, shutting
+    // down, still starting); TIMEOUT means it proposed but saw no verdict in time.
+    if (f.error.code === ClientErrorCode.UNAVAILABLE) return 'retry';
+    if (f.error.code === ClientErrorCode.TIMEOUT) return mutates ? 'retry-maybe-applied' : 'retry';
+    return 'final';
+  }
+  // No Cairn code: the call failed in transit (connection refused or lost, stream reset, server
+  // stopping). grpc-js says "No connection established" when no connection could be made, so
+  // the request never left; otherwise it may have reached the server.
+  switch (f.grpcCode) {
+    case grpc.status.UNAVAILABLE:
+    case grpc.status.INTERNAL:
+    case grpc.status.UNKNOWN:
+    case grpc.status.CANCELLED:
+      return mutates && !f.details.includes('No connection established') ? 'retry-maybe-applied' : 'retry';
+    default:
+      return 'final';
+  }
+}
+
+/** Resolves after `ms`, or early (true) when `signal` fires. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) {
+      resolve(true);
+      return;
+    }
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      resolve(true);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve(false);
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/**
+ * A client of a Cairn cluster over gRPC (API.md "Operations").
+ *
+ * - Any node serves any call, so the client sticks to one endpoint and moves to the next when
+ *   it is unreachable or answers UNAVAILABLE; after every endpoint failed once it backs off
+ *   (jittered, doubling) and goes round again, until the call's deadline.
+ * - Every write (write, writeStatus, delete) carries a request id, the same on every retry,
+ *   so a write retried after a lost answer is applied at most once.
+ * - A write that may or may not have been applied fails with `outcomeUnknown` set
+ *   (isOutcomeUnknown): never as a plain failure.
+ */
+export class CairnClient {
+  private readonly endpoints: readonly Endpoint[];
+  private readonly timeoutMs: number;
+  private readonly token: string | undefined;
+  private current: number;
+  private closed = false;
+
+  constructor(opts: CairnClientOptions) {
+    if (!Array.isArray(opts.endpoints) || opts.endpoints.length === 0) throw invalidOption('endpoints must list at least one gRPC address (host:port)');
+    for (const e of opts.endpoints) {
+      const m = typeof e === 'string' ? ENDPOINT.exec(e) : null;
+      const port = m ? Number(m[2]) : 0;
+      if (!m || port < 1 || port > 65535) throw invalidOption(`endpoints: ${JSON.stringify(e)} is not a host:port address`);
+    }
+    this.timeoutMs = checkPositive(opts.timeoutMs ?? CLIENT_DEFAULTS.timeoutMs, 'timeoutMs');
+    this.token = opts.token;
+    this.endpoints = opts.endpoints.map((address) => ({
+      address,
+      client: new grpc.Client(address, grpc.credentials.createInsecure(), {
+        // Find a dead peer on an idle connection; reconnect quickly once it is back.
+        'grpc.keepalive_time_ms': 10_000,
+        'grpc.keepalive_timeout_ms': 5_000,
+        'grpc.initial_reconnect_backoff_ms': 100,
+        'grpc.max_reconnect_backoff_ms': 1_000,
+        'grpc.max_receive_message_length': 64 * 1024 * 1024,
+      }),
+    }));
+    // Clients start on different nodes, spreading the load.
+    this.current = Math.floor(Math.random() * this.endpoints.length);
+  }
+
+  /** The endpoint the next call goes to first. */
+  get endpoint(): string {
+    return (this.endpoints[this.current] as Endpoint).address;
+  }
+
+  /** Closes every connection; calls after this fail with UNAVAILABLE. */
+  close(): void {
+    this.closed = true;
+    for (const e of this.endpoints) e.client.close();
+  }
+
+  /** Reads one resource. NOT_FOUND when absent, or when `ref.uid` names another incarnation. */
+  async read<D = unknown>(ref: ResourceRef, opts: ReadOptions = {}): Promise<ReadResult<D>> {
+    const res = await this.invoke(methods.read, { id: refToMsg(ref), consistency: consistencyOf(opts.consistency) }, opts);
+    return { resource: resourceFromMsg<D>(res.resource), revision: res.revision, lastLeaderContactMs: res.lastLeaderContactMs };
+  }
+
+  /**
+   * Creates or replaces a resource (see WriteBody.version for create-only and
+   * compare-and-swap). Returns the stored resource.
+   */
+  async write<D = unknown>(ref: ResourceRef, body: WriteBody<D>, opts: MutationOptions = {}): Promise<Resource<D>> {
+    let dataJson: string | undefined;
+    try {
+      dataJson = JSON.stringify(body.data);
+    } catch (e) {
+      throw invalidOption(`data is not JSON-serializable: ${e instanceof Error ? e.message : String(e)}`);
+    }
+    if (dataJson === undefined) throw invalidOption('data is required and must be JSON-serializable');
+    const status: Record<string, ReturnType<typeof statusToMsg>> = {};
+    for (const [k, s] of Object.entries(body.status ?? {})) status[k] = statusToMsg(s);
+    const res = await this.invoke(
+      methods.write,
+      {
+        id: refToMsg(ref),
+        dataJson,
+        metadata: body.metadata === undefined ? null : { entries: { ...body.metadata } },
+        owner: body.owner === undefined ? null : refToMsg(body.owner),
+        finalizers: body.finalizers === undefined ? null : { items: [...body.finalizers] },
+        version: body.version ?? '',
+        status,
+        requestId: opts.requestId ?? ulid(),
+      },
+      opts,
+    );
+    return resourceFromMsg<D>(res.resource);
+  }
+
+  /** Sets one status key (usually the controller's name). `ref.uid` is required. */
+  async writeStatus<D = unknown>(ref: ResourceRef, key: string, body: StatusBody, opts: MutationOptions = {}): Promise<Resource<D>> {
+    const res = await this.invoke(
+      methods.writeStatus,
+      {
+        id: refToMsg(ref),
+        key,
+        observedGeneration: body.observed_generation,
+        conditions: body.conditions.map(conditionToMsg),
+        version: body.version ?? '',
+        requestId: opts.requestId ?? ulid(),
+      },
+      opts,
+    );
+    return resourceFromMsg<D>(res.resource);
+  }
+
+  /** Deletes a resource and what it owns. Deleting what does not exist succeeds with `deleted: false`. */
+  async delete<D = unknown>(ref: ResourceRef, opts: DeleteOptions = {}): Promise<DeleteResult<D>> {
+    const res = await this.invoke(methods.delete, { id: refToMsg(ref), version: opts.version ?? '', requestId: opts.requestId ?? ulid() }, opts);
+    return { deleted: res.deleted, resource: res.resource === null ? null : resourceFromMsg<D>(res.resource) };
+  }
+
+  /** Lists resources of a type (`demo.Artist`, without the group version, lists every version). */
+  async list<D = unknown>(type: string, opts: ListOptions = {}): Promise<ListResult<D>> {
+    const res = await this.invoke(
+      methods.list,
+      {
+        type,
+        tenancy: { partition: opts.partition ?? '', namespace: opts.namespace ?? '' },
+        namePrefix: opts.namePrefix ?? '',
+        ownerUid: opts.ownerUid ?? '',
+        consistency: consistencyOf(opts.consistency),
+      },
+      opts,
+    );
+    return { resources: res.resources.map((r) => resourceFromMsg<D>(r)), revision: res.revision, lastLeaderContactMs: res.lastLeaderContactMs };
+  }
+
+  /** Every resource owned by `owner` (a uid, or the owner's id), of any type. */
+  async listByOwner<D = unknown>(owner: string | ResourceId, opts: ReadOptions = {}): Promise<ListResult<D>> {
+    const ownerUid = typeof owner === 'string' ? owner : owner.uid;
+    const res = await this.invoke(methods.listByOwner, { ownerUid, consistency: consistencyOf(opts.consistency) }, opts);
+    return { resources: res.resources.map((r) => resourceFromMsg<D>(r)), revision: res.revision, lastLeaderContactMs: res.lastLeaderContactMs };
+  }
+
+  /**
+   * Read-modify-write with optimistic concurrency: reads the resource (linearizably), asks `fn`
+   * for the new content, and writes it with a compare-and-swap on the version read (create-only
+   * when it was absent). When someone else wrote in between (CAS_FAILED) it backs off
+   * (exponential, full jitter) and starts over, at most `maxAttempts` rounds. `fn` returning
+   * undefined leaves the resource as it is. Returns the written resource, or the current one
+   * (null when absent) if `fn` skipped. `timeoutMs` applies to each read and write; bound the
+   * whole with `signal` (e.g. AbortSignal.timeout(ms)).
+   */
+  async update<D = unknown>(ref: ResourceRef, fn: UpdateFn<D>, opts: UpdateOptions = {}): Promise<Resource<D> | null> {
+    const maxAttempts = opts.maxAttempts ?? CLIENT_DEFAULTS.updateMaxAttempts;
+    if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw invalidOption(`maxAttempts must be an integer >= 1, got ${String(maxAttempts)}`);
+    const base = checkPositive(opts.baseBackoffMs ?? CLIENT_DEFAULTS.updateBaseBackoffMs, 'baseBackoffMs');
+    const cap = checkPositive(opts.maxBackoffMs ?? CLIENT_DEFAULTS.updateMaxBackoffMs, 'maxBackoffMs');
+    const callOpts: CallOptions = { ...(opts.signal ? { signal: opts.signal } : {}), ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}) };
+    for (let attempt = 1; ; attempt++) {
+      let current: Resource<D> | null;
+      try {
+        current = (await this.read<D>(ref, callOpts)).resource;
+      } catch (e) {
+        if (!isCairnClientError(e, ClientErrorCode.NOT_FOUND)) throw e;
+        current = null;
+      }
+      const body = await fn(current);
+      if (body === undefined) return current;
+      try {
+        return await this.write<D>(ref, { ...body, version: current?.version ?? '0' }, callOpts);
+      } catch (e) {
+        if (!isCairnClientError(e, ClientErrorCode.CAS_FAILED) || attempt >= maxAttempts) throw e;
+      }
+      // Someone else wrote between our read and our write: back off (full jitter) and retry.
+      const ms = Math.random() * Math.min(cap, base * 2 ** (attempt - 1));
+      if (await pause(ms, opts.signal)) throw new CairnClientError(ClientErrorCode.CANCELLED, `update of ${ref.type} ${ref.name} was cancelled after ${attempt} attempt(s)`);
+    }
+  }
+
+  // ---- Calls, retries and failover ----------------------------------------------------------
+
+  private async invoke<Req, Res>(m: Method<Req, Res>, req: Req, opts: CallOptions): Promise<Res> {
+    if (this.closed) throw new CairnClientError(ClientErrorCode.UNAVAILABLE, `${m.name} refused: the client is closed`);
+    const timeoutMs = checkPositive(opts.timeoutMs ?? this.timeoutMs, 'timeoutMs');
+    const deadline = Date.now() + timeoutMs;
+    const signal = opts.signal;
+    if (signal?.aborted) throw new CairnClientError(ClientErrorCode.CANCELLED, `${m.name} was cancelled before it was sent`);
+    let maybeApplied = false;
+    let last: AttemptFailure | undefined;
+    for (let attempts = 1; ; attempts++) {
+      const index = this.current;
+      const ep = this.endpoints[index] as Endpoint;
+      const r = await this.attempt(ep, m, req, deadline, signal);
+      if (r.ok) return r.value;
+      const f = r.failure;
+      if (r.cancelled || signal?.aborted) {
+        throw new CairnClientError(ClientErrorCode.CANCELLED, `${m.name} was cancelled${m.mutates ? '; the write may or may not have been applied' : ''}`, {
+          outcomeUnknown: m.mutates,
+          grpcCode: f.grpcCode,
+          endpoint: ep.address,
+        });
+      }
+      if (!f.fromServer && f.grpcCode === grpc.status.DEADLINE_EXCEEDED) throw this.deadlineError(m, timeoutMs, maybeApplied || m.mutates, f, attempts);
+      const verdict = verdictOf(f, m.mutates);
+      // A definite answer is trusted even after an attempt with an unknown outcome: the retry
+      // carried the same request id, so had that attempt been applied, the server would have
+      // answered with its result.
+      if (verdict === 'final') throw f.error;
+      if (verdict === 'retry-maybe-applied') maybeApplied = true;
+      last = f;
+      // Move on, unless a concurrent call already did.
+      if (this.current === index) this.current = (index + 1) % this.endpoints.length;
+      if (attempts % this.endpoints.length === 0) {
+        const round = attempts / this.endpoints.length;
+        const ms = Math.min(CLIENT_DEFAULTS.failoverMaxBackoffMs, CLIENT_DEFAULTS.failoverBaseBackoffMs * 2 ** (round - 1)) * (0.5 + Math.random() / 2);
+        if (await pause(Math.min(ms, Math.max(0, deadline - Date.now())), signal)) {
+          throw new CairnClientError(ClientErrorCode.CANCELLED, `${m.name} was cancelled${maybeApplied ? '; the write may or may not have been applied' : ''}`, { outcomeUnknown: maybeApplied });
+        }
+      }
+      if (Date.now() >= deadline) throw this.deadlineError(m, timeoutMs, maybeApplied, last, attempts);
+    }
+  }
+
+  private deadlineError(m: Method<unknown, unknown>, timeoutMs: number, maybeApplied: boolean, last: AttemptFailure, attempts: number): CairnClientError {
+    const init = { grpcCode: last.grpcCode, cause: last.error, ...(last.error.endpoint !== undefined ? { endpoint: last.error.endpoint } : {}) };
+    if (maybeApplied) {
+      return new CairnClientError(
+        ClientErrorCode.TIMEOUT,
+        `${m.name} not confirmed within ${timeoutMs} ms (${attempts} attempt(s); last: ${last.error.message}); the write may or may not have been applied`,
+        { ...init, outcomeUnknown: true },
+      );
+    }
+    // Every attempt was refused outright (or this is a read): report why, as the last node said it.
+    const code = last.error.code === ClientErrorCode.CANCELLED ? ClientErrorCode.UNAVAILABLE : last.error.code;
+    return new CairnClientError(code, `${m.name} failed within ${timeoutMs} ms after ${attempts} attempt(s): ${last.error.message}`, { ...init, details: last.error.details });
+  }
+
+  private attempt<Req, Res>(
+    ep: Endpoint,
+    m: Method<Req, Res>,
+    req: Req,
+    deadline: number,
+    signal: AbortSignal | undefined,
+  ): Promise<{ ok: true; value: Res } | { ok: false; failure: AttemptFailure; cancelled: boolean }> {
+    return new Promise((resolve) => {
+      const metadata = new grpc.Metadata();
+      if (this.token !== undefined) metadata.set('authorization', `Bearer ${this.token}`);
+      let cancelled = false;
+      const onAbort = (): void => {
+        cancelled = true;
+        call.cancel();
+      };
+      const call = ep.client.makeUnaryRequest<Req, Res>(m.path, m.serialize, m.deserialize, req, metadata, { deadline }, (err, value) => {
+        signal?.removeEventListener('abort', onAbort);
+        if (err) resolve({ ok: false, failure: decodeFailure(err, ep.address), cancelled });
+        else if (value === undefined) {
+          const error = new CairnClientError(ClientErrorCode.INTERNAL, `${m.name} got an empty answer (${ep.address})`, { endpoint: ep.address });
+          resolve({ ok: false, failure: { error, fromServer: true, grpcCode: grpc.status.INTERNAL, details: error.message }, cancelled });
+        } else resolve({ ok: true, value });
+      });
+      signal?.addEventListener('abort', onAbort, { once: true });
+      if (signal?.aborted) onAbort();
+    });
+  }
+}
+
+function consistencyOf(c: Consistency | undefined): number {
+  const v = CONSISTENCY[c ?? 'linearizable'];
+  if (v === undefined) throw invalidOption(`consistency must be linearizable or stale, got ${JSON.stringify(c)}`);
+  return v;
+}

@@ -1,0 +1,25 @@
+export { CairnClient, CLIENT_DEFAULTS, type CairnClientOptions } from './client.js';
+export { CairnClientError, ClientErrorCode, isCairnClientError, isOutcomeUnknown, type CairnClientErrorInit } from './errors.js';
+export type {
+  CallOptions,
+  Condition,
+  ConditionState,
+  Consistency,
+  DeleteOptions,
+  DeleteResult,
+  ListOptions,
+  ListResult,
+  MutationOptions,
+  ReadOptions,
+  ReadResult,
+  Resource,
+  ResourceId,
+  ResourceRef,
+  Status,
+  StatusBody,
+  Tenancy,
+  UpdateBody,
+  UpdateFn,
+  UpdateOptions,
+  WriteBody,
+} from './types.js';

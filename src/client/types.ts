@@ -1,0 +1,165 @@
+/**
+ * The resource shapes of API.md ("Resources"), as the JSON API shows them: snake_case fields,
+ * versions and revisions as decimal strings. Declared here rather than imported from api: the
+ * client depends on nothing but base and the generated protocol code.
+ */
+
+export interface Tenancy {
+  readonly partition: string;
+  readonly namespace: string;
+}
+
+export interface ResourceId {
+  /** group.groupVersion.Kind, e.g. `demo.v1.Artist`. */
+  readonly type: string;
+  readonly tenancy: Tenancy;
+  readonly name: string;
+  /** Assigned by the server on create (a ULID). */
+  readonly uid: string;
+}
+
+/**
+ * Names a resource in a request. A ResourceId from an earlier answer fits. Missing tenancy
+ * fields mean `default` (or nothing, for a scope without them). With `uid`, only that
+ * incarnation matches (a deleted and re-created resource has a new uid).
+ */
+export interface ResourceRef {
+  readonly type: string;
+  readonly name: string;
+  readonly tenancy?: Partial<Tenancy>;
+  readonly uid?: string;
+}
+
+export type ConditionState = 'TRUE' | 'FALSE' | 'UNKNOWN';
+
+export interface Condition {
+  readonly type: string;
+  readonly state: ConditionState;
+  readonly reason: string;
+  readonly message: string;
+}
+
+export interface Status {
+  readonly observed_generation: string;
+  readonly conditions: readonly Condition[];
+  /** RFC 3339, set by the server. */
+  readonly updated_at: string;
+}
+
+/**
+ * A stored resource. `D` is the caller's view of `data`; it is not checked at run time (the
+ * type's JSON Schema, enforced by the server on every write, is what holds).
+ */
+export interface Resource<D = unknown> {
+  readonly id: ResourceId;
+  readonly owner: ResourceId | null;
+  /** The revision of the resource's last change (decimal). Pass it back as `version` for a compare-and-swap. */
+  readonly version: string;
+  /** Changes when data, metadata, owner or finalizers change (not on status writes). */
+  readonly generation: string;
+  readonly metadata: Readonly<Record<string, string>>;
+  readonly finalizers: readonly string[];
+  /** Set while a delete waits for finalizers. */
+  readonly deletion_timestamp: string | null;
+  readonly data: D;
+  /** Keyed by controller. */
+  readonly status: Readonly<Record<string, Status>>;
+}
+
+export type Consistency = 'linearizable' | 'stale';
+
+/** Per-call options. */
+export interface CallOptions {
+  /** Cancels the call. A write cancelled after it was sent may still be applied (see isOutcomeUnknown). */
+  readonly signal?: AbortSignal;
+  /** The call's deadline in milliseconds, retries and failovers included. Default: the client's timeoutMs. */
+  readonly timeoutMs?: number;
+}
+
+export interface MutationOptions extends CallOptions {
+  /**
+   * Idempotency key. Default: a fresh ULID per call, reused by every retry of that call. Pass
+   * your own to make retries of your own (after a restart, say) apply at most once too.
+   */
+  readonly requestId?: string;
+}
+
+export interface ReadOptions extends CallOptions {
+  /** Default linearizable: sees every write acknowledged before the call. */
+  readonly consistency?: Consistency;
+}
+
+export interface ListOptions extends ReadOptions {
+  /** `*` matches any partition; empty or absent means `default`. */
+  readonly partition?: string;
+  /** `*` matches any namespace; empty or absent means `default`. */
+  readonly namespace?: string;
+  readonly namePrefix?: string;
+  /** Only resources owned by this uid. */
+  readonly ownerUid?: string;
+}
+
+export interface DeleteOptions extends MutationOptions {
+  /** Delete only at this version (CAS_FAILED otherwise). */
+  readonly version?: string;
+}
+
+/** What a write sends. */
+export interface WriteBody<D = unknown> {
+  /** JSON-serializable; at most 1 MiB as JSON. */
+  readonly data: D;
+  /** Absent: keep the stored metadata. Present, even `{}`: replace it. */
+  readonly metadata?: Readonly<Record<string, string>>;
+  /** Only on create; the owner must exist. */
+  readonly owner?: ResourceId;
+  /** Absent: keep the stored finalizers. Present, even `[]`: replace them. */
+  readonly finalizers?: readonly string[];
+  /** Absent: unconditional upsert. `"0"`: create only. Otherwise compare-and-swap against the stored version. */
+  readonly version?: string;
+  /** The stored status passed back unchanged (as read), or absent. It cannot be changed by a write. */
+  readonly status?: Readonly<Record<string, Status>>;
+}
+
+/** What `update` asks its function for: a write without `version` (update supplies it). */
+export type UpdateBody<D = unknown> = Omit<WriteBody<D>, 'version' | 'status'>;
+
+export interface StatusBody {
+  readonly observed_generation: string;
+  readonly conditions: readonly Condition[];
+  /** Apply only at this version of the resource (CAS_FAILED otherwise). */
+  readonly version?: string;
+}
+
+export interface ReadResult<D = unknown> {
+  readonly resource: Resource<D>;
+  /** The store revision the answer reflects (decimal). */
+  readonly revision: string;
+  /** Milliseconds since the answering node heard from the leader (0 on the leader); undefined when it knows none. */
+  readonly lastLeaderContactMs: number | undefined;
+}
+
+export interface ListResult<D = unknown> {
+  readonly resources: Array<Resource<D>>;
+  /** The store revision the list reflects: a watch from here misses nothing. */
+  readonly revision: string;
+  readonly lastLeaderContactMs: number | undefined;
+}
+
+export interface DeleteResult<D = unknown> {
+  /** False when there was nothing to delete. */
+  readonly deleted: boolean;
+  /** The last stored state (with deletion_timestamp set when finalizers hold the delete back); null when nothing was deleted. */
+  readonly resource: Resource<D> | null;
+}
+
+export interface UpdateOptions extends CallOptions {
+  /** Read-modify-write rounds before CAS_FAILED is given up on and thrown. Default 20. */
+  readonly maxAttempts?: number;
+  /** Backoff before the second round, in ms; it doubles each round (full jitter). Default 10. */
+  readonly baseBackoffMs?: number;
+  /** Upper bound of one backoff, in ms. Default 1,000. */
+  readonly maxBackoffMs?: number;
+}
+
+/** Given the current resource (null when absent), the write to make, or undefined to leave it as it is. */
+export type UpdateFn<D> = (current: Resource<D> | null) => UpdateBody<D> | undefined | Promise<UpdateBody<D> | undefined>;

@@ -1,0 +1,211 @@
+import * as grpc from '@grpc/grpc-js';
+import { cairn } from '../gen/resource.js';
+import { ClientErrorCode, CairnClientError } from './errors.js';
+import type { Condition, ConditionState, Resource, ResourceId, ResourceRef, Status } from './types.js';
+
+/**
+ * The client side of cairn.resource.v1.ResourceService (proto/cairn/resource/v1/resource.proto):
+ * method definitions over the generated protobufjs module, and conversions between the
+ * messages and the JSON-shaped types of types.ts.
+ */
+const pb = cairn.resource.v1;
+const SERVICE = 'cairn.resource.v1.ResourceService';
+
+/** Trailing metadata of a failed call (see the proto's header comment). */
+export const ERROR_CODE_KEY = 'cairn-error-code';
+export const ERROR_DETAILS_KEY = 'cairn-error-details-json';
+
+// Decoded responses, as toObject gives them with TO_OBJECT.
+interface ResourceIdMsg {
+  type: string;
+  tenancy: { partition: string; namespace: string } | null;
+  name: string;
+  uid: string;
+}
+interface StatusMsg {
+  observedGeneration: string;
+  conditions: Array<{ type: string; state: string; reason: string; message: string }>;
+  updatedAt: string;
+}
+export interface ResourceMsg {
+  id: ResourceIdMsg | null;
+  owner: ResourceIdMsg | null;
+  version: string;
+  generation: string;
+  metadata: Record<string, string>;
+  finalizers: string[];
+  deletionTimestamp: string;
+  dataJson: string;
+  status: Record<string, StatusMsg>;
+}
+export interface ReadResponseMsg {
+  resource: ResourceMsg | null;
+  revision: string;
+  lastLeaderContactMs?: number;
+}
+export interface WriteResponseMsg {
+  resource: ResourceMsg | null;
+}
+export interface DeleteResponseMsg {
+  deleted: boolean;
+  resource: ResourceMsg | null;
+}
+export interface ListResponseMsg {
+  resources: ResourceMsg[];
+  revision: string;
+  lastLeaderContactMs?: number;
+}
+
+export type ReadRequestMsg = cairn.resource.v1.ReadRequest.$Properties;
+export type WriteRequestMsg = cairn.resource.v1.WriteRequest.$Properties;
+export type WriteStatusRequestMsg = cairn.resource.v1.WriteStatusRequest.$Properties;
+export type DeleteRequestMsg = cairn.resource.v1.DeleteRequest.$Properties;
+export type ListRequestMsg = cairn.resource.v1.ListRequest.$Properties;
+export type ListByOwnerRequestMsg = cairn.resource.v1.ListByOwnerRequest.$Properties;
+
+interface MessageCodec {
+  encode(m: object): { finish(): Uint8Array };
+  decode(b: Uint8Array): object;
+  toObject(m: object, o: { longs: NumberConstructor; enums: StringConstructor; defaults: boolean; arrays: boolean; objects: boolean }): object;
+}
+const TO_OBJECT = { longs: Number, enums: String, defaults: true, arrays: true, objects: true } as const;
+
+export interface Method<Req, Res> {
+  readonly name: string;
+  readonly path: string;
+  /** Whether the call changes state (and so carries a request id and may have an unknown outcome). */
+  readonly mutates: boolean;
+  serialize(m: Req): Buffer;
+  deserialize(b: Buffer): Res;
+}
+
+function method<Req, Res>(name: string, mutates: boolean, req: unknown, res: unknown): Method<Req, Res> {
+  const reqCodec = req as MessageCodec;
+  const resCodec = res as MessageCodec;
+  return {
+    name,
+    path: `/${SERVICE}/${name}`,
+    mutates,
+    serialize: (m) => Buffer.from(reqCodec.encode(m as object).finish()),
+    // Unknown fields in answers are ignored: a newer server may add some.
+    deserialize: (b) => resCodec.toObject(resCodec.decode(b), TO_OBJECT) as Res,
+  };
+}
+
+export const methods = {
+  read: method<ReadRequestMsg, ReadResponseMsg>('Read', false, pb.ReadRequest, pb.ReadResponse),
+  write: method<WriteRequestMsg, WriteResponseMsg>('Write', true, pb.WriteRequest, pb.WriteResponse),
+  writeStatus: method<WriteStatusRequestMsg, WriteResponseMsg>('WriteStatus', true, pb.WriteStatusRequest, pb.WriteStatusResponse),
+  delete: method<DeleteRequestMsg, DeleteResponseMsg>('Delete', true, pb.DeleteRequest, pb.DeleteResponse),
+  list: method<ListRequestMsg, ListResponseMsg>('List', false, pb.ListRequest, pb.ListResponse),
+  listByOwner: method<ListByOwnerRequestMsg, ListResponseMsg>('ListByOwner', false, pb.ListByOwnerRequest, pb.ListByOwnerResponse),
+} as const;
+
+export const CONSISTENCY = {
+  linearizable: pb.Consistency.CONSISTENCY_LINEARIZABLE,
+  stale: pb.Consistency.CONSISTENCY_STALE,
+} as const;
+
+// ---- Conversions -----------------------------------------------------------------------------
+
+export function refToMsg(ref: ResourceRef): cairn.resource.v1.ResourceId.$Properties {
+  return { type: ref.type, tenancy: { partition: ref.tenancy?.partition ?? '', namespace: ref.tenancy?.namespace ?? '' }, name: ref.name, uid: ref.uid ?? '' };
+}
+
+export function statusToMsg(s: Status): cairn.resource.v1.Status.$Properties {
+  return { observedGeneration: s.observed_generation, conditions: s.conditions.map(conditionToMsg), updatedAt: s.updated_at };
+}
+
+export function conditionToMsg(c: Condition): cairn.resource.v1.Condition.$Properties {
+  return { type: c.type, state: c.state, reason: c.reason, message: c.message };
+}
+
+function malformedAnswer(what: string): CairnClientError {
+  return new CairnClientError(ClientErrorCode.INTERNAL, `the server's answer is malformed: ${what}`);
+}
+
+function idFromMsg(m: ResourceIdMsg): ResourceId {
+  return { type: m.type, tenancy: { partition: m.tenancy?.partition ?? '', namespace: m.tenancy?.namespace ?? '' }, name: m.name, uid: m.uid };
+}
+
+function statusFromMsg(s: StatusMsg): Status {
+  return {
+    observed_generation: s.observedGeneration,
+    conditions: s.conditions.map((c) => ({ type: c.type, state: c.state as ConditionState, reason: c.reason, message: c.message })),
+    updated_at: s.updatedAt,
+  };
+}
+
+export function resourceFromMsg<D>(m: ResourceMsg | null): Resource<D> {
+  if (m === null || m.id === null) throw malformedAnswer('a resource is missing');
+  let data: unknown;
+  try {
+    data = JSON.parse(m.dataJson) as unknown;
+  } catch (e) {
+    throw malformedAnswer(`data_json of ${m.id.type} ${m.id.name} does not parse (${e instanceof Error ? e.message : String(e)})`);
+  }
+  const status: Record<string, Status> = {};
+  for (const [k, s] of Object.entries(m.status)) status[k] = statusFromMsg(s);
+  return {
+    id: idFromMsg(m.id),
+    owner: m.owner === null ? null : idFromMsg(m.owner),
+    version: m.version,
+    generation: m.generation,
+    metadata: { ...m.metadata },
+    finalizers: [...m.finalizers],
+    deletion_timestamp: m.deletionTimestamp === '' ? null : m.deletionTimestamp,
+    data: data as D,
+    status,
+  };
+}
+
+// ---- Errors ----------------------------------------------------------------------------------
+
+const KNOWN_CODES = new Set<string>(Object.values(ClientErrorCode));
+
+/** For answers without a Cairn code (or with one this client does not know): API.md's table read backwards. */
+const FROM_GRPC: Partial<Record<grpc.status, ClientErrorCode>> = {
+  [grpc.status.INVALID_ARGUMENT]: ClientErrorCode.INVALID_ARGUMENT,
+  [grpc.status.UNAUTHENTICATED]: ClientErrorCode.UNAUTHENTICATED,
+  [grpc.status.PERMISSION_DENIED]: ClientErrorCode.PERMISSION_DENIED,
+  [grpc.status.NOT_FOUND]: ClientErrorCode.NOT_FOUND,
+  [grpc.status.ABORTED]: ClientErrorCode.CAS_FAILED,
+  [grpc.status.FAILED_PRECONDITION]: ClientErrorCode.UID_MISMATCH,
+  [grpc.status.OUT_OF_RANGE]: ClientErrorCode.COMPACTED,
+  [grpc.status.RESOURCE_EXHAUSTED]: ClientErrorCode.TOO_LARGE,
+  [grpc.status.UNAVAILABLE]: ClientErrorCode.UNAVAILABLE,
+  [grpc.status.DEADLINE_EXCEEDED]: ClientErrorCode.TIMEOUT,
+  [grpc.status.CANCELLED]: ClientErrorCode.CANCELLED,
+};
+
+/** A failed attempt: decoded from the status, with whether Cairn's handler produced it. */
+export interface AttemptFailure {
+  readonly error: CairnClientError;
+  /** True when the answer carries cairn-error-code: the server's handler decided it. */
+  readonly fromServer: boolean;
+  readonly grpcCode: number;
+  readonly details: string;
+}
+
+export function decodeFailure(err: grpc.ServiceError, endpoint: string): AttemptFailure {
+  const raw = err.metadata?.get(ERROR_CODE_KEY)[0];
+  const fromServer = typeof raw === 'string' && raw !== '';
+  let details: Record<string, unknown> = {};
+  const rawDetails = err.metadata?.get(ERROR_DETAILS_KEY)[0];
+  if (typeof rawDetails === 'string') {
+    try {
+      const parsed = JSON.parse(rawDetails) as unknown;
+      if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) details = parsed as Record<string, unknown>;
+    } catch {
+      details = { unparsed: rawDetails };
+    }
+  }
+  let code: ClientErrorCode;
+  if (fromServer && KNOWN_CODES.has(raw)) code = raw as ClientErrorCode;
+  else {
+    code = FROM_GRPC[err.code] ?? ClientErrorCode.INTERNAL;
+    if (fromServer) details = { ...details, server_code: raw };
+  }
+  const message = `${err.details || grpc.status[err.code]} (${endpoint})`;
+  return { error: new CairnClientError(code, message, { details, grpcCode: err.code, endpoint, cause: err }), fromServer, grpcCode: err.code, details: err.details };
+}
