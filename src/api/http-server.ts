@@ -26,22 +26,28 @@ export type HttpResponse =
 
 export type Handler = (req: HttpRequest, res: http.ServerResponse) => Promise<HttpResponse> | HttpResponse;
 
+export interface RouteOptions {
+  /** This route's body limit in bytes (default: the server's, 1 MiB). */
+  readonly maxBodyBytes?: number;
+}
+
 interface Route {
   readonly method: string;
   readonly parts: readonly string[];
   readonly handler: Handler;
+  readonly options: RouteOptions;
 }
 
 /** A small router: `/v1/resource/:type/:name` patterns, exact methods, JSON errors everywhere. */
 export class Router {
   private readonly routes: Route[] = [];
 
-  add(method: string, pattern: string, handler: Handler): this {
-    this.routes.push({ method, parts: pattern.split('/').filter((p) => p !== ''), handler });
+  add(method: string, pattern: string, handler: Handler, options: RouteOptions = {}): this {
+    this.routes.push({ method, parts: pattern.split('/').filter((p) => p !== ''), handler, options });
     return this;
   }
 
-  match(method: string, path: string): { handler: Handler; params: Record<string, string> } | 'method-not-allowed' | undefined {
+  match(method: string, path: string): { handler: Handler; params: Record<string, string>; options: RouteOptions } | 'method-not-allowed' | undefined {
     const segs = path.split('/').filter((p) => p !== '');
     let pathMatched = false;
     for (const r of this.routes) {
@@ -65,7 +71,7 @@ export class Router {
       }
       if (!ok) continue;
       pathMatched = true;
-      if (r.method === method) return { handler: r.handler, params };
+      if (r.method === method) return { handler: r.handler, params, options: r.options };
     }
     return pathMatched ? 'method-not-allowed' : undefined;
   }
@@ -206,7 +212,7 @@ export function createHttpServer(opts: HttpServerOptions): http.Server {
       sendJson(res, 405, errorBody(err));
       return;
     }
-    const body = method === 'GET' || method === 'HEAD' ? ((await drain(req, 0)), Buffer.alloc(0)) : await readBody(req, limit);
+    const body = method === 'GET' || method === 'HEAD' ? ((await drain(req, 0)), Buffer.alloc(0)) : await readBody(req, m.options.maxBodyBytes ?? limit);
     const request: HttpRequest = {
       method,
       path: url.pathname,

@@ -8,3 +8,5 @@ export { ResourceService, LIMITS, normalizeTenancy, type CallContext, type Write
 export { resourceToJson, type ResourceJson, type ResourceIdJson, type StatusJson } from './resource-json.js';
 export { addResourceRoutes } from './resource-routes.js';
 export { addResourceGrpcService, resourceServiceDefinition, type ResourceGrpcServiceOptions } from './grpc-resource-service.js';
+export { addSnapshotRoutes, SNAPSHOT_MAGIC, MAX_RESTORE_BYTES } from './snapshot-routes.js';
+export type { RouteOptions } from './http-server.js';

@@ -15,6 +15,7 @@ import { AssertionError } from '../base/index.js';
  * | 0x10 | ResourceWrite   | fsm   | CommandHeader & WriteBody              |
  * | 0x11 | ResourceDelete  | fsm   | CommandHeader & DeleteBody             |
  * | 0x12 | ResourceStatus  | fsm   | CommandHeader & WriteStatusBody        |
+ * | 0x13 | Restore         | fsm   | CommandHeader & { snapshot: bin }      |
  */
 export const MessageType = {
   Noop: 0x01,
@@ -22,6 +23,8 @@ export const MessageType = {
   ResourceWrite: 0x10,
   ResourceDelete: 0x11,
   ResourceStatus: 0x12,
+  /** Replaces the whole store with a saved snapshot (an operator's restore). */
+  Restore: 0x13,
 } as const;
 export type MessageType = (typeof MessageType)[keyof typeof MessageType];
 

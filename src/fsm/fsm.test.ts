@@ -129,3 +129,25 @@ function concat(parts: Uint8Array[]): Uint8Array {
   }
   return out;
 }
+
+t.test('a restore entry replaces the store on every replica alike and asks subscribers to reset', async (t) => {
+  const src = new Fsm();
+  src.apply(entry(1, write('a', { name: 'A' })));
+  src.apply(entry(2, write('b', { name: 'B' })));
+  const frames = concat([...src.snapshot().chunks()]);
+  const replicas = [new Fsm(), new Fsm()];
+  for (const r of replicas) {
+    for (let i = 1; i <= 5; i++) r.apply(entry(i, write(`x${i}`, { name: `X${i}` })));
+    const out = r.apply(entry(6, encodeEnvelope(MessageType.Restore, { ...header(), snapshot: frames })));
+    t.same(out.result, { ok: true, kind: 'restore', resources: 2, revision: 6 });
+    t.equal(out.reset, true);
+    t.equal(r.store.revision, 6, 'revisions keep moving forward');
+    t.same(r.store.list({ group: 'demo', kind: 'Artist', partition: '*', namespace: '*' }).map((x) => x.id.name), ['a', 'b']);
+  }
+  t.same(concat([...(replicas[0] as Fsm).snapshot().chunks()]), concat([...(replicas[1] as Fsm).snapshot().chunks()]), 'byte-identical replicas');
+  const broken = new Fsm();
+  broken.apply(entry(1, write('keep', { name: 'K' })));
+  const bad = broken.apply(entry(2, encodeEnvelope(MessageType.Restore, { ...header(), snapshot: Uint8Array.of(0, 0, 0, 9, 1) })));
+  t.equal(bad.result.ok, false, 'a snapshot that does not decode is refused');
+  t.equal(broken.store.size, 1, 'and the store is untouched');
+});

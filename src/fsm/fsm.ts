@@ -11,6 +11,7 @@ export type ApplyResult =
   | { readonly ok: true; readonly kind: 'write'; readonly resource: Resource; readonly changed: boolean }
   | { readonly ok: true; readonly kind: 'delete'; readonly deleted: boolean; readonly resource: Resource | null }
   | { readonly ok: true; readonly kind: 'status'; readonly resource: Resource }
+  | { readonly ok: true; readonly kind: 'restore'; readonly resources: number; readonly revision: Revision }
   | { readonly ok: true; readonly kind: 'none' }
   | { readonly ok: false; readonly error: { readonly code: string; readonly message: string; readonly details: Readonly<Record<string, unknown>> } };
 
@@ -49,7 +50,7 @@ export class Fsm {
     return this.applied;
   }
 
-  apply(entry: Entry): { readonly result: ApplyResult; readonly changes: readonly ChangeRecord[] } {
+  apply(entry: Entry): { readonly result: ApplyResult; readonly changes: readonly ChangeRecord[]; readonly reset?: boolean } {
     if (entry.index <= this.applied) {
       throw new AssertionError(`entry ${entry.index} applied twice (applied index ${this.applied})`);
     }
@@ -59,9 +60,11 @@ export class Fsm {
     return out;
   }
 
-  private dispatch(entry: Entry): { result: ApplyResult; changes: readonly ChangeRecord[] } {
+  private dispatch(entry: Entry): { result: ApplyResult; changes: readonly ChangeRecord[]; reset?: boolean } {
     const type = envelopeType(entry.data);
     switch (type) {
+      case MessageType.Restore:
+        return this.applyRestore(entry);
       case EntryType.Noop:
       case EntryType.Config:
         return { result: NONE, changes: [] };
@@ -127,6 +130,25 @@ export class Fsm {
     }
     if (cmd.requestId !== undefined) this.remember(cmd.requestId, result);
     return { result, changes };
+  }
+
+  /**
+   * An operator's restore: every replica replaces its store with the snapshot carried in the
+   * entry, at the same log index. Revisions stay monotonic (the store's revision becomes this
+   * entry's index); subscribers are told to reset (watchers re-list).
+   */
+  private applyRestore(entry: Entry): { result: ApplyResult; changes: readonly ChangeRecord[]; reset?: boolean } {
+    let store: ResourceStore;
+    try {
+      const body = decodeBody(entry.data) as { snapshot?: unknown } | null;
+      if (!body || !(body.snapshot instanceof Uint8Array)) throw new Error('the restore command carries no snapshot');
+      const { bodies } = readSnapshotFrames(body.snapshot);
+      store = ResourceStore.restore(bodies);
+    } catch (e) {
+      return this.malformed(MessageType.Restore, entry, e instanceof Error ? e.message : String(e));
+    }
+    this.store = store;
+    return { result: { ok: true, kind: 'restore', resources: store.size, revision: entry.index as number as Revision }, changes: [], reset: true };
   }
 
   private malformed(type: number, entry: Entry, message: string): { result: ApplyResult; changes: readonly ChangeRecord[] } {

@@ -66,6 +66,15 @@ export class Coordinator {
     return { value: fn(store), revision: store.revision, lastLeaderContactMs: this.replica.status().lastLeaderContactMs };
   }
 
+  /**
+   * A point-in-time copy of the state for a user's backup: after a read barrier, so it holds
+   * every write acknowledged before the call. Cheap to take; serialized lazily in chunks.
+   */
+  async snapshot(): Promise<{ readonly index: LogIndex; chunks(): Iterable<Uint8Array> }> {
+    await this.replica.readIndex();
+    return this.fsm.snapshot();
+  }
+
   /** Change records of every applied entry, in commit order (and a reset on snapshot install). */
   subscribe(listener: (e: ReplicaEvent<Resource>) => void): () => void {
     return this.replica.subscribe(listener);

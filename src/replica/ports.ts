@@ -69,7 +69,8 @@ export interface ChangeRecord<R = unknown> {
 /** The replicated state machine the replica applies committed entries to. */
 export interface StateMachine<Result = unknown, R = unknown> {
   /** Applies one committed entry deterministically; returns the proposer's result and the changes. */
-  apply(entry: Entry): { readonly result: Result; readonly changes: readonly ChangeRecord<R>[] };
+  /** `reset`: the state was replaced wholesale (a restore); subscribers must start over. */
+  apply(entry: Entry): { readonly result: Result; readonly changes: readonly ChangeRecord<R>[]; readonly reset?: boolean };
   /**
    * A point-in-time view as of the last applied entry, cheap to take (copy-on-write), whose
    * serialization is produced in chunks so the driver can yield between them and applies

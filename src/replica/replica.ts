@@ -305,7 +305,8 @@ export class Replica<Result = unknown, R = unknown> {
       this.publish({ kind: 'reset', index: rd.snapshot.meta.index });
     }
     for (const e of rd.committedEntries) {
-      const { result, changes } = this.sm.apply(e);
+      const { result, changes, reset } = this.sm.apply(e);
+      if (reset === true) this.publish({ kind: 'reset', index: e.index });
       if (changes.length > 0) this.publish({ kind: 'changes', index: e.index, changes: changes as readonly ChangeRecord<R>[] });
       const w = this.proposals.get(e.index);
       if (w) {

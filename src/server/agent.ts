@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CairnError, ErrorCode, NO_NODE, SeededRandom, nodeId, type NodeId } from '../base/index.js';
-import { Metrics, ResourceService, Router, TypeRegistry, addOperatorRoutes, addResourceGrpcService, addResourceRoutes, createHttpServer, registerDemoTypes } from '../api/index.js';
+import { Metrics, ResourceService, Router, TypeRegistry, addOperatorRoutes, addResourceGrpcService, addResourceRoutes, addSnapshotRoutes, createHttpServer, registerDemoTypes } from '../api/index.js';
 import { ClientPool, GrpcForwarder, GrpcTransport, addClusterService, type HelloResponseMsg } from '../forwarding/index.js';
 import { Fsm, type ApplyResult } from '../fsm/index.js';
 import { FileSnapshotStore, LevelLogStore, createLogger, openDataDir, systemClock, systemTimers, type DataDir, type PinoLogger } from '../platform/index.js';
@@ -141,6 +141,7 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
   const router = new Router();
   addOperatorRoutes(router, { coordinator: () => coordinator, metrics });
   addResourceRoutes(router, resources);
+  addSnapshotRoutes(router, () => coordinator, systemClock);
   addResourceGrpcService(grpcServer, resources, { logger });
   opts.extend?.({ router, grpcServer, coordinator: () => coordinator, registry, resources, agentConfig: config });
   const httpServer = createHttpServer({ router, logger });
