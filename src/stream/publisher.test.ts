@@ -1,0 +1,168 @@
+import t from 'tap';
+import type { Clock, LogIndex, Revision, Term } from '../base/index.js';
+import { Fsm, MessageType, encodeEnvelope } from '../fsm/index.js';
+import type { ChangeRecord } from '../store/index.js';
+import { EventPublisher, type PublisherOptions, type StreamEvent, type Subscription } from './index.js';
+
+class FakeClock implements Clock {
+  ms = 0;
+  nowMs(): number {
+    return this.ms;
+  }
+  monotonicMs(): number {
+    return this.ms;
+  }
+}
+
+const tenancy = (ns: string): { partition: string; namespace: string } => ({ partition: 'default', namespace: ns });
+
+/** A real FSM applying real commands, feeding a publisher exactly as the replica does. */
+function setup(opts: Partial<PublisherOptions> = {}): { fsm: Fsm; pub: EventPublisher; clock: FakeClock; write: (name: string, ns?: string, kind?: string) => Revision; del: (name: string, ns?: string) => Revision } {
+  const fsm = new Fsm();
+  const clock = new FakeClock();
+  const pub = new EventPublisher({ current: () => fsm.store }, { clock, ...opts });
+  let index = 0;
+  let n = 0;
+  const apply = (type: number, body: Record<string, unknown>): Revision => {
+    index++;
+    n++;
+    const out = fsm.apply({ index: index as LogIndex, term: 1 as Term, data: encodeEnvelope(type, { time: 't', uid: `u${n}`, generation: `g${n}`, ...body }) });
+    pub.publish(index as Revision, out.changes as readonly ChangeRecord[]);
+    return index as Revision;
+  };
+  return {
+    fsm,
+    pub,
+    clock,
+    write: (name, ns = 'default', kind = 'Artist') => apply(MessageType.ResourceWrite, { id: { type: { group: 'demo', groupVersion: 'v1', kind }, tenancy: tenancy(ns), name }, data: { name, n } }),
+    del: (name, ns = 'default') => apply(MessageType.ResourceDelete, { id: { type: { group: 'demo', groupVersion: 'v1', kind: 'Artist' }, tenancy: tenancy(ns), name } }),
+  };
+}
+
+const artists = { group: 'demo', kind: 'Artist', partition: '*', namespace: '*' };
+
+function drain(sub: Subscription): StreamEvent[] {
+  const out: StreamEvent[] = [];
+  for (let e = sub.next(); e !== undefined; e = sub.next()) out.push(e);
+  return out;
+}
+
+function brief(evs: StreamEvent[]): string[] {
+  return evs.map((e) => (e.type === 'change' || e.type === 'delete' ? `${e.type}:${e.resource.id.name}@${e.revision}` : e.type === 'end' ? `end:${e.code}@${e.revision}` : `${e.type}@${e.revision}`));
+}
+
+t.test('initial state at a consistent revision, then tail, then live events in commit order', async (t) => {
+  const s = setup();
+  s.write('a');
+  s.write('b');
+  const sub = s.pub.subscribe(artists);
+  t.same(brief(drain(sub)), ['change:a@1', 'change:b@2', 'tail@2']);
+  s.write('c');
+  s.del('a');
+  const evs = drain(sub);
+  t.same(brief(evs), ['change:c@3', 'delete:a@4']);
+  const del = evs[1];
+  t.ok(del && del.type === 'delete' && (del.resource.data as { name: string }).name === 'a', 'a delete carries the last stored state');
+});
+
+t.test('filters: type, tenancy wildcards and name prefixes', async (t) => {
+  const s = setup();
+  s.write('ab', 'x');
+  s.write('ac', 'y');
+  s.write('b', 'x');
+  s.write('ab', 'x', 'Album');
+  const nsX = s.pub.subscribe({ group: 'demo', kind: 'Artist', partition: 'default', namespace: 'x' });
+  t.same(brief(drain(nsX)), ['change:ab@1', 'change:b@3', 'tail@4']);
+  const pre = s.pub.subscribe({ ...artists, namePrefix: 'a' });
+  t.same(brief(drain(pre)), ['change:ab@1', 'change:ac@2', 'tail@4']);
+  s.write('az', 'z');
+  s.write('q', 'x');
+  t.same(brief(drain(nsX)), ['change:q@6']);
+  t.same(brief(drain(pre)), ['change:az@5']);
+});
+
+t.test('resume from every revision in the window gives exactly the missing events; older is COMPACTED', async (t) => {
+  const s = setup({ maxWindowEvents: 5 });
+  for (let i = 0; i < 8; i++) s.write(`k${i}`);
+  t.equal(s.pub.oldestResumable, 3, 'three events fell out of a window of five');
+  for (let n = 3; n <= 8; n++) {
+    const sub = s.pub.subscribe(artists, { gtRevision: n as Revision });
+    const want = [];
+    for (let r = n + 1; r <= 8; r++) want.push(`change:k${r - 1}@${r}`);
+    t.same(brief(drain(sub)), [...want, 'tail@8'], `resume after ${n}`);
+  }
+  const old = s.pub.subscribe(artists, { gtRevision: 2 as Revision });
+  t.same(brief(drain(old)), ['end:COMPACTED@3'], 'COMPACTED names the oldest resumable revision');
+});
+
+t.test('a resume from a revision this node has not reached waits, then tails; or times out clearly', async (t) => {
+  const s = setup({ futureRevisionTimeoutMs: 1000 });
+  s.write('a');
+  const sub = s.pub.subscribe(artists, { gtRevision: 3 as Revision });
+  t.same(drain(sub), [], 'nothing yet');
+  s.write('b'); // revision 2: the subscriber already has it
+  t.same(drain(sub), [], 'revisions it has are not sent again');
+  s.write('c'); // revision 3
+  s.write('d'); // revision 4
+  t.same(brief(drain(sub)), ['tail@3', 'change:d@4']);
+  const late = s.pub.subscribe(artists, { gtRevision: 100 as Revision });
+  s.clock.ms += 1500;
+  s.pub.tick();
+  t.same(brief(drain(late)), ['end:TIMEOUT@4']);
+});
+
+t.test('a slow consumer is ended with SLOW_CONSUMER; others and the writer carry on', async (t) => {
+  const s = setup({ subscriberBufferEvents: 10 });
+  const slow = s.pub.subscribe(artists, { atTail: true });
+  const fast = s.pub.subscribe(artists, { atTail: true });
+  drain(fast);
+  for (let i = 0; i < 30; i++) {
+    s.write(`k${i}`);
+    drain(fast);
+  }
+  const evs = drain(slow);
+  // Its queue held the tail and 9 events; the 10th overflowed the limit of 10.
+  t.same(brief(evs.slice(-1)), ['end:SLOW_CONSUMER@10'], 'ended when its queue passed the limit');
+  t.ok(evs.length <= 12, 'its queue was dropped (bounded memory)');
+  t.equal(s.pub.subscribers, 1, 'only the fast subscriber remains');
+  s.write('after');
+  t.same(brief(drain(fast)), ['change:after@31']);
+});
+
+t.test('concurrent subscribers to the same filter share one initial snapshot; the splice has no gap', async (t) => {
+  const s = setup();
+  for (let i = 0; i < 20; i++) s.write(`k${i}`);
+  const subs = [];
+  for (let i = 0; i < 100; i++) {
+    subs.push(s.pub.subscribe(artists));
+    if (i === 50) s.write('mid'); // a change while the cached snapshot is in use
+  }
+  t.equal(s.pub.snapshotBuilds, 1, '100 subscribers, one snapshot built');
+  const late = drain(subs[99] as Subscription);
+  t.same(brief(late).slice(-2), ['change:mid@21', 'tail@21'], 'a subscriber served from the older cached snapshot still gets the later change before its tail');
+  t.equal(late.filter((e) => e.type === 'change').length, 21);
+  s.clock.ms += 2000;
+  s.pub.subscribe(artists);
+  t.equal(s.pub.snapshotBuilds, 2, 'the cache expires');
+});
+
+t.test('a reset (snapshot install or restore) ends every subscription; history before it is gone', async (t) => {
+  const s = setup();
+  s.write('a');
+  const sub = s.pub.subscribe(artists);
+  drain(sub);
+  s.pub.reset(10 as Revision);
+  t.same(brief(drain(sub)), ['end:RESET@10']);
+  t.equal(s.pub.oldestResumable, 10);
+});
+
+t.test('bookmarks keep quiet subscribers fresh', async (t) => {
+  const s = setup({ bookmarkIntervalMs: 100 });
+  s.write('a');
+  const sub = s.pub.subscribe(artists, { atTail: true });
+  drain(sub);
+  s.clock.ms += 150;
+  s.write('other', 'default', 'Album');
+  s.pub.tick();
+  t.same(brief(drain(sub)), ['bookmark@2'], 'a bookmark at the current revision, past changes it does not watch');
+});

@@ -1,0 +1,325 @@
+import { assert, type Clock, type Revision } from '../base/index.js';
+import type { ChangeRecord, Resource, StoreReader } from '../store/index.js';
+import { filterKey, matches, type EndCode, type StreamEvent, type WatchFilter } from './types.js';
+
+/** The state a publisher reads initial snapshots from: the live store (replaced on restore). */
+export interface StoreSource {
+  current(): StoreReader & { snapshot(): StoreReader };
+}
+
+export interface PublisherOptions {
+  readonly clock: Clock;
+  /** Change events kept for resumes, at most. Default 100,000. */
+  readonly maxWindowEvents?: number;
+  /** Age of the oldest event kept for resumes, at most (ms). Default 300,000. */
+  readonly maxWindowAgeMs?: number;
+  /** Events queued for one subscriber before it is ended as a slow consumer. Default 10,000. */
+  readonly subscriberBufferEvents?: number;
+  /** How long an initial snapshot is shared with later subscribers of the same filter (ms). Default 1,000. */
+  readonly snapshotCacheMs?: number;
+  /** A quiet subscriber gets a bookmark this often (ms). Default 5,000. */
+  readonly bookmarkIntervalMs?: number;
+  /** How long a resume from a revision this node has not reached may wait (ms). Default 10,000. */
+  readonly futureRevisionTimeoutMs?: number;
+}
+
+export interface SubscribeOptions {
+  /** Resume: every matching change after this revision, then tail. Absent: initial state first. */
+  readonly gtRevision?: Revision;
+  /** Skip the initial state: tail at once, then live events. */
+  readonly atTail?: boolean;
+}
+
+interface WindowEntry {
+  readonly revision: Revision;
+  readonly records: readonly ChangeRecord[];
+  readonly atMs: number;
+}
+
+interface CachedSnapshot {
+  readonly revision: Revision;
+  readonly resources: readonly Resource[];
+  readonly atMs: number;
+}
+
+/**
+ * One subscriber's stream: a bounded queue the transport drains with `next()`. `onReadable`
+ * is called (synchronously, at most once per empty-to-non-empty transition) when events wait.
+ */
+export class Subscription {
+  private queue: StreamEvent[] = [];
+  private head = 0;
+  ended = false;
+  /** Resuming from a revision this node has not applied yet: skip up to it, tail once reached. */
+  waitingFor: Revision | undefined;
+  waitingSinceMs = 0;
+  lastEventMs: number;
+  onReadable: (() => void) | undefined;
+
+  constructor(
+    readonly id: number,
+    readonly filter: WatchFilter,
+    private readonly publisher: EventPublisher,
+    nowMs: number,
+  ) {
+    this.lastEventMs = nowMs;
+  }
+
+  get queued(): number {
+    return this.queue.length - this.head;
+  }
+
+  /** The next event, or undefined when none is waiting. After an `end` event, always undefined. */
+  next(): StreamEvent | undefined {
+    if (this.head >= this.queue.length) return undefined;
+    const ev = this.queue[this.head++] as StreamEvent;
+    if (this.head > 1024 && this.head * 2 > this.queue.length) {
+      this.queue = this.queue.slice(this.head);
+      this.head = 0;
+    }
+    return ev;
+  }
+
+  /** The consumer is gone: stop delivering. */
+  close(): void {
+    if (!this.ended) this.publisher.unsubscribe(this);
+    this.ended = true;
+  }
+
+  /** @internal */
+  push(ev: StreamEvent, limit: number, nowMs: number): void {
+    if (this.ended) return;
+    const wasEmpty = this.queued === 0;
+    if (ev.type !== 'end' && this.queued >= limit) {
+      this.end('SLOW_CONSUMER', `the subscriber fell more than ${limit} events behind; resume from the last revision received`, ev.revision, nowMs);
+      return;
+    }
+    this.queue.push(ev);
+    this.lastEventMs = nowMs;
+    if (wasEmpty) this.onReadable?.();
+  }
+
+  /** @internal Ends the stream: pending events are dropped only for a slow consumer. */
+  end(code: EndCode, message: string, revision: Revision, nowMs: number): void {
+    if (this.ended) return;
+    if (code === 'SLOW_CONSUMER') {
+      this.queue = [];
+      this.head = 0;
+    }
+    const wasEmpty = this.queued === 0;
+    this.queue.push({ type: 'end', code, message, revision });
+    this.ended = true;
+    this.lastEventMs = nowMs;
+    this.publisher.unsubscribe(this);
+    if (wasEmpty) this.onReadable?.();
+  }
+}
+
+/**
+ * The event publisher (Consul's EventPublisher, Kubernetes' watch cache): fed by the replica
+ * after each apply, in commit order; keeps a bounded window of recent change events for
+ * resumes; builds initial states from copy-on-write store snapshots and shares them briefly
+ * between subscribers of the same filter; splices initial state and live events with no gap or
+ * duplicate (both happen synchronously between two applies). Pure: time comes from the clock
+ * port, and the caller drives `tick()`.
+ */
+export class EventPublisher {
+  private readonly window: WindowEntry[] = [];
+  private windowHead = 0;
+  private windowEvents = 0;
+  /** Resumes must be from at least this revision (everything after it is in the window). */
+  private compactedThrough: Revision;
+  private readonly subs = new Map<number, Subscription>();
+  private readonly cache = new Map<string, CachedSnapshot>();
+  private nextId = 1;
+  private readonly o: Required<Omit<PublisherOptions, 'clock'>> & { clock: Clock };
+  /** How many initial snapshots were built (cache misses), for tests and metrics. */
+  snapshotBuilds = 0;
+  slowConsumersEnded = 0;
+
+  constructor(
+    private readonly source: StoreSource,
+    opts: PublisherOptions,
+  ) {
+    this.o = {
+      clock: opts.clock,
+      maxWindowEvents: opts.maxWindowEvents ?? 100_000,
+      maxWindowAgeMs: opts.maxWindowAgeMs ?? 300_000,
+      subscriberBufferEvents: opts.subscriberBufferEvents ?? 10_000,
+      snapshotCacheMs: opts.snapshotCacheMs ?? 1_000,
+      bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 5_000,
+      futureRevisionTimeoutMs: opts.futureRevisionTimeoutMs ?? 10_000,
+    };
+    // Nothing before the state we start from can be replayed.
+    this.compactedThrough = source.current().revision;
+  }
+
+  /** The applied revision: every change up to it has been published. */
+  get revision(): Revision {
+    return this.source.current().revision;
+  }
+
+  /** The oldest revision a subscriber can resume from. */
+  get oldestResumable(): Revision {
+    return this.compactedThrough;
+  }
+
+  get subscribers(): number {
+    return this.subs.size;
+  }
+
+  get windowSize(): number {
+    return this.windowEvents;
+  }
+
+  subscribe(filter: WatchFilter, opts: SubscribeOptions = {}): Subscription {
+    const now = this.o.clock.monotonicMs();
+    const sub = new Subscription(this.nextId++, filter, this, now);
+    const current = this.revision;
+    const limit = Number.POSITIVE_INFINITY; // the initial state is not subject to the live limit
+    if (opts.gtRevision !== undefined) {
+      const n = opts.gtRevision;
+      if (n < this.compactedThrough) {
+        sub.end('COMPACTED', `revision ${n} is older than the retained window; re-list and watch from the new revision`, this.compactedThrough, now);
+        return sub;
+      }
+      this.subs.set(sub.id, sub);
+      if (n > current) {
+        sub.waitingFor = n;
+        sub.waitingSinceMs = now;
+        return sub;
+      }
+      this.replay(sub, n, limit, now);
+      sub.push({ type: 'tail', revision: current }, limit, now);
+      return sub;
+    }
+    this.subs.set(sub.id, sub);
+    if (opts.atTail === true) {
+      sub.push({ type: 'tail', revision: current }, limit, now);
+      return sub;
+    }
+    const snap = this.initialState(filter, now);
+    for (const r of snap.resources) sub.push({ type: 'change', revision: r.version, resource: r }, limit, now);
+    // A shared snapshot may be a little older than the present: the window covers the rest.
+    this.replay(sub, snap.revision, limit, now);
+    sub.push({ type: 'tail', revision: current }, limit, now);
+    return sub;
+  }
+
+  /** @internal */
+  unsubscribe(sub: Subscription): void {
+    this.subs.delete(sub.id);
+  }
+
+  private initialState(filter: WatchFilter, now: number): CachedSnapshot {
+    const key = filterKey(filter);
+    const hit = this.cache.get(key);
+    if (hit && now - hit.atMs <= this.o.snapshotCacheMs && hit.revision >= this.compactedThrough) return hit;
+    const view = this.source.current().snapshot();
+    const resources = view.list({
+      group: filter.group,
+      kind: filter.kind,
+      ...(filter.groupVersion !== undefined ? { groupVersion: filter.groupVersion } : {}),
+      partition: filter.partition,
+      namespace: filter.namespace,
+      ...(filter.namePrefix !== undefined ? { namePrefix: filter.namePrefix } : {}),
+    });
+    this.snapshotBuilds++;
+    const built: CachedSnapshot = { revision: view.revision, resources, atMs: now };
+    this.cache.set(key, built);
+    return built;
+  }
+
+  /** Window events after revision `after` matching the subscriber, in order. */
+  private replay(sub: Subscription, after: Revision, limit: number, now: number): void {
+    for (let i = this.windowHead; i < this.window.length; i++) {
+      const w = this.window[i] as WindowEntry;
+      if (w.revision <= after) continue;
+      for (const rec of w.records) {
+        if (matches(sub.filter, rec.resource)) sub.push({ type: rec.kind === 'delete' ? 'delete' : 'change', revision: w.revision, resource: rec.resource }, limit, now);
+      }
+    }
+  }
+
+  /** The changes made by the entry at `revision`, after it was applied. Called in commit order. */
+  publish(revision: Revision, records: readonly ChangeRecord[]): void {
+    const now = this.o.clock.monotonicMs();
+    const last = this.window[this.window.length - 1];
+    assert(last === undefined || revision > last.revision, () => `published revision ${revision} after ${String(last?.revision)}: events must come in commit order`);
+    if (records.length > 0) {
+      this.window.push({ revision, records, atMs: now });
+      this.windowEvents += records.length;
+      this.trim(now);
+    }
+    const limit = this.o.subscriberBufferEvents;
+    for (const sub of this.subs.values()) {
+      if (sub.waitingFor !== undefined) {
+        if (revision <= sub.waitingFor) continue;
+        sub.waitingFor = undefined;
+        sub.push({ type: 'tail', revision: (revision - 1) as Revision }, limit, now);
+      }
+      for (const rec of records) {
+        if (!matches(sub.filter, rec.resource)) continue;
+        sub.push({ type: rec.kind === 'delete' ? 'delete' : 'change', revision, resource: rec.resource }, limit, now);
+        if (sub.ended) {
+          this.slowConsumersEnded++;
+          break;
+        }
+      }
+    }
+  }
+
+  /**
+   * The state was replaced wholesale (a snapshot installed from the leader, or a restore):
+   * history before it cannot be replayed, and every subscriber must start over.
+   */
+  reset(revision: Revision): void {
+    const now = this.o.clock.monotonicMs();
+    for (const sub of [...this.subs.values()]) sub.end('RESET', `the state was replaced at revision ${revision} (snapshot install or restore); re-list and watch again`, revision, now);
+    this.window.length = 0;
+    this.windowHead = 0;
+    this.windowEvents = 0;
+    this.cache.clear();
+    this.compactedThrough = revision;
+  }
+
+  /** Periodic duties: bookmarks for quiet subscribers, future-revision waits, age-based trimming. */
+  tick(): void {
+    const now = this.o.clock.monotonicMs();
+    this.trim(now);
+    const current = this.revision;
+    for (const sub of [...this.subs.values()]) {
+      if (sub.waitingFor !== undefined) {
+        if (current >= sub.waitingFor) {
+          sub.waitingFor = undefined;
+          sub.push({ type: 'tail', revision: current }, this.o.subscriberBufferEvents, now);
+        } else if (now - sub.waitingSinceMs > this.o.futureRevisionTimeoutMs) {
+          sub.end('TIMEOUT', `this node has not reached revision ${sub.waitingFor} (at ${current}); resume on another node or later`, current, now);
+        }
+        continue;
+      }
+      if (now - sub.lastEventMs >= this.o.bookmarkIntervalMs) sub.push({ type: 'bookmark', revision: current }, this.o.subscriberBufferEvents, now);
+    }
+    for (const [k, c] of this.cache) if (now - c.atMs > this.o.snapshotCacheMs) this.cache.delete(k);
+  }
+
+  /** Ends every subscription (node shutting down). */
+  close(): void {
+    const now = this.o.clock.monotonicMs();
+    for (const sub of [...this.subs.values()]) sub.end('CLOSED', 'the node is shutting down; resume on another node', this.revision, now);
+  }
+
+  private trim(now: number): void {
+    while (this.windowHead < this.window.length) {
+      const oldest = this.window[this.windowHead] as WindowEntry;
+      if (this.windowEvents <= this.o.maxWindowEvents && now - oldest.atMs <= this.o.maxWindowAgeMs) break;
+      this.windowEvents -= oldest.records.length;
+      this.compactedThrough = oldest.revision;
+      this.windowHead++;
+    }
+    if (this.windowHead > 4096 && this.windowHead * 2 > this.window.length) {
+      this.window.splice(0, this.windowHead);
+      this.windowHead = 0;
+    }
+  }
+}
