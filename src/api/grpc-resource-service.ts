@@ -376,8 +376,8 @@ export function addResourceGrpcService(server: grpc.Server, svc: ResourceService
       const f = freshness(r.revision, r.lastLeaderContactMs);
       return { response: { resources: r.resources.map(resourceToMsg), ...f.fields }, metadata: f.metadata };
     }),
-    listByOwner: unary<ListByOwnerRequestMsg, ListResponseMsg>('ListByOwner', logger, async (req) => {
-      const r = await svc.listByOwner(req.ownerUid, consistency(req.consistency));
+    listByOwner: unary<ListByOwnerRequestMsg, ListResponseMsg>('ListByOwner', logger, async (req, call) => {
+      const r = await svc.listByOwner(req.ownerUid, consistency(req.consistency), context(call));
       const f = freshness(r.revision, r.lastLeaderContactMs);
       return { response: { resources: r.resources.map(resourceToMsg), ...f.fields }, metadata: f.metadata };
     }),

@@ -169,6 +169,8 @@ export interface HttpServerOptions {
   readonly router: Router;
   readonly logger: Logger;
   readonly maxBodyBytes?: number;
+  /** Told about every answered request (for metrics). */
+  readonly onResponse?: (method: string, status: number) => void;
 }
 
 /**
@@ -178,6 +180,7 @@ export interface HttpServerOptions {
 export function createHttpServer(opts: HttpServerOptions): http.Server {
   const limit = opts.maxBodyBytes ?? MAX_BODY_BYTES;
   const server = http.createServer((req, res) => {
+    if (opts.onResponse) res.once('finish', () => opts.onResponse?.(req.method ?? 'GET', res.statusCode));
     void handle(req, res).catch((e: unknown) => answerError(req, res, e));
   });
 

@@ -437,16 +437,29 @@ export class ResourceService {
   }
 
   /** Every resource owned by `ownerUid`, of any type (gRPC ListByOwner). */
-  async listByOwner(ownerUid: string, consistency: Consistency = 'linearizable'): Promise<ListResult> {
+  async listByOwner(ownerUid: string, consistency: Consistency = 'linearizable', ctx: CallContext = {}): Promise<ListResult> {
     if (typeof ownerUid !== 'string' || ownerUid === '') throw invalid('owner uid is required');
     const out = await this.coord().read(consistency, (s) => s.listByOwner(ownerUid));
-    return { resources: out.value.map(resourceToJson), revision: out.revision, lastLeaderContactMs: out.lastLeaderContactMs };
+    // The children may be of any type: each type's access hook decides what this caller sees.
+    const visible = out.value.filter((r) => {
+      let t: RegisteredType;
+      try {
+        t = this.registry.resolve(`${r.id.type.group}.${r.id.type.groupVersion}.${r.id.type.kind}`);
+      } catch {
+        return true; // a type no longer registered has no hook to consult
+      }
+      return !t.access || t.access('list', { partition: r.id.tenancy.partition, namespace: r.id.tenancy.namespace, name: r.id.name }, ctx.token);
+    });
+    return { resources: visible.map(resourceToJson), revision: out.revision, lastLeaderContactMs: out.lastLeaderContactMs };
   }
 }
 
 function fromApplyError(r: Extract<ApplyResult, { ok: false }>): CairnError {
   const code = (Object.values(ErrorCode) as string[]).includes(r.error.code) ? (r.error.code as ErrorCode) : ErrorCode.INTERNAL;
-  return new CairnError(code, r.error.message, r.error.details);
+  const details: Record<string, unknown> = { ...r.error.details };
+  // Versions are decimal strings everywhere in the API, error details included.
+  for (const k of ['expected', 'actual']) if (typeof details[k] === 'number') details[k] = String(details[k]);
+  return new CairnError(code, r.error.message, details);
 }
 
 function expectWrite(r: ApplyResult): Resource {

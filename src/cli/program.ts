@@ -9,6 +9,7 @@ import { registerAgentCommand, type AgentDeps } from './agent.js';
 import type { CliIo } from './context.js';
 import { CliError, ExitCode } from './errors.js';
 import { registerOperatorCommands } from './operator.js';
+import { registerResourceCommands } from './resource.js';
 import { registerSnapshotCommands } from './snapshot.js';
 
 function packageVersion(): string {
@@ -34,10 +35,14 @@ export function buildProgram(io: CliIo, agentDeps: () => Promise<AgentDeps>, set
       writeErr: (s) => io.stderr(s),
       outputError: (s, write) => write(`cairn: ${s.replace(/^error: /, '')}`),
     })
-    .showSuggestionAfterError(true);
+    .showSuggestionAfterError(true)
+    // `--version` belongs to the program only before the command word, so subcommands (e.g.
+    // `cairn resource write --version 3`) can have options of the same name.
+    .enablePositionalOptions();
   registerAgentCommand(program, io, agentDeps, setExitCode);
   registerOperatorCommands(program, io);
   registerSnapshotCommands(program, io);
+  registerResourceCommands(program, io);
   return program;
 }
 

@@ -20,6 +20,8 @@ export interface CoordinatorOptions {
   readonly forwarder?: Forwarder;
   /** Default deadline for a proposal, forwarding and retries included. Default 10,000 ms. */
   readonly requestTimeoutMs?: number;
+  /** Told about each proposal's outcome (for metrics). */
+  readonly onProposal?: (outcome: 'ok' | 'refused' | 'unavailable' | 'unknown') => void;
 }
 
 /** Errors after which the operation was certainly not applied, so trying again (elsewhere) is safe. */
@@ -47,7 +49,14 @@ export class Coordinator {
   /** Proposes a command; resolves with the FSM's verdict once committed and applied. */
   async propose(type: MessageType, body: unknown, timeoutMs = this.requestTimeoutMs): Promise<ApplyResult> {
     const envelope = encodeEnvelope(type, body);
-    return (await this.submit({ kind: 'envelope', envelope }, timeoutMs, (ms) => this.replica.propose(envelope, ms))) as ApplyResult;
+    try {
+      const r = (await this.submit({ kind: 'envelope', envelope }, timeoutMs, (ms) => this.replica.propose(envelope, ms))) as ApplyResult;
+      this.opts.onProposal?.(r.ok ? 'ok' : 'refused');
+      return r;
+    } catch (e) {
+      this.opts.onProposal?.(isCairnError(e, ErrorCode.TIMEOUT) ? 'unknown' : 'unavailable');
+      throw e;
+    }
   }
 
   /** The leader side of forwarding: propose here, or refuse with NOT_LEADER and a hint. */
@@ -127,6 +136,8 @@ export class Coordinator {
     const deadline = clock.monotonicMs() + timeoutMs;
     let backoffMs = 20;
     let lastError: unknown;
+    // Whether an attempt may have reached a leader's log: only then is the outcome unknown.
+    let maybeApplied = false;
     for (;;) {
       const remaining = Math.max(1, Math.round(deadline - clock.monotonicMs()));
       const st = this.replica.status();
@@ -137,7 +148,13 @@ export class Coordinator {
         if (st.role === 'leader') return await local(remaining);
         if (st.leader !== NO_NODE) {
           if (!forwarder) throw new CairnError(ErrorCode.NOT_LEADER, `node ${st.id} is not the leader`, { leader: st.leader });
-          return await forwarder.forward(st.leader, op, remaining);
+          try {
+            return await forwarder.forward(st.leader, op, remaining);
+          } catch (e) {
+            // UNAVAILABLE from the forwarder may come from a connection lost mid-call.
+            if (isCairnError(e, ErrorCode.UNAVAILABLE)) maybeApplied = true;
+            throw e;
+          }
         }
         lastError = new CairnError(ErrorCode.UNAVAILABLE, `no leader is known to node ${st.id}`);
       } catch (e) {
@@ -146,6 +163,7 @@ export class Coordinator {
       }
       if (clock.monotonicMs() + backoffMs >= deadline) {
         const why = lastError instanceof Error ? lastError.message : 'no leader';
+        if (!maybeApplied) throw new CairnError(ErrorCode.UNAVAILABLE, `no leader accepted the operation within ${timeoutMs} ms (${why}); it was not applied`);
         throw new CairnError(ErrorCode.TIMEOUT, `not confirmed within ${timeoutMs} ms (${why}); the operation may or may not have been applied`);
       }
       await new Promise<void>((resolve) => timers.setTimeout(resolve, backoffMs));

@@ -144,7 +144,7 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
   addSnapshotRoutes(router, () => coordinator, systemClock);
   addResourceGrpcService(grpcServer, resources, { logger });
   opts.extend?.({ router, grpcServer, coordinator: () => coordinator, registry, resources, agentConfig: config });
-  const httpServer = createHttpServer({ router, logger });
+  const httpServer = createHttpServer({ router, logger, onResponse: (method, status) => metrics.httpRequests.inc({ method, status: String(status) }) });
 
   let grpcAddress: string;
   let httpAddress: string;
@@ -284,7 +284,7 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
       raft: { electionTimeoutTicks: config.electionTicks, heartbeatTimeoutTicks: config.heartbeatTicks, plantedBugs: bugs },
       ...(bootstrap ? { bootstrap } : {}),
     });
-    coordinator = new Coordinator(replica, fsm, { forwarder });
+    coordinator = new Coordinator(replica, fsm, { forwarder, onProposal: (outcome) => metrics.proposals.inc({ outcome }) });
     replica.subscribe(() => {
       const l = replica?.status().leader ?? NO_NODE;
       if (l !== lastLeader) {
