@@ -29,8 +29,11 @@ proto: $(NPM_STAMP)
 lint: build
 	node scripts/check-architecture.mjs
 
-# Unit, transcript, property and simulation tests (a CI-sized swarm), then a plain summary line.
-test: lint
+# Everything CI runs: lint, the container files, the real-process cluster tests (one file at a
+# time), then unit, transcript, property, simulation (a CI-sized swarm), storage, API and
+# agent tests, ending with a plain summary line.
+test: lint compose-check
+	@$(MAKE) --no-print-directory test-cluster
 	@bash scripts/run-tests.sh
 
 test-unit: build
@@ -51,3 +54,36 @@ sim-demo: build
 
 clean:
 	rm -rf dist
+
+# ---- A local cluster, the real-process cluster tests, the container files (deploy/README.md) ----
+N ?= 3
+
+.PHONY: cluster cluster-stop test-cluster compose-check
+
+# N local nodes (1 to 5) as background processes: node K serves gRPC on 127.0.0.1:75K0 and HTTP
+# on 127.0.0.1:75K1, data/log/pid under .cluster/. Waits for a leader, prints where everything
+# is. ARGS adds agent flags (ARGS="--tick-ms 50"); FRESH=1 deletes the old data first.
+cluster: build
+	@bash scripts/cluster.sh start $(N) $(ARGS)
+
+# SIGTERM every node of `make cluster`, SIGKILL after STOP_GRACE seconds (default 15). Data stays.
+cluster-stop:
+	@bash scripts/cluster.sh stop
+
+# The real-process cluster tests (cluster-test/cluster), one file at a time: about 3 minutes.
+test-cluster: build
+	@bash scripts/test-cluster.sh
+
+# docker-compose.yml and the Dockerfile, checked without a Docker engine: `docker compose config`
+# if the docker CLI has Compose v2, else docker-compose 1.29 (Debian's package, installed here
+# when missing), plus Cairn's own rules and a self-test (scripts/compose-check.mjs).
+compose-check: build
+	@if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "compose-check: installing Debian's docker-compose (it validates compose files without an engine)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null || exit 1; \
+	  else \
+	    echo "compose-check: needs 'docker compose' (Compose v2) or docker-compose; as root, make installs Debian's docker-compose" >&2; exit 2; \
+	  fi; \
+	fi
+	@node scripts/compose-check.mjs --self-test

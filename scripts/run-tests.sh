@@ -4,7 +4,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 log=$(mktemp)
 jobs=${TAP_JOBS:-2}
-files=$(find dist -name '*.test.js' -not -path '*/node_modules/*' | sort)
+# The real-process cluster tests run on their own, one file at a time (make test-cluster).
+files=$(find dist -name '*.test.js' -not -path '*/node_modules/*' -not -path 'dist/cluster-test/cluster/*' | sort)
 extra=$(find scripts -name '*.test.mjs' | sort)
 npx tap --jobs="$jobs" --reporter=tap $files $extra 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}

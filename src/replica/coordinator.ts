@@ -144,6 +144,11 @@ export class Coordinator {
       if (this.replica.stopped) {
         throw new CairnError(ErrorCode.UNAVAILABLE, `node ${st.id} is not serving: ${st.failed ?? 'shutting down'}`);
       }
+      if (!st.config.members.some((m) => m.id === st.id)) {
+        // Removed from the cluster (or not added yet): no leader will talk to this node, so
+        // waiting for one would only hold the caller until the deadline.
+        throw new CairnError(ErrorCode.UNAVAILABLE, `node ${st.id} is not a member of the cluster; send requests to a member`);
+      }
       try {
         if (st.role === 'leader') return await local(remaining);
         if (st.leader !== NO_NODE) {

@@ -1,0 +1,895 @@
+/**
+ * The real-process cluster harness (ARCHITECTURE.md, test tier 3): Cairn nodes started the way
+ * a user starts them (`node bin/cairn agent ...`, one OS process each, free loopback ports, a
+ * temporary data dir each), driven only through their public HTTP API.
+ *
+ * - `Cluster.start(t, {size})` forms a cluster with --bootstrap-expect; `addNode` starts one
+ *   more with --join; each `ClusterNode` can be SIGKILLed, SIGTERMed, restarted on the same data
+ *   dir (and ports), or have its data dir wiped.
+ * - Helpers with deadlines: wait for a leader, wait until a node has caught up, write with
+ *   retries under one Idempotency-Key, read and list linearizably.
+ * - `WriteLoad` keeps writing unique resources from several workers and records every
+ *   acknowledgement; `checkAcknowledged` proves none is lost (with the set checker).
+ * - Teardown SIGKILLs every process this file started, also when a test fails or the test
+ *   process is told to stop; on failure it prints each node's last log lines and keeps the
+ *   data dirs and full logs for inspection (CLUSTER_KEEP=1 keeps them always).
+ *
+ * Nothing here sleeps to "let things settle": every wait polls a condition with a deadline
+ * and says what it last saw when it gives up.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer, type Server } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import type { Test } from 'tap';
+import { checkSet, type SetAdd, type SetCheckResult } from '../checker/set-checker.js';
+
+/** The checkout: dist/cluster-test/cluster/harness.js -> ../../../ */
+export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+/** What a user runs after `make build`. */
+export const CAIRN_BIN = path.join(REPO_ROOT, 'bin', 'cairn');
+
+export const ARTIST = 'demo.v1.Artist';
+export const ALBUM = 'demo.v1.Album';
+
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+export const now = (): number => performance.now();
+
+// ---- Processes: every child is tracked so nothing outlives the test ------------------------
+
+const live = new Set<ChildProcess>();
+
+function killAllSync(): void {
+  for (const c of live) {
+    try {
+      c.kill('SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+}
+
+process.on('exit', killAllSync);
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  // tap ends a test process that runs over its time with a signal: take the nodes along,
+  // then die of the same signal.
+  process.once(sig, () => {
+    killAllSync();
+    process.kill(process.pid, sig);
+  });
+}
+
+/** `n` distinct free TCP ports on 127.0.0.1 (all held open until every one is chosen). */
+export async function freePorts(n: number): Promise<number[]> {
+  const servers: Server[] = [];
+  try {
+    const ports: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const s = createServer();
+      servers.push(s);
+      await new Promise<void>((resolve, reject) => {
+        s.once('error', reject);
+        s.listen(0, '127.0.0.1', () => resolve());
+      });
+      const a = s.address();
+      if (a === null || typeof a === 'string') throw new Error('no port assigned');
+      ports.push(a.port);
+    }
+    return ports;
+  } finally {
+    await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+  }
+}
+
+// ---- HTTP -----------------------------------------------------------------------------------
+
+export interface HttpResult {
+  /** 0 when no HTTP answer came (connection refused or reset, timeout). */
+  readonly status: number;
+  readonly body: unknown;
+  /** For status 0: why; otherwise the error code of an error body, if any. */
+  readonly error: string | undefined;
+  readonly ms: number;
+}
+
+export interface RequestInit {
+  readonly method?: string;
+  readonly body?: unknown;
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly timeoutMs?: number;
+}
+
+/** One HTTP request with a deadline. Never throws: a failure to get an answer is status 0. */
+export async function request(url: string, init: RequestInit = {}): Promise<HttpResult> {
+  const started = now();
+  const headers: Record<string, string> = { ...(init.headers ?? {}) };
+  let body: string | undefined;
+  if (init.body !== undefined) {
+    body = JSON.stringify(init.body);
+    headers['content-type'] = 'application/json';
+  }
+  try {
+    const res = await fetch(url, { method: init.method ?? 'GET', headers, ...(body !== undefined ? { body } : {}), signal: AbortSignal.timeout(init.timeoutMs ?? 5000) });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text === '' ? null : JSON.parse(text);
+    } catch {
+      // not JSON: keep the text
+    }
+    return { status: res.status, body: parsed, error: errorCode(parsed), ms: now() - started };
+  } catch (e) {
+    return { status: 0, body: null, error: networkError(e), ms: now() - started };
+  }
+}
+
+function networkError(e: unknown): string {
+  if (e instanceof Error) {
+    if (e.name === 'TimeoutError' || e.name === 'AbortError') return 'timeout';
+    const cause = (e as { cause?: unknown }).cause;
+    if (typeof cause === 'object' && cause !== null) {
+      const code = (cause as { code?: unknown }).code;
+      if (typeof code === 'string') return code;
+      const msg = (cause as { message?: unknown }).message;
+      if (typeof msg === 'string') return msg;
+    }
+    return e.message;
+  }
+  return String(e);
+}
+
+function errorCode(body: unknown): string | undefined {
+  const err = field(body, 'error');
+  const code = field(err, 'code');
+  return typeof code === 'string' ? code : undefined;
+}
+
+/** `o[k]` for an object `o`, else undefined. */
+export function field(o: unknown, k: string): unknown {
+  return typeof o === 'object' && o !== null && !Array.isArray(o) ? (o as Record<string, unknown>)[k] : undefined;
+}
+
+function str(o: unknown, k: string): string {
+  const v = field(o, k);
+  if (typeof v !== 'string') throw new Error(`expected a string at ${k} in ${JSON.stringify(o)}`);
+  return v;
+}
+
+function num(o: unknown, k: string): number {
+  const v = field(o, k);
+  if (typeof v !== 'number') throw new Error(`expected a number at ${k} in ${JSON.stringify(o)}`);
+  return v;
+}
+
+/** Short description of a result for messages and error tallies: `503 UNAVAILABLE`, `ECONNREFUSED`. */
+export function describeResult(r: HttpResult): string {
+  return r.status === 0 ? (r.error ?? 'no answer') : `${r.status}${r.error !== undefined ? ` ${r.error}` : ''}`;
+}
+
+/** Polls `probe` every `everyMs` until it returns a value (not undefined) or the deadline passes. */
+export async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>, lastSeen: () => string = () => '', everyMs = 100): Promise<T> {
+  const deadline = now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (now() > deadline) {
+      const seen = lastSeen();
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${seen !== '' ? `; last seen: ${seen}` : ''}`);
+    }
+    await sleep(everyMs);
+  }
+}
+
+// ---- Agent status ---------------------------------------------------------------------------
+
+export interface AgentSelf {
+  readonly id: string;
+  readonly role: string;
+  readonly term: number;
+  readonly leader: string | null;
+  readonly commitIndex: number;
+  readonly appliedIndex: number;
+  readonly lastIndex: number;
+  readonly snapshotIndex: number;
+}
+
+export interface RaftServer {
+  readonly id: string;
+  readonly address: string;
+  readonly suffrage: 'voter' | 'learner';
+  readonly leader: boolean;
+}
+
+export interface RaftConfiguration {
+  readonly index: number;
+  readonly servers: readonly RaftServer[];
+}
+
+function parseSelf(b: unknown): AgentSelf {
+  const leader = field(b, 'leader');
+  return {
+    id: str(b, 'id'),
+    role: str(b, 'role'),
+    term: num(b, 'term'),
+    leader: typeof leader === 'string' ? leader : null,
+    commitIndex: num(b, 'commit_index'),
+    appliedIndex: num(b, 'applied_index'),
+    lastIndex: num(b, 'last_index'),
+    snapshotIndex: num(b, 'snapshot_index'),
+  };
+}
+
+function parseConfiguration(b: unknown): RaftConfiguration {
+  const servers = field(b, 'servers');
+  if (!Array.isArray(servers)) throw new Error(`no servers in ${JSON.stringify(b)}`);
+  return {
+    index: num(b, 'index'),
+    servers: servers.map((s: unknown) => {
+      const suffrage = str(s, 'suffrage');
+      if (suffrage !== 'voter' && suffrage !== 'learner') throw new Error(`bad suffrage in ${JSON.stringify(s)}`);
+      return { id: str(s, 'id'), address: str(s, 'address'), suffrage, leader: field(s, 'leader') === true };
+    }),
+  };
+}
+
+export function describeConfiguration(c: RaftConfiguration): string {
+  return c.servers.map((s) => `${s.id}${s.suffrage === 'learner' ? '(learner)' : ''}${s.leader ? '*' : ''}`).join(' ');
+}
+
+// ---- Nodes ----------------------------------------------------------------------------------
+
+export interface ExitInfo {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+}
+
+/**
+ * Variables a node must not inherit from the test process: CAIRN_* (the command line alone
+ * says what runs) and the test runner's own (tap's loader hooks in NODE_OPTIONS, coverage).
+ */
+const INHERITED_NOT = /^(CAIRN_|NODE_OPTIONS$|NODE_V8_COVERAGE$|TAP|_TAPJS)/;
+
+/** One `cairn agent` process, restartable on the same data dir and ports. */
+export class ClusterNode {
+  private child: ChildProcess | undefined;
+  private exitedPromise: Promise<ExitInfo> | undefined;
+  private exitInfo: ExitInfo | undefined;
+  /** Set by a start, cleared when the test stops the node (see meantToRun). */
+  private wanted = false;
+  /** The flags given to the last `startWith` (not the common ones), for `restart`. */
+  private lastFlags: readonly string[] = [];
+  /** Every start's full argument list, in order. */
+  readonly starts: string[][] = [];
+
+  constructor(
+    readonly cluster: Cluster,
+    readonly id: string,
+    readonly grpcPort: number,
+    readonly httpPort: number,
+  ) {}
+
+  get grpcAddr(): string {
+    return `127.0.0.1:${this.grpcPort}`;
+  }
+  get httpAddr(): string {
+    return `127.0.0.1:${this.httpPort}`;
+  }
+  get url(): string {
+    return `http://${this.httpAddr}`;
+  }
+  get dataDir(): string {
+    return path.join(this.cluster.dir, this.id);
+  }
+  /** Everything the process wrote (pino JSON lines and the CLI's own messages), all starts. */
+  get logFile(): string {
+    return path.join(this.cluster.dir, `${this.id}.log`);
+  }
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  /** True while the process runs. */
+  running(): boolean {
+    return this.child !== undefined && this.exitInfo === undefined;
+  }
+
+  /**
+   * True from a start until the test stops the node (kill9, term): a node that is meant to
+   * run. One that is meant to run but has exited crashed, and every wait says so at once.
+   */
+  meantToRun(): boolean {
+    return this.wanted;
+  }
+
+  /** How the last process ended (undefined while it runs or before it started). */
+  lastExit(): ExitInfo | undefined {
+    return this.exitInfo;
+  }
+
+  /**
+   * Starts `node bin/cairn agent --node-id ID --data-dir DIR --grpc-addr ... --http-addr ...`
+   * plus the cluster's common flags and `flags` (--bootstrap-expect/--join). CAIRN_* variables
+   * of the test's environment are not passed on: the command line alone says what runs.
+   */
+  start(flags: readonly string[]): void {
+    if (this.running()) throw new Error(`node ${this.id} is already running (pid ${this.pid})`);
+    const args = [
+      CAIRN_BIN,
+      'agent',
+      '--node-id',
+      this.id,
+      '--data-dir',
+      this.dataDir,
+      '--grpc-addr',
+      this.grpcAddr,
+      '--http-addr',
+      this.httpAddr,
+      ...this.cluster.commonFlags(),
+      ...flags,
+    ];
+    this.starts.push(args.slice(1));
+    const env: Record<string, string> = {};
+    for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !INHERITED_NOT.test(k)) env[k] = v;
+    const fd = openSync(this.logFile, 'a');
+    let child: ChildProcess;
+    try {
+      // Through `env -u NODE_OPTIONS`, which execs node (same pid): tap's process tracking
+      // hooks every spawn and puts its loader into NODE_OPTIONS, whose require hook cannot load
+      // the extensionless ES module bin/cairn. The agent runs exactly as a user's would.
+      child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, ...args], { cwd: REPO_ROOT, env, stdio: ['ignore', fd, fd] });
+    } finally {
+      closeSync(fd); // the child has its own copy
+    }
+    live.add(child);
+    this.child = child;
+    this.wanted = true;
+    this.exitInfo = undefined;
+    this.exitedPromise = new Promise<ExitInfo>((resolve) => {
+      child.once('error', () => {
+        live.delete(child);
+        this.exitInfo = { code: null, signal: null };
+        resolve(this.exitInfo);
+      });
+      child.once('exit', (code, signal) => {
+        live.delete(child);
+        this.exitInfo = { code, signal };
+        resolve(this.exitInfo);
+      });
+    });
+  }
+
+  /** Starts the node again on its data dir and ports, with the flags of its last start. */
+  restart(): void {
+    if (this.starts.length === 0) throw new Error(`node ${this.id} was never started`);
+    this.start(this.lastFlags);
+  }
+
+  /** Starts with new flags and remembers them for `restart`. */
+  startWith(flags: readonly string[]): void {
+    this.lastFlags = flags;
+    this.start(flags);
+  }
+
+  /** SIGKILL; resolves once the process is gone. */
+  async kill9(): Promise<ExitInfo> {
+    const child = this.child;
+    if (!child || !this.exitedPromise) throw new Error(`node ${this.id} was never started`);
+    this.wanted = false;
+    if (this.exitInfo) return this.exitInfo;
+    child.kill('SIGKILL');
+    return this.exitedPromise;
+  }
+
+  /**
+   * SIGTERM (a clean stop: the agent hands over leadership, finishes requests, closes its
+   * files), then SIGKILL if it is still running after `graceMs`. Says how long it took and
+   * whether it had to be forced.
+   */
+  async term(graceMs = 15_000): Promise<ExitInfo & { readonly ms: number; readonly forced: boolean }> {
+    const child = this.child;
+    if (!child || !this.exitedPromise) throw new Error(`node ${this.id} was never started`);
+    const started = now();
+    this.wanted = false;
+    if (this.exitInfo) return { ...this.exitInfo, ms: 0, forced: false };
+    child.kill('SIGTERM');
+    let forced = false;
+    const timer = setTimeout(() => {
+      forced = true;
+      child.kill('SIGKILL');
+    }, graceMs);
+    const info = await this.exitedPromise.finally(() => clearTimeout(timer));
+    return { ...info, ms: now() - started, forced };
+  }
+
+  /** Waits for the process to exit by itself. */
+  exited(): Promise<ExitInfo> {
+    if (!this.exitedPromise) throw new Error(`node ${this.id} was never started`);
+    return this.exitedPromise;
+  }
+
+  /** Deletes the data dir (the node must be stopped). */
+  async wipe(): Promise<void> {
+    if (this.running()) throw new Error(`node ${this.id} is running; stop it before wiping its data dir`);
+    await rm(this.dataDir, { recursive: true, force: true });
+  }
+
+  /** The whole log file so far. */
+  log(): string {
+    return existsSync(this.logFile) ? readFileSync(this.logFile, 'utf8') : '';
+  }
+
+  /** Log lines (pino JSON) whose `msg` is exactly `msg`, parsed. */
+  logEvents(msg: string): Record<string, unknown>[] {
+    const out: Record<string, unknown>[] = [];
+    for (const line of this.log().split('\n')) {
+      if (!line.startsWith('{') || !line.includes(msg)) continue;
+      try {
+        const ev = JSON.parse(line) as unknown;
+        if (field(ev, 'msg') === msg) out.push(ev as Record<string, unknown>);
+      } catch {
+        // a torn last line of a killed process
+      }
+    }
+    return out;
+  }
+
+  /** GET /v1/agent/self, or undefined if the node does not answer it (yet). */
+  async self(timeoutMs = 1000): Promise<AgentSelf | undefined> {
+    const r = await request(`${this.url}/v1/agent/self`, { timeoutMs });
+    return r.status === 200 ? parseSelf(r.body) : undefined;
+  }
+
+  /** GET /v1/operator/raft/configuration as this node sees it. */
+  async configuration(timeoutMs = 2000): Promise<RaftConfiguration | undefined> {
+    const r = await request(`${this.url}/v1/operator/raft/configuration`, { timeoutMs });
+    return r.status === 200 ? parseConfiguration(r.body) : undefined;
+  }
+
+  /** Waits for GET /readyz to answer 200 (has a leader and has applied what it knows is committed). */
+  async waitReady(timeoutMs = 30_000): Promise<void> {
+    let last = '';
+    await until(
+      `node ${this.id} to be ready`,
+      timeoutMs,
+      async () => {
+        this.assertAlive();
+        const r = await request(`${this.url}/readyz`, { timeoutMs: 1000 });
+        last = `${describeResult(r)} ${JSON.stringify(r.body)}`;
+        return r.status === 200 ? true : undefined;
+      },
+      () => last,
+    );
+  }
+
+  /** Throws (with the log's tail) if the process has exited though it is meant to run. */
+  assertAlive(): void {
+    if (this.wanted && this.exitInfo !== undefined) {
+      throw new Error(`node ${this.id} exited (code ${String(this.exitInfo.code)}, signal ${String(this.exitInfo.signal)}); log tail:\n${tail(this.log(), 15)}`);
+    }
+  }
+}
+
+export function tail(text: string, lines: number): string {
+  return text.trimEnd().split('\n').slice(-lines).join('\n');
+}
+
+// ---- Clusters -------------------------------------------------------------------------------
+
+export interface ClusterOptions {
+  /** Nodes formed with --bootstrap-expect. */
+  readonly size: number;
+  /** Milliseconds per Raft tick (--tick-ms). Default: the agent's own default (100). */
+  readonly tickMs?: number;
+  /** --snapshot-entries. Default: the agent's own default (10,000). */
+  readonly snapshotEntries?: number;
+  /** More flags for every node. */
+  readonly flags?: readonly string[];
+  /** How long to wait for the first leader. Default 30 s. */
+  readonly formTimeoutMs?: number;
+}
+
+export class Cluster {
+  readonly nodes: ClusterNode[] = [];
+  private nextId: number;
+
+  private constructor(
+    readonly dir: string,
+    private readonly opts: ClusterOptions,
+  ) {
+    this.nextId = opts.size + 1;
+  }
+
+  /**
+   * Starts `size` nodes n1..nN, each with --bootstrap-expect N --join <the others>, and waits
+   * until they agree on a leader and every one is ready. Registers a teardown on `t` that
+   * SIGKILLs every node, prints each node's last log lines if `t` failed, and deletes the
+   * data dirs unless the test failed (or CLUSTER_KEEP=1).
+   */
+  static async start(t: Test, opts: ClusterOptions): Promise<Cluster> {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-cluster-'));
+    const cluster = new Cluster(dir, opts);
+    t.teardown(async () => {
+      const failed = !t.passing();
+      await cluster.killAll();
+      if (failed) {
+        for (const n of cluster.nodes) t.comment(`---- ${n.id} (${n.logFile}), last lines:\n${tail(n.log(), 25)}`);
+      }
+      if (failed || process.env['CLUSTER_KEEP'] === '1') t.comment(`cluster data dirs and full logs kept in ${dir}`);
+      else await rm(dir, { recursive: true, force: true });
+    });
+    const ports = await freePorts(opts.size * 2);
+    for (let k = 0; k < opts.size; k++) {
+      cluster.nodes.push(new ClusterNode(cluster, `n${k + 1}`, ports[2 * k] as number, ports[2 * k + 1] as number));
+    }
+    for (const n of cluster.nodes) {
+      const others = cluster.nodes.filter((o) => o !== n).map((o) => o.grpcAddr);
+      n.startWith(['--bootstrap-expect', String(opts.size), ...(others.length > 0 ? ['--join', others.join(',')] : [])]);
+    }
+    await cluster.waitForLeader({ timeoutMs: opts.formTimeoutMs ?? 30_000 });
+    await Promise.all(cluster.nodes.map((n) => n.waitReady()));
+    return cluster;
+  }
+
+  /** Flags every node gets: the demo types and the cluster's timing. */
+  commonFlags(): string[] {
+    return [
+      '--demo-types',
+      ...(this.opts.tickMs !== undefined ? ['--tick-ms', String(this.opts.tickMs)] : []),
+      ...(this.opts.snapshotEntries !== undefined ? ['--snapshot-entries', String(this.opts.snapshotEntries)] : []),
+      ...(this.opts.flags ?? []),
+    ];
+  }
+
+  node(id: string): ClusterNode {
+    const n = this.nodes.find((x) => x.id === id);
+    if (!n) throw new Error(`no node ${id}`);
+    return n;
+  }
+
+  /** The nodes meant to be running (started and not stopped by the test); throws if one of them crashed. */
+  running(): ClusterNode[] {
+    const out = this.nodes.filter((n) => n.meantToRun());
+    for (const n of out) n.assertAlive();
+    return out;
+  }
+
+  /** A new node (next id) with fresh ports, started with --join <the running nodes>: it joins as a learner. */
+  async addNode(): Promise<ClusterNode> {
+    const [grpcPort, httpPort] = await freePorts(2);
+    const n = new ClusterNode(this, `n${this.nextId++}`, grpcPort as number, httpPort as number);
+    this.nodes.push(n);
+    n.startWith(['--join', this.running().map((o) => o.grpcAddr).join(',')]);
+    return n;
+  }
+
+  /**
+   * Waits until one node says it is the leader and every node of `among` (default: the running
+   * ones) names it. Returns the leader.
+   */
+  async waitForLeader(opts: { readonly among?: readonly ClusterNode[]; readonly timeoutMs?: number } = {}): Promise<ClusterNode> {
+    let last = '';
+    return until(
+      'a leader every node agrees on',
+      opts.timeoutMs ?? 30_000,
+      async () => {
+        const among = opts.among ?? this.running();
+        for (const n of among) n.assertAlive();
+        const selves = await Promise.all(among.map(async (n) => ({ n, s: await n.self() })));
+        last = selves.map(({ n, s }) => `${n.id}: ${s ? `${s.role} t${s.term} leader=${s.leader ?? '-'}` : 'no answer'}`).join(', ');
+        const leaders = selves.filter(({ s }) => s?.role === 'leader');
+        if (leaders.length !== 1) return undefined;
+        const leader = leaders[0]?.n as ClusterNode;
+        return selves.every(({ s }) => s?.leader === leader.id) ? leader : undefined;
+      },
+      () => last,
+    );
+  }
+
+  /** The current leader (waiting for one) and the other running nodes. */
+  async roles(opts: { readonly timeoutMs?: number; readonly among?: readonly ClusterNode[] } = {}): Promise<{ leader: ClusterNode; followers: ClusterNode[] }> {
+    const leader = await this.waitForLeader(opts);
+    return { leader, followers: (opts.among ?? this.running()).filter((n) => n !== leader) };
+  }
+
+  /**
+   * Waits until `node` has applied at least what the leader had committed when the wait began
+   * (GET /v1/agent/self on both): the node has caught up.
+   */
+  async waitCaughtUp(node: ClusterNode, timeoutMs = 30_000): Promise<{ readonly target: number; readonly ms: number }> {
+    const started = now();
+    const leader = await this.waitForLeader({ timeoutMs, among: this.running().filter((n) => n !== node) });
+    const ls = await until(`the leader ${leader.id}'s status`, 5000, () => leader.self());
+    const target = ls.commitIndex;
+    let last = '';
+    await until(
+      `node ${node.id} to apply index ${target} (the leader's commit index)`,
+      timeoutMs,
+      async () => {
+        node.assertAlive();
+        const s = await node.self();
+        last = s ? `applied ${s.appliedIndex}, commit ${s.commitIndex}, role ${s.role}` : 'no answer';
+        return s !== undefined && s.appliedIndex >= target ? true : undefined;
+      },
+      () => last,
+    );
+    return { target, ms: now() - started };
+  }
+
+  /** The Raft configuration as the leader reports it. */
+  async configuration(): Promise<RaftConfiguration> {
+    const leader = await this.waitForLeader();
+    return until(`the configuration from ${leader.id}`, 5000, () => leader.configuration());
+  }
+
+  /** Waits until the leader's configuration satisfies `pred`. */
+  async waitConfiguration(what: string, pred: (c: RaftConfiguration) => boolean, opts: { readonly timeoutMs?: number; readonly among?: readonly ClusterNode[] } = {}): Promise<RaftConfiguration> {
+    let last = '';
+    const timeoutMs = opts.timeoutMs ?? 30_000;
+    return until(
+      what,
+      timeoutMs,
+      async () => {
+        const leader = await this.waitForLeader({ timeoutMs, ...(opts.among !== undefined ? { among: opts.among } : {}) });
+        const c = await leader.configuration();
+        if (c) last = describeConfiguration(c);
+        return c !== undefined && pred(c) ? c : undefined;
+      },
+      () => last,
+      200,
+    );
+  }
+
+  /** SIGTERMs every running node at once (a clean stop), SIGKILL after the grace period. */
+  async stopAll(graceMs = 15_000): Promise<void> {
+    await Promise.all(this.nodes.filter((n) => n.running()).map((n) => n.term(graceMs)));
+  }
+
+  async killAll(): Promise<void> {
+    await Promise.all(this.nodes.filter((n) => n.running()).map((n) => n.kill9()));
+  }
+}
+
+// ---- Writes and reads -----------------------------------------------------------------------
+
+export interface WriteSpec {
+  readonly type?: string;
+  readonly name: string;
+  readonly namespace?: string;
+  readonly data: unknown;
+  /** Compare-and-swap on this version ("0": create only). Absent: upsert. */
+  readonly version?: string;
+  readonly key: string;
+}
+
+function resourceUrl(node: ClusterNode, type: string, name: string, namespace: string | undefined, query: Record<string, string> = {}): string {
+  const q = new URLSearchParams({ ...(namespace !== undefined ? { namespace } : {}), ...query }).toString();
+  return `${node.url}/v1/resource/${type}/${name}${q !== '' ? `?${q}` : ''}`;
+}
+
+/** One PUT with its Idempotency-Key. */
+export function put(node: ClusterNode, w: WriteSpec, timeoutMs = 15_000): Promise<HttpResult> {
+  return request(resourceUrl(node, w.type ?? ARTIST, w.name, w.namespace), {
+    method: 'PUT',
+    body: { data: w.data, ...(w.version !== undefined ? { version: w.version } : {}) },
+    headers: { 'idempotency-key': w.key },
+    timeoutMs,
+  });
+}
+
+/** One GET; linearizable unless told otherwise. */
+export function get(node: ClusterNode, type: string, name: string, opts: { namespace?: string; consistency?: 'linearizable' | 'stale'; timeoutMs?: number } = {}): Promise<HttpResult> {
+  return request(resourceUrl(node, type, name, opts.namespace, { consistency: opts.consistency ?? 'linearizable' }), { timeoutMs: opts.timeoutMs ?? 10_000 });
+}
+
+/** HTTP answers after which the same write (same key) is tried again: the outcome is unknown or nothing happened. */
+export function retryable(r: HttpResult): boolean {
+  return r.status === 0 || r.status === 503 || r.status === 504 || r.status === 500 || r.status === 502;
+}
+
+export interface Ack {
+  readonly name: string;
+  readonly key: string;
+  readonly version: string;
+  readonly data: unknown;
+  /** The node that answered. */
+  readonly via: string;
+  /** When the acknowledgement arrived (performance.now()). */
+  readonly at: number;
+  /** When the first attempt was sent. */
+  readonly sentAt: number;
+  readonly attempts: number;
+}
+
+/**
+ * Sends `w` until it is acknowledged (200), retrying with the same Idempotency-Key after any
+ * answer that leaves the outcome unknown (no answer, 5xx), each time to the node `pick` gives.
+ * Throws on a definite refusal (4xx) and at the deadline.
+ */
+export async function writeUntilAcked(
+  pick: (attempt: number) => ClusterNode,
+  w: WriteSpec,
+  opts: { readonly deadlineMs?: number; readonly attemptTimeoutMs?: number; readonly errors?: Map<string, number> } = {},
+): Promise<Ack> {
+  const sentAt = now();
+  const deadline = sentAt + (opts.deadlineMs ?? 30_000);
+  let last = '';
+  for (let attempt = 1; ; attempt++) {
+    const node = pick(attempt);
+    const r = await put(node, w, Math.max(1000, Math.min(opts.attemptTimeoutMs ?? 15_000, deadline - now())));
+    if (r.status === 200) {
+      return { name: w.name, key: w.key, version: str(r.body, 'version'), data: field(r.body, 'data'), via: node.id, at: now(), sentAt, attempts: attempt };
+    }
+    last = `${node.id}: ${describeResult(r)} ${r.status !== 0 ? JSON.stringify(r.body) : ''}`;
+    if (opts.errors) opts.errors.set(describeResult(r), (opts.errors.get(describeResult(r)) ?? 0) + 1);
+    if (!retryable(r)) throw new WriteRefused(`write ${w.name} (key ${w.key}) refused by ${last}`, r);
+    if (now() > deadline) throw new Error(`write ${w.name} (key ${w.key}) not acknowledged after ${attempt} attempts; last: ${last}`);
+    await sleep(Math.min(50 * attempt, 250));
+  }
+}
+
+export class WriteRefused extends Error {
+  override readonly name = 'WriteRefused';
+  constructor(
+    message: string,
+    readonly result: HttpResult,
+  ) {
+    super(message);
+  }
+}
+
+export interface StoredResource {
+  readonly name: string;
+  readonly version: string;
+  readonly data: unknown;
+}
+
+/** GET /v1/resources/{type} (linearizable unless told otherwise): every resource in the namespace, by name. */
+export async function list(node: ClusterNode, type: string, opts: { namespace?: string; consistency?: 'linearizable' | 'stale'; timeoutMs?: number } = {}): Promise<Map<string, StoredResource>> {
+  const q = new URLSearchParams({ ...(opts.namespace !== undefined ? { namespace: opts.namespace } : {}), consistency: opts.consistency ?? 'linearizable' });
+  const r = await request(`${node.url}/v1/resources/${type}?${q.toString()}`, { timeoutMs: opts.timeoutMs ?? 15_000 });
+  if (r.status !== 200) throw new Error(`list ${type} on ${node.id}: ${describeResult(r)} ${JSON.stringify(r.body)}`);
+  const items = field(r.body, 'resources');
+  if (!Array.isArray(items)) throw new Error(`list ${type} on ${node.id}: no resources array`);
+  const out = new Map<string, StoredResource>();
+  for (const it of items as unknown[]) {
+    const name = str(field(it, 'id'), 'name');
+    out.set(name, { name, version: str(it, 'version'), data: field(it, 'data') });
+  }
+  return out;
+}
+
+// ---- Load -----------------------------------------------------------------------------------
+
+export interface WriteLoadOptions {
+  /** Resource names are `<prefix>-<worker>-<seq>`; Idempotency-Keys `<name>.key`. */
+  readonly prefix: string;
+  readonly namespace?: string;
+  /** Concurrent writers. Default 3. */
+  readonly workers?: number;
+  /** The nodes writes may go to (asked before every attempt). Default: every running node. */
+  readonly targets: () => readonly ClusterNode[];
+  /** Per attempt. Default 12 s (a forwarded write waits for a new leader inside the node). */
+  readonly attemptTimeoutMs?: number;
+  /** A write still unacknowledged this long after its first attempt is given up (outcome unknown). Default 60 s. */
+  readonly giveUpMs?: number;
+  /** Pause between a worker's writes. Default 0. */
+  readonly pauseMs?: number;
+}
+
+/**
+ * Writes unique Artists from several workers, round-robin over the target nodes, retrying each
+ * under its own Idempotency-Key until acknowledged. Every acknowledgement is recorded with the
+ * version it reported; `check` proves every one is stored.
+ */
+export class WriteLoad {
+  readonly acks: Ack[] = [];
+  /** Writes given up with an unknown outcome. */
+  readonly unknown: { name: string; key: string }[] = [];
+  /** Writes definitely refused (4xx): should not happen. */
+  readonly refused: string[] = [];
+  /** Failed attempts by what they got (e.g. `503 UNAVAILABLE`, `ECONNREFUSED`). */
+  readonly errors = new Map<string, number>();
+  private running = false;
+  private workers: Promise<void>[] = [];
+  private rr = 0;
+  private readonly started = now();
+
+  constructor(private readonly opts: WriteLoadOptions) {}
+
+  start(): this {
+    this.running = true;
+    const n = this.opts.workers ?? 3;
+    for (let w = 0; w < n; w++) this.workers.push(this.work(w));
+    return this;
+  }
+
+  /** Stops issuing new writes and waits for the writes in flight to be acknowledged or given up. */
+  async stop(): Promise<void> {
+    this.running = false;
+    await Promise.all(this.workers);
+  }
+
+  private pick(): ClusterNode {
+    const targets = this.opts.targets();
+    if (targets.length === 0) throw new Error('no node to write to');
+    return targets[this.rr++ % targets.length] as ClusterNode;
+  }
+
+  private async work(w: number): Promise<void> {
+    for (let seq = 1; this.running; seq++) {
+      const name = `${this.opts.prefix}-${w}-${seq}`;
+      const spec: WriteSpec = { name, key: `${name}.key`, data: { name: `${this.opts.prefix} worker ${w} write ${seq}`, genre: 'rock' }, ...(this.opts.namespace !== undefined ? { namespace: this.opts.namespace } : {}) };
+      try {
+        this.acks.push(await writeUntilAcked(() => this.pick(), spec, { deadlineMs: this.opts.giveUpMs ?? 60_000, attemptTimeoutMs: this.opts.attemptTimeoutMs ?? 12_000, errors: this.errors }));
+      } catch (e) {
+        if (e instanceof WriteRefused) this.refused.push(e.message);
+        else this.unknown.push({ name, key: spec.key });
+      }
+      if ((this.opts.pauseMs ?? 0) > 0) await sleep(this.opts.pauseMs ?? 0);
+    }
+  }
+
+  /** Acknowledgements so far. */
+  get count(): number {
+    return this.acks.length;
+  }
+
+  /** Resolves once `n` more writes than now have been acknowledged. */
+  async waitForMore(n: number, timeoutMs = 30_000): Promise<void> {
+    const target = this.acks.length + n;
+    await until(`${n} more acknowledged writes (have ${this.acks.length})`, timeoutMs, async () => (this.acks.length >= target ? true : undefined), () => this.summary(), 20);
+  }
+
+  /** The longest time between two consecutive acknowledgements (ms): how long writes stalled. */
+  longestGapMs(): number {
+    const times = this.acks.map((a) => a.at).sort((a, b) => a - b);
+    let gap = 0;
+    for (let i = 1; i < times.length; i++) gap = Math.max(gap, (times[i] as number) - (times[i - 1] as number));
+    return gap;
+  }
+
+  summary(): string {
+    const secs = (now() - this.started) / 1000;
+    const errs = [...this.errors].map(([k, v]) => `${k} x${v}`).join(', ');
+    return `${this.acks.length} acknowledged in ${secs.toFixed(1)} s, ${this.unknown.length} given up, ${this.refused.length} refused; longest stall ${Math.round(this.longestGapMs())} ms; retried attempts: ${errs === '' ? 'none' : errs}`;
+  }
+
+  /**
+   * Lists the namespace linearizably on `node` and checks every acknowledged write is there
+   * with the version it was acknowledged with (set checker: nothing lost, nothing unexpected).
+   */
+  async check(node: ClusterNode): Promise<{ readonly set: SetCheckResult; readonly versionMismatches: readonly string[] }> {
+    return checkAcknowledged(node, this.acks, this.unknown, { prefix: this.opts.prefix, ...(this.opts.namespace !== undefined ? { namespace: this.opts.namespace } : {}) });
+  }
+}
+
+/** Checks acknowledged writes against a linearizable list on `node`. */
+export async function checkAcknowledged(
+  node: ClusterNode,
+  acks: readonly Ack[],
+  unknown: readonly { name: string }[],
+  opts: { readonly prefix: string; readonly namespace?: string },
+): Promise<{ readonly set: SetCheckResult; readonly versionMismatches: readonly string[] }> {
+  const stored = await list(node, ARTIST, opts.namespace !== undefined ? { namespace: opts.namespace } : {});
+  const adds: SetAdd[] = [...acks.map((a) => ({ element: a.name, status: 'ok' as const })), ...unknown.map((u) => ({ element: u.name, status: 'info' as const }))];
+  const finalRead = [...stored.keys()].filter((n) => n.startsWith(`${opts.prefix}-`));
+  const versionMismatches: string[] = [];
+  for (const a of acks) {
+    const s = stored.get(a.name);
+    if (s !== undefined && (s.version !== a.version || JSON.stringify(s.data) !== JSON.stringify(a.data))) {
+      versionMismatches.push(`${a.name}: acknowledged version ${a.version} ${JSON.stringify(a.data)}, stored version ${s.version} ${JSON.stringify(s.data)} on ${node.id}`);
+    }
+  }
+  return { set: checkSet(adds, finalRead), versionMismatches };
+}
+
+/** Median of a non-empty list. */
+export function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env node
+// Helper of scripts/cluster.sh (plain Node, no build needed, no curl needed).
+//
+//   node scripts/cluster-wait.mjs --timeout S [--dir D] n1=http://127.0.0.1:7511 ...
+//     polls every node's GET /v1/status/leader until every node names the same leader; prints
+//     one progress line per second; exit 0 once found, 1 at the deadline. With --dir, a node whose process has exited (its pid file
+//     names a dead process) is reported with the tail of its log.
+//   node scripts/cluster-wait.mjs --describe n1=http://127.0.0.1:7511
+//     prints one line about the node: its role, term, leader and applied index, or why not.
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+
+const args = process.argv.slice(2);
+let timeoutS = 60;
+let dir;
+let describeOnly = false;
+const nodes = [];
+for (let i = 0; i < args.length; i++) {
+  const a = args[i];
+  if (a === '--timeout') timeoutS = Number(args[++i]);
+  else if (a === '--dir') dir = args[++i];
+  else if (a === '--describe') describeOnly = true;
+  else {
+    const eq = a.indexOf('=');
+    if (eq < 1) {
+      console.error(`cluster-wait: expected id=url, got ${JSON.stringify(a)}`);
+      process.exit(2);
+    }
+    nodes.push({ id: a.slice(0, eq), url: a.slice(eq + 1) });
+  }
+}
+
+async function getJson(url, ms = 1000) {
+  const res = await fetch(url, { signal: AbortSignal.timeout(ms) });
+  const body = await res.json().catch(() => null);
+  return { status: res.status, body };
+}
+
+function why(e) {
+  const cause = e?.cause?.code ?? e?.name ?? '';
+  return cause === 'ECONNREFUSED' ? 'not listening yet' : cause === 'TimeoutError' ? 'no answer within 1s' : String(cause || e?.message || e);
+}
+
+async function describe(node) {
+  try {
+    const { status, body } = await getJson(`${node.url}/v1/agent/self`);
+    if (status !== 200) return body?.error?.message ?? `HTTP ${status}`;
+    return `${body.role}, term ${body.term}, leader ${body.leader ?? '(none)'}, applied ${body.applied_index}`;
+  } catch (e) {
+    return why(e);
+  }
+}
+
+function deadProcess(id) {
+  if (dir === undefined) return undefined;
+  const pidFile = path.join(dir, `${id}.pid`);
+  if (!existsSync(pidFile)) return undefined;
+  const pid = Number(readFileSync(pidFile, 'utf8').trim());
+  try {
+    process.kill(pid, 0);
+    return undefined;
+  } catch {
+    const log = path.join(dir, `${id}.log`);
+    const tail = existsSync(log) ? readFileSync(log, 'utf8').trimEnd().split('\n').slice(-5).join('\n    ') : '(no log)';
+    return `its process ${pid} has exited; last lines of ${log}:\n    ${tail}`;
+  }
+}
+
+if (describeOnly) {
+  for (const n of nodes) console.log(await describe(n));
+  process.exit(0);
+}
+
+const started = Date.now();
+const deadline = started + timeoutS * 1000;
+let lastPrint = 0;
+for (;;) {
+  const seen = await Promise.all(
+    nodes.map(async (n) => {
+      try {
+        const { status, body } = await getJson(`${n.url}/v1/status/leader`);
+        if (status === 200 && typeof body?.id === 'string') return { id: n.id, leader: body.id, state: `leader is ${body.id}` };
+        return { id: n.id, leader: undefined, state: body?.error?.message ?? `HTTP ${status}` };
+      } catch (e) {
+        return { id: n.id, leader: undefined, state: why(e) };
+      }
+    }),
+  );
+  const leaders = new Set(seen.map((s) => s.leader).filter((l) => l !== undefined));
+  const elapsed = ((Date.now() - started) / 1000).toFixed(1);
+  if (leaders.size === 1) {
+    const [leader] = leaders;
+    const agreeing = seen.filter((s) => s.leader === leader).length;
+    if (agreeing === nodes.length) {
+      console.log(`leader: ${leader} (after ${elapsed}s; all ${nodes.length} node(s) know it)`);
+      process.exit(0);
+    }
+  }
+  for (const n of nodes) {
+    const dead = deadProcess(n.id);
+    if (dead !== undefined) {
+      console.error(`cluster: node ${n.id} stopped: ${dead}`);
+      process.exit(1);
+    }
+  }
+  if (Date.now() - lastPrint >= 1000) {
+    lastPrint = Date.now();
+    console.log(`waiting for a leader (${elapsed}s): ${seen.map((s) => `${s.id} ${s.state}`).join('; ')}`);
+  }
+  if (Date.now() > deadline) {
+    console.error(`cluster: no leader after ${timeoutS}s`);
+    process.exit(1);
+  }
+  await new Promise((r) => setTimeout(r, 200));
+}

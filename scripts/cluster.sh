@@ -1,0 +1,231 @@
+#!/usr/bin/env bash
+# A local Cairn cluster of N nodes (1 to 5) as background processes: `make cluster N=3`,
+# `make cluster-stop`. See deploy/README.md.
+#
+#   scripts/cluster.sh start N [agent flags...]   start nodes n1..nN (those not running), wait for a leader, print where they are
+#   scripts/cluster.sh stop                       SIGTERM every node, SIGKILL what is left after the grace period
+#   scripts/cluster.sh status                     each node's pid, role, term and applied index
+#   scripts/cluster.sh clean                      stop, then delete .cluster/ (every node's data)
+#
+# Node K listens on 127.0.0.1:75K0 (gRPC: Raft, forwarding, public API) and 127.0.0.1:75K1
+# (HTTP): n1 7510/7511 ... n5 7550/7551, clear of a `make run` node on 7500/7501. Everything a
+# node has lives under .cluster/ in the checkout: data in .cluster/nK/, output in
+# .cluster/nK.log, its pid in .cluster/nK.pid, the cluster size in .cluster/size.
+#
+# Environment: CLUSTER_DIR (default .cluster), CLUSTER_HOST (default 127.0.0.1),
+# LEADER_TIMEOUT (seconds to wait for a leader, default 60), STOP_GRACE (seconds between
+# SIGTERM and SIGKILL, default 15), FRESH=1 (delete the old data first).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DIR=${CLUSTER_DIR:-.cluster}
+HOST=${CLUSTER_HOST:-127.0.0.1}
+LEADER_TIMEOUT=${LEADER_TIMEOUT:-60}
+STOP_GRACE=${STOP_GRACE:-15}
+MAX_NODES=5
+
+die() {
+  echo "cluster: $*" >&2
+  exit 1
+}
+
+grpc_port() { echo "75${1}0"; }
+http_port() { echo "75${1}1"; }
+
+# The pid in .cluster/nK.pid if that process is still this node's agent, else nothing.
+live_pid() {
+  local id=$1 pid
+  [ -f "$DIR/$id.pid" ] || return 0
+  pid=$(cat "$DIR/$id.pid")
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 0
+  # The pid may have been reused by another program since: check its command line.
+  if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "agent --node-id $id "; then
+    echo "$pid"
+  fi
+}
+
+# Node ids with a pid file, in order.
+known_nodes() {
+  local f
+  for f in "$DIR"/n*.pid; do
+    [ -e "$f" ] || continue
+    basename "$f" .pid
+  done | sort -V
+}
+
+port_in_use() {
+  # Bash's /dev/tcp: a successful connect means something listens there.
+  (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null
+}
+
+cmd_start() {
+  local n=${1:-}
+  [ $# -gt 0 ] && shift
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] && [ "$n" -le "$MAX_NODES" ] || die "N must be a number from 1 to $MAX_NODES, got '${n}' (make cluster N=3)"
+  command -v node >/dev/null || die "node (20 or newer) is required"
+  [ -f dist/src/cli/main.js ] || die "not built; run make build first"
+
+  local id running=()
+  for id in $(known_nodes); do
+    [ -n "$(live_pid "$id")" ] && running+=("$id")
+  done
+  if [ ${#running[@]} -gt 0 ]; then
+    [ "${FRESH:-0}" != 1 ] || die "FRESH=1 but ${running[*]} still run; make cluster-stop first"
+    # Some nodes run (one was killed, say): start only the missing ones, into the same cluster.
+    [ "$(cat "$DIR/size" 2>/dev/null)" = "$n" ] || die "${running[*]} of a $(cat "$DIR/size" 2>/dev/null || echo '?')-node cluster are running; make cluster-stop first"
+  fi
+
+  if [ "${FRESH:-0}" = 1 ] && [ -d "$DIR" ]; then
+    echo "FRESH=1: deleting $DIR"
+    rm -rf "$DIR"
+  fi
+  if [ -f "$DIR/size" ] && [ "$(cat "$DIR/size")" != "$n" ]; then
+    die "$DIR holds the data of a $(cat "$DIR/size")-node cluster; start it with N=$(cat "$DIR/size"), or start afresh with FRESH=1 (deletes that data)"
+  fi
+  mkdir -p "$DIR"
+  # Keep the cluster's files out of git without touching the repository's .gitignore.
+  [ -f "$DIR/.gitignore" ] || echo '*' >"$DIR/.gitignore"
+
+  local k missing=()
+  for k in $(seq 1 "$n"); do
+    [[ " ${running[*]} " == *" n$k "* ]] && continue
+    missing+=("$k")
+    for port in "$(grpc_port "$k")" "$(http_port "$k")"; do
+      port_in_use "$port" && die "port $HOST:$port (node n$k) is in use by another program; stop it first"
+    done
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    echo "all $n nodes are running already (scripts/cluster.sh status shows them; make cluster-stop stops them)"
+    return 0
+  fi
+
+  local fresh=yes
+  [ -f "$DIR/size" ] && fresh=no
+  echo "$n" >"$DIR/size"
+
+  for k in "${missing[@]}"; do
+    id="n$k"
+    local join=() j
+    for j in $(seq 1 "$n"); do
+      [ "$j" = "$k" ] || join+=("$HOST:$(grpc_port "$j")")
+    done
+    local args=(agent --node-id "$id" --data-dir "$DIR/$id" --grpc-addr "$HOST:$(grpc_port "$k")" --http-addr "$HOST:$(http_port "$k")" --bootstrap-expect "$n" --demo-types)
+    if [ ${#join[@]} -gt 0 ]; then
+      args+=(--join "$(IFS=,; echo "${join[*]}")")
+    fi
+    args+=("$@")
+    {
+      echo "---- $(date -u +%Y-%m-%dT%H:%M:%SZ) starting: node bin/cairn ${args[*]}"
+    } >>"$DIR/$id.log"
+    # setsid + nohup: the node outlives this shell and make, and a Ctrl-C in the terminal that
+    # ran `make cluster` does not reach it.
+    setsid nohup node bin/cairn "${args[@]}" </dev/null >>"$DIR/$id.log" 2>&1 &
+    echo $! >"$DIR/$id.pid"
+  done
+  if [ "$fresh" = yes ]; then
+    echo "started $n new node(s) under $DIR/; forming a cluster"
+  elif [ ${#running[@]} -gt 0 ]; then
+    echo "started $(printf 'n%s ' "${missing[@]}")from their data under $DIR/ (already running: ${running[*]})"
+  else
+    echo "restarted $n node(s) from their data under $DIR/"
+  fi
+
+  # Wait for a leader: progress on one line per second, with each node's state.
+  local urls=()
+  for k in $(seq 1 "$n"); do urls+=("n$k=http://$HOST:$(http_port "$k")"); done
+  if ! node scripts/cluster-wait.mjs --timeout "$LEADER_TIMEOUT" --dir "$DIR" "${urls[@]}"; then
+    echo "cluster: no leader within ${LEADER_TIMEOUT}s; the nodes are left running so you can look:" >&2
+    for k in $(seq 1 "$n"); do echo "  tail $DIR/n$k.log" >&2; done
+    echo "  make cluster-stop   # stops them" >&2
+    exit 1
+  fi
+
+  echo
+  printf '%-4s %-7s %-22s %-22s %s\n' node pid http grpc log
+  for k in $(seq 1 "$n"); do
+    id="n$k"
+    printf '%-4s %-7s %-22s %-22s %s\n' "$id" "$(cat "$DIR/$id.pid")" "http://$HOST:$(http_port "$k")" "$HOST:$(grpc_port "$k")" "$DIR/$id.log"
+  done
+  cat <<EOF
+
+Try:
+  curl -s -X PUT http://$HOST:$(http_port 1)/v1/resource/demo.v1.Artist/korn -d '{"data":{"name":"Korn","genre":"metal"}}'
+  curl -s http://$HOST:$(http_port "$n")/v1/resource/demo.v1.Artist/korn
+  curl -s http://$HOST:$(http_port 1)/v1/operator/raft/configuration
+  bin/cairn operator raft list-peers --endpoint http://$HOST:$(http_port 1)
+Status: scripts/cluster.sh status     Stop: make cluster-stop     Delete the data: scripts/cluster.sh clean
+EOF
+}
+
+cmd_stop() {
+  local ids=() pids=() id pid
+  for id in $(known_nodes); do
+    pid=$(live_pid "$id")
+    if [ -n "$pid" ]; then
+      ids+=("$id")
+      pids+=("$pid")
+    else
+      rm -f "$DIR/$id.pid"
+    fi
+  done
+  if [ ${#pids[@]} -eq 0 ]; then
+    echo "no cluster nodes are running (nothing in $DIR/*.pid)"
+    return 0
+  fi
+  echo "stopping ${ids[*]} (SIGTERM; SIGKILL after ${STOP_GRACE}s)"
+  # All at once: a node that is asked to stop hands over leadership first, so stopping the
+  # followers one by one before the leader would only cause elections.
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  local waited=0 left
+  while :; do
+    left=()
+    for i in "${!pids[@]}"; do
+      kill -0 "${pids[$i]}" 2>/dev/null && left+=("${ids[$i]}")
+    done
+    [ ${#left[@]} -eq 0 ] && break
+    if [ "$waited" -ge $((STOP_GRACE * 10)) ]; then
+      echo "still running after ${STOP_GRACE}s: ${left[*]}; sending SIGKILL"
+      for i in "${!pids[@]}"; do kill -KILL "${pids[$i]}" 2>/dev/null || true; done
+      sleep 0.2
+      break
+    fi
+    if [ $((waited % 10)) -eq 0 ] && [ "$waited" -gt 0 ]; then echo "  waiting for ${left[*]} ($((waited / 10))s)"; fi
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  for id in "${ids[@]}"; do rm -f "$DIR/$id.pid"; done
+  if [ "${1:-}" != quiet ]; then
+    echo "stopped; the data stays in $DIR/ (make cluster N=$(cat "$DIR/size" 2>/dev/null || echo 3) restarts it, scripts/cluster.sh clean deletes it)"
+  fi
+}
+
+cmd_status() {
+  local n k id pid
+  [ -f "$DIR/size" ] || die "no cluster in $DIR/ (make cluster N=3 starts one)"
+  n=$(cat "$DIR/size")
+  local urls=()
+  for k in $(seq 1 "$n"); do urls+=("n$k=http://$HOST:$(http_port "$k")"); done
+  printf '%-4s %-7s %s\n' node pid state
+  for k in $(seq 1 "$n"); do
+    id="n$k"
+    pid=$(live_pid "$id")
+    printf '%-4s %-7s %s\n' "$id" "${pid:--}" "$(node scripts/cluster-wait.mjs --describe "$id=http://$HOST:$(http_port "$k")")"
+  done
+}
+
+cmd_clean() {
+  cmd_stop quiet
+  rm -rf "$DIR"
+  echo "deleted $DIR/"
+}
+
+case "${1:-}" in
+  start)
+    shift
+    cmd_start "$@"
+    ;;
+  stop) cmd_stop ;;
+  status) cmd_status ;;
+  clean) cmd_clean ;;
+  *) die "usage: scripts/cluster.sh start N [agent flags...] | stop | status | clean" ;;
+esac
