@@ -144,9 +144,10 @@ export class Coordinator {
       if (this.replica.stopped) {
         throw new CairnError(ErrorCode.UNAVAILABLE, `node ${st.id} is not serving: ${st.failed ?? 'shutting down'}`);
       }
-      if (!st.config.members.some((m) => m.id === st.id)) {
-        // Removed from the cluster (or not added yet): no leader will talk to this node, so
-        // waiting for one would only hold the caller until the deadline.
+      if (st.config.members.length > 0 && !st.config.members.some((m) => m.id === st.id)) {
+        // Removed from the cluster (its configuration no longer names it): no leader will talk
+        // to this node, so waiting for one would only hold the caller until the deadline. (A
+        // node still joining has an empty configuration until the leader's log reaches it.)
         throw new CairnError(ErrorCode.UNAVAILABLE, `node ${st.id} is not a member of the cluster; send requests to a member`);
       }
       try {
