@@ -18,9 +18,9 @@
  * level instead of 5 s. Results go to bench/results/stage2.json (stage2-quick.json with
  * --quick). The temp dir is under the OS temp dir unless --dir is given; it is removed at the end.
  *
- * The program re-runs itself once with a larger V8 heap and --expose-gc (a million resources
- * plus their serialized snapshot do not fit Node's default heap; gc() between trials keeps
- * one trial's garbage out of the next).
+ * The program re-runs itself once with a larger V8 heap and --expose-gc (room for a million
+ * resources, their serialized snapshot and a restored copy beside them; gc() between trials
+ * keeps one trial's garbage out of the next).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
