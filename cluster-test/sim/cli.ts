@@ -2,7 +2,7 @@
  * The simulator's command line.
  *
  *   node dist/cluster-test/sim/cli.js swarm --seeds N [--start S] [--duration-ms M] [--faults P]
- *        [--nodes 3|5] [--planted-bug B] [--jobs J]
+ *        [--nodes 3|5] [--planted-bug B] [--driver-bug B] [--jobs J]
  *   node dist/cluster-test/sim/cli.js replay --seed S [--verbose] [same run flags]
  *   node dist/cluster-test/sim/cli.js demo [--seed S] [--duration-ms M]
  *
@@ -17,6 +17,7 @@ import { isMainThread, parentPort, Worker, workerData } from 'node:worker_thread
 import { DEFAULT_FAULTS } from './faults.js';
 import { Narrator } from './narrate.js';
 import type { PlantedBugs } from './raft.js';
+import type { DriverBugs } from './driver.js';
 import {
   DEFAULT_DURATION_MS,
   replayCommand,
@@ -29,6 +30,7 @@ import {
 } from './simulation.js';
 
 const PLANTED_BUGS = ['doubleVote', 'commitOldTermByCount', 'readIndexWithoutHeartbeat'] as const;
+const DRIVER_BUGS = ['sendBeforeSync', 'ignoreSnapshot'] as const satisfies readonly (keyof DriverBugs)[];
 
 class UsageError extends Error {}
 
@@ -73,6 +75,7 @@ function runFlags(args: Args): Omit<SimulationOptions, 'seed'> {
   const steps = intFlag(args, 'steps', undefined, 1);
   const nodes = intFlag(args, 'nodes', undefined, 1);
   const livenessBudgetMs = intFlag(args, 'liveness-budget-ms', undefined, 1);
+  const snapshotChunkBytes = intFlag(args, 'snapshot-chunk-bytes', undefined, 1);
   if (nodes !== undefined && nodes !== 3 && nodes !== 5) throw new UsageError(`option --nodes must be 3 or 5, got ${nodes}`);
   const faults = args.flags.get('faults');
   const bug = args.flags.get('planted-bug');
@@ -84,17 +87,18 @@ function runFlags(args: Args): Omit<SimulationOptions, 'seed'> {
     plantedBugs = { [bug]: true };
   }
   const driverBug = args.flags.get('driver-bug');
-  if (driverBug !== undefined && driverBug !== 'sendBeforeSync') {
-    throw new UsageError(`option --driver-bug must be sendBeforeSync, got ${JSON.stringify(driverBug)}`);
+  if (driverBug !== undefined && !(DRIVER_BUGS as readonly string[]).includes(driverBug)) {
+    throw new UsageError(`option --driver-bug must be one of ${DRIVER_BUGS.join(', ')}, got ${JSON.stringify(driverBug)}`);
   }
   return {
-    ...(driverBug !== undefined ? { driverBugs: { sendBeforeSync: true } } : {}),
+    ...(driverBug !== undefined ? { driverBugs: { [driverBug]: true } } : {}),
     ...(durationMs !== undefined ? { durationMs } : {}),
     ...(steps !== undefined ? { steps } : {}),
     ...(nodes !== undefined ? { nodes } : {}),
     ...(faults !== undefined ? { faults } : {}),
     ...(plantedBugs !== undefined ? { plantedBugs } : {}),
     ...(livenessBudgetMs !== undefined ? { livenessBudgetMs } : {}),
+    ...(snapshotChunkBytes !== undefined ? { snapshotChunkBytes } : {}),
   };
 }
 
@@ -199,7 +203,11 @@ function printSummary(reports: readonly SeedReport[], secs: number): void {
   const unknown = reports.filter((r) => r.stats.linearizable === 'unknown').length;
   console.log(`swarm done: ${fmt(reports.length)} seeds in ${secs.toFixed(1)}s (${(reports.length / Math.max(secs, 1e-9)).toFixed(1)} seeds/s)`);
   console.log(`  profiles: ${[...profiles].sort().map(([p, n]) => `${p} ${n}`).join(', ')}`);
-  console.log(`  simulated ${fmt(Math.round((t['simTimeMs'] ?? 0) / 1000))}s in ${g('steps')} steps; messages ${g('messages')} (dropped ${g('dropped')}, duplicated ${g('duplicated')})`);
+  const maxInFlight = Math.max(0, ...reports.filter((r) => r.ok).map((r) => r.stats.maxInFlight));
+  console.log(
+    `  simulated ${fmt(Math.round((t['simTimeMs'] ?? 0) / 1000))}s in ${g('steps')} steps; messages ${g('messages')} ` +
+      `(dropped ${g('dropped')}, duplicated ${g('duplicated')}; at most ${fmt(maxInFlight)} in flight in a passing run)`,
+  );
   console.log(
     `  faults injected ${g('faults')}: partitions ${g('partitions')}, crashes ${g('crashes')}, loss/dup spikes ${g('spikes')}, ` +
       `membership changes ${g('membershipChanges')}, leader transfers ${g('transfers')}`,
@@ -210,6 +218,7 @@ function printSummary(reports: readonly SeedReport[], secs: number): void {
   );
   console.log(
     `  clients: ${g('ops')} ops: ${g('okOps')} ok, ${g('infoOps')} info, ${g('failOps')} fail; ` +
+      `CAS ${g('casOk')} ok, ${g('casMismatch')} refused at the read, ${g('casConflict')} refused by the version CAS; ` +
       `linearizability unknown (search budget) on ${unknown} seed(s)`,
   );
 }
@@ -272,11 +281,11 @@ function demo(args: Args): number {
 }
 
 const USAGE = `usage:
-  node dist/cluster-test/sim/cli.js swarm --seeds N [--start S] [--duration-ms M] [--faults P] [--nodes 3|5] [--planted-bug B] [--jobs J]
-  node dist/cluster-test/sim/cli.js replay --seed S [--verbose] [--duration-ms M] [--faults P] [--nodes 3|5] [--planted-bug B]
+  node dist/cluster-test/sim/cli.js swarm --seeds N [--start S] [--duration-ms M] [--faults P] [--nodes 3|5] [--snapshot-chunk-bytes B] [--planted-bug B] [--driver-bug B] [--jobs J]
+  node dist/cluster-test/sim/cli.js replay --seed S [--verbose] [--duration-ms M] [--faults P] [--nodes 3|5] [--snapshot-chunk-bytes B] [--planted-bug B] [--driver-bug B]
   node dist/cluster-test/sim/cli.js demo [--seed S] [--duration-ms M] [--faults P]
 fault profiles: mixed (default: drawn from the seed), default, none, partitions, crashes, membership, chaos, stale-leader, figure8
-planted bugs: ${PLANTED_BUGS.join(', ')}`;
+planted bugs: ${PLANTED_BUGS.join(', ')} (--planted-bug, in the core), ${DRIVER_BUGS.join(', ')} (--driver-bug, in the simulated driver)`;
 
 async function main(argv: readonly string[]): Promise<number> {
   const args = parseArgs(argv);

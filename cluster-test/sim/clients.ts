@@ -1,22 +1,33 @@
 /**
  * Simulated clients. Each client process has at most one outstanding operation (read, write or
- * compare-and-swap on a small key set) against a node it picks at random, and records every
- * invoke and completion in a Jepsen-style history for the linearizability checker:
+ * compare-and-swap of a register on a small key set; registers are resources in the real
+ * store, see resources.ts) against a node it picks, and records every invoke and completion in
+ * a Jepsen-style history for the linearizability checker:
  *
- * - write / cas: proposed on the chosen node. NOT_LEADER or PROPOSAL_DROPPED -> `fail` (the
- *   command was never appended). Otherwise `ok` when the proposing node applies it (a CAS whose
- *   expected value did not match -> `fail`), or `info` on timeout (outcome unknown; the
- *   recorder moves that client to a fresh process number, as Jepsen does).
+ * - write: an unconditional ResourceWrite proposed on the chosen node. NOT_LEADER or
+ *   PROPOSAL_DROPPED -> `fail` (the command was never appended). Otherwise `ok` when the
+ *   proposing node applies it, or `info` on timeout (outcome unknown; the recorder moves that
+ *   client to a fresh process number, as Jepsen does).
  * - read: readIndex on the chosen node (followers too); once its read state arrives and the node
- *   has applied that index, read the local state machine -> `ok`. A read failure or a timeout
- *   -> `fail` (reads have no effect).
+ *   has applied that index, read the local store -> `ok`. A read failure or a timeout -> `fail`
+ *   (reads have no effect).
+ * - cas(expected, new): a value CAS built on the store's version CAS, as an API client would.
+ *   First a linearizable read on the chosen node gives (value, version); a value other than
+ *   `expected` -> `fail` (no effect; the operation linearizes at that read). Otherwise a
+ *   ResourceWrite with expectedVersion = version: applied -> `ok` (the version, hence the
+ *   value, was unchanged when it applied), CAS_FAILED -> `fail`, a timeout -> `info`. The
+ *   history holds one operation from the start of the read to the end of the write.
  */
 import { HistoryRecorder, type OpHandle } from '../checker/history.js';
 import { isCairnError, type SeededRandom } from './raft.js';
-import type { Replica } from './driver.js';
+import type { AppliedCommand, Replica } from './driver.js';
 import type { EventLog } from './event-log.js';
-import { encodeCommand, type KvResult } from './kv.js';
+import { encodeRegisterWrite, writeVerdict, type Stamp } from './resources.js';
 import type { Scheduler } from './scheduler.js';
+import { SimViolation } from './violation.js';
+
+/** Simulated time 0 as a wall-clock instant, for the timestamps proposers stamp on commands. */
+const SIM_EPOCH_MS = Date.UTC(2026, 0, 1);
 
 export interface ClientOptions {
   /** Number of client processes issuing operations concurrently. */
@@ -52,6 +63,10 @@ interface PendingOp {
   readonly handle: OpHandle;
   readonly value: string;
   readonly expected: string | null;
+  /** `read` until a CAS's read is served (reads stay there); `propose` once its command is proposed. */
+  phase: 'read' | 'propose';
+  /** Bumped whenever a timeout is armed, so an earlier phase's timer does nothing. */
+  timer: number;
   done: boolean;
   readonly onDone: (outcome: Outcome, value: string | null) => void;
 }
@@ -61,11 +76,15 @@ export interface ClientStats {
   ok: number;
   info: number;
   fail: number;
+  /** CAS outcomes: took effect; refused at the read (value mismatch); refused at apply (version moved). */
+  casOk: number;
+  casMismatch: number;
+  casConflict: number;
 }
 
 export class Clients {
   readonly history = new HistoryRecorder();
-  readonly stats: ClientStats = { ops: 0, ok: 0, info: 0, fail: 0 };
+  readonly stats: ClientStats = { ops: 0, ok: 0, info: 0, fail: 0, casOk: 0, casMismatch: 0, casConflict: 0 };
   private readonly pending = new Map<string, PendingOp>();
   private readonly seqOf = new Map<number, number>();
   /** Values recently seen per key (for plausible CAS expectations). */
@@ -122,25 +141,58 @@ export class Clients {
     else if (this.random.chance(o.casRatio)) {
       const known = this.seen.get(key);
       const expected = known === undefined || this.random.chance(0.2) ? null : known;
-      this.write(worker, node, key, expected, again, true);
-    } else this.write(worker, node, key, null, again, false);
+      this.cas(worker, node, key, expected, again);
+    } else this.write(worker, node, key, again);
+  }
+
+  /** Invokes an unconditional write of a fresh unique value on `node`; `done` is called once with the outcome. */
+  write(worker: number, node: Replica, key: string, done: (outcome: Outcome, value: string | null) => void): void {
+    const { opId, n } = this.nextOpId(worker);
+    const value = `${worker}-${n}`;
+    const handle = this.history.invoke(worker, 'write', key, value, this.host.scheduler.now());
+    const op = this.newOp({ opId, worker, node, kind: 'write', key, handle, value, expected: null, phase: 'propose', onDone: done });
+    this.begin(op, `write ${key}=${value}`);
+    this.propose(op, undefined);
   }
 
   /**
-   * Invokes a write (or a CAS when `cas`) of a fresh unique value on `node`; `done` is called
-   * once with the outcome.
+   * Invokes a value CAS (`expected` -> a fresh unique value) on `node`: a linearizable read,
+   * then a version-CAS write; `done` is called once with the outcome.
    */
-  write(worker: number, node: Replica, key: string, expected: string | null, done: (outcome: Outcome, value: string | null) => void, cas = false): void {
+  cas(worker: number, node: Replica, key: string, expected: string | null, done: (outcome: Outcome, value: string | null) => void): void {
     const { opId, n } = this.nextOpId(worker);
     const value = `${worker}-${n}`;
-    const now = this.host.scheduler.now();
-    const handle = cas ? this.history.invoke(worker, 'cas', key, [expected, value], now) : this.history.invoke(worker, 'write', key, value, now);
-    const op: PendingOp = { opId, worker, node, kind: cas ? 'cas' : 'write', key, handle, value, expected, done: false, onDone: done };
-    this.begin(op, cas ? `cas ${key} ${expected ?? 'nil'}->${value}` : `write ${key}=${value}`);
-    const data = encodeCommand(cas ? { type: 'cas', opId, key, expected, value } : { type: 'put', opId, key, value });
+    const handle = this.history.invoke(worker, 'cas', key, [expected, value], this.host.scheduler.now());
+    const op = this.newOp({ opId, worker, node, kind: 'cas', key, handle, value, expected, phase: 'read', onDone: done });
+    this.begin(op, `cas ${key} ${expected ?? 'nil'}->${value}`);
+    this.startRead(op);
+  }
+
+  private newOp(o: Omit<PendingOp, 'timer' | 'done'>): PendingOp {
+    return { ...o, timer: 0, done: false };
+  }
+
+  /**
+   * What a proposer stamps on a command: the simulated time as an ISO timestamp, and a uid and
+   * generation drawn from the seeded random (the API layer draws them from crypto randomness).
+   */
+  private stamp(): Stamp {
+    const hex = (): string => this.random.nextUint32().toString(16).padStart(8, '0');
+    return {
+      time: new Date(SIM_EPOCH_MS + this.host.scheduler.now()).toISOString(),
+      uid: `${hex()}-${hex()}-${hex()}-${hex()}`,
+      generation: `${hex()}${hex()}`,
+    };
+  }
+
+  /** Proposes `op`'s write (a version CAS when `expectedVersion` is set) on its node. */
+  private propose(op: PendingOp, expectedVersion: number | undefined): void {
+    const { opId, node, key, value, worker } = op;
+    op.phase = 'propose';
+    const data = encodeRegisterWrite({ requestId: opId, key, value, ...(expectedVersion !== undefined ? { expectedVersion } : {}) }, this.stamp());
     try {
       const at = node.propose(opId, data);
-      this.host.log.add('cli', `${opId} proposed on ${node.id} at ${at.index}/${at.term}`);
+      this.host.log.add('cli', `${opId} proposed on ${node.id} at ${at.index}/${at.term}${expectedVersion !== undefined ? ` if version ${expectedVersion}` : ''}`);
     } catch (e) {
       if (isCairnError(e, 'NOT_LEADER') || isCairnError(e, 'PROPOSAL_DROPPED') || isCairnError(e, 'UNAVAILABLE')) {
         const hinted = isCairnError(e, 'NOT_LEADER') ? e.details['leader'] : undefined;
@@ -159,10 +211,15 @@ export class Clients {
   read(worker: number, node: Replica, key: string, done: (outcome: Outcome, value: string | null) => void): void {
     const { opId } = this.nextOpId(worker);
     const handle = this.history.invoke(worker, 'read', key, null, this.host.scheduler.now());
-    const op: PendingOp = { opId, worker, node, kind: 'read', key, handle, value: '', expected: null, done: false, onDone: done };
+    const op = this.newOp({ opId, worker, node, kind: 'read', key, handle, value: '', expected: null, phase: 'read', onDone: done });
     this.begin(op, `read ${key}`);
+    this.startRead(op);
+  }
+
+  /** A read, or a CAS's read: ReadIndex on the op's node, answered by onReadServed / onReadFailed. */
+  private startRead(op: PendingOp): void {
     try {
-      node.readIndex(opId);
+      op.node.readIndex(op.opId);
     } catch (e) {
       if (isCairnError(e, 'UNAVAILABLE')) {
         this.finish(op, 'fail', e.code);
@@ -180,9 +237,11 @@ export class Clients {
     this.host.log.add('cli', `${op.opId} p${op.handle.process} invoke ${what} on ${op.node.id}`);
   }
 
+  /** A timeout for the op's current phase: a read (or a CAS still reading) ends `fail`, a proposed write `info`. */
   private armTimeout(op: PendingOp): void {
+    const timer = ++op.timer;
     this.host.scheduler.after(this.options.timeoutMs, () => {
-      if (!op.done) this.finish(op, op.kind === 'read' ? 'fail' : 'info', 'timeout');
+      if (!op.done && op.timer === timer) this.finish(op, op.phase === 'read' ? 'fail' : 'info', 'timeout');
     });
   }
 
@@ -206,7 +265,10 @@ export class Clients {
         break;
       case 'cas':
         this.history.complete(op.handle as OpHandle<'cas'>, outcome, [op.expected, op.value], now);
-        if (outcome === 'ok') this.seen.set(op.key, op.value);
+        if (outcome === 'ok') {
+          this.seen.set(op.key, op.value);
+          this.stats.casOk++;
+        }
         break;
     }
     const shown = op.kind === 'read' && outcome === 'ok' ? ` ${op.key}=${readValue ?? 'nil'}` : '';
@@ -215,21 +277,46 @@ export class Clients {
   }
 
   /** A command was applied on `replica`: completes it if it was proposed there by a client. */
-  onApplied(replica: Replica, result: KvResult): void {
-    const op = this.pending.get(result.opId);
-    if (op === undefined || op.node !== replica || !replica.isProposalPending(result.opId)) return;
-    this.finish(op, result.ok ? 'ok' : 'fail', result.ok ? 'applied' : 'cas mismatch');
+  onApplied(replica: Replica, applied: AppliedCommand): void {
+    const op = this.pending.get(applied.requestId);
+    if (op === undefined || op.node !== replica || op.phase !== 'propose' || !replica.isProposalPending(applied.requestId)) return;
+    const verdict = writeVerdict(applied.requestId, applied.result);
+    if (verdict === 'ok') {
+      this.finish(op, 'ok', 'applied');
+      return;
+    }
+    if (op.kind !== 'cas') throw new SimViolation('exception', `unconditional write ${op.opId} was refused with CAS_FAILED`);
+    this.stats.casConflict++;
+    this.finish(op, 'fail', 'CAS_FAILED: the version moved since the read');
   }
 
   onReadServed(replica: Replica, requestId: string): void {
     const op = this.pending.get(requestId);
-    if (op === undefined || op.node !== replica) return;
-    this.finish(op, 'ok', 'read index applied', replica.read(op.key));
+    if (op === undefined || op.node !== replica || op.phase !== 'read') return;
+    const state = replica.read(op.key);
+    if (op.kind === 'read') {
+      this.finish(op, 'ok', 'read index applied', state.value);
+      return;
+    }
+    // A CAS's read. It was linearizable, so what it saw is a good expectation for later CASes.
+    this.seen.set(op.key, state.value);
+    if (state.value !== op.expected) {
+      this.stats.casMismatch++;
+      this.finish(op, 'fail', `cas mismatch at read: ${op.key}=${state.value ?? 'nil'} version ${state.version}`);
+      return;
+    }
+    this.host.log.add('cli', `${op.opId} read ${op.key}=${state.value ?? 'nil'} version ${state.version} on ${replica.id}`);
+    // Proposed as the client's next step, not from inside the node's Ready handling (which
+    // must not re-enter the core before advance()).
+    op.phase = 'propose';
+    this.host.scheduler.after(0, () => {
+      if (!op.done) this.propose(op, state.version);
+    });
   }
 
   onReadFailed(replica: Replica, requestId: string, reason: string): void {
     const op = this.pending.get(requestId);
-    if (op === undefined || op.node !== replica) return;
+    if (op === undefined || op.node !== replica || op.phase !== 'read') return;
     this.finish(op, 'fail', `read failed: ${reason}`);
   }
 }

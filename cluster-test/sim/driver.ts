@@ -1,10 +1,11 @@
 /**
- * The simulated replica: one RawNode core, its disk and its KV state machine, driven by the
- * Ready contract (etcd node.go run loop, STYLE.md "One thin driver does the I/O"):
+ * The simulated replica: one RawNode core, its disk and the real state machine (`Fsm` from
+ * src/fsm over its `ResourceStore`), driven by the Ready contract (etcd node.go run loop,
+ * STYLE.md "One thin driver does the I/O"):
  *
  *   1. persist rd.snapshot, rd.entries, rd.hardState atomically (durable after an fsync);
  *   2. only once durable, send rd.messages;
- *   3. restore rd.snapshot into the state machine, apply rd.committedEntries in order;
+ *   3. restore rd.snapshot into the FSM, apply rd.committedEntries in order;
  *   4. serve rd.readStates once applied >= their index, fail rd.readFailures;
  *   5. advance(rd).
  *
@@ -15,8 +16,10 @@
 import {
   CairnError,
   EntryType,
+  Fsm,
   RawNode,
   decodeConfigEntry,
+  type ApplyResult,
   type Config,
   type ConfigChange,
   type Entry,
@@ -36,7 +39,8 @@ import { describeReady } from './describe.js';
 import { SimDisk } from './disk.js';
 import type { EventLog } from './event-log.js';
 import type { Invariants } from './invariants.js';
-import { KvStateMachine, type KvResult } from './kv.js';
+import { hashBytes } from './hash.js';
+import { commandRequestId, fsmSnapshotBytes, readRegister, resultDigest, type RegisterState } from './resources.js';
 import type { Scheduler } from './scheduler.js';
 import { SimViolation } from './violation.js';
 
@@ -47,8 +51,8 @@ export interface ReplicaHost {
   readonly invariants: Invariants;
   /** Hands a message to the network. */
   send(m: Message): void;
-  /** A KV command was applied on this replica (every replica calls this for every command). */
-  onApplied(replica: Replica, result: KvResult): void;
+  /** A client command was applied on this replica (every replica calls this for every command). */
+  onApplied(replica: Replica, applied: AppliedCommand): void;
   /** A read-index request made on this replica may now read local state. */
   onReadServed(replica: Replica, requestId: string): void;
   onReadFailed(replica: Replica, requestId: string, reason: string): void;
@@ -72,6 +76,8 @@ export interface ReplicaOptions {
   readonly fsyncMaxMs: number;
   /** Take a snapshot and compact after this many entries applied since the last one. */
   readonly snapshotEvery: number;
+  /** The FSM's de-duplication window (request ids remembered, and carried in snapshots). */
+  readonly dedupeWindow: number;
   /** Probability that a crash keeps (some of) the unsynced writes. */
   readonly crashKeepProbability: number;
   /** Test-only: break the driver contract on purpose, to prove the simulator notices. */
@@ -81,6 +87,18 @@ export interface ReplicaOptions {
 export interface DriverBugs {
   /** Send a Ready's messages before its writes are durable (breaks step 2 of the contract). */
   readonly sendBeforeSync?: boolean;
+  /**
+   * Install a snapshot received from the leader in the log only: the applied index jumps to
+   * the snapshot's, but the FSM keeps its old state and later entries apply on top of it
+   * (breaks step 3 of the contract).
+   */
+  readonly ignoreSnapshot?: boolean;
+}
+
+/** A committed command as the FSM applied it: the client's request id and the FSM's result. */
+export interface AppliedCommand {
+  readonly requestId: string;
+  readonly result: ApplyResult;
 }
 
 interface PendingRead {
@@ -92,7 +110,7 @@ export class Replica {
   readonly id: NodeId;
   readonly disk: SimDisk;
   private core: RawNode | undefined;
-  private kv = new KvStateMachine();
+  private fsm: Fsm;
   private appliedIndex = 0;
   private appliedTerm = 0;
   /** The configuration in force at the applied index (for snapshot metadata). */
@@ -117,6 +135,20 @@ export class Replica {
   ) {
     this.id = options.id;
     this.disk = new SimDisk(options.id, initial);
+    this.fsm = this.newFsm();
+  }
+
+  /**
+   * A fresh FSM. The simulator proposes only well-formed commands, so a malformed one in a
+   * committed entry means the entry was corrupted on its way: reported, not applied as an error.
+   */
+  private newFsm(): Fsm {
+    return new Fsm({
+      dedupeWindow: this.options.dedupeWindow,
+      onMalformedEntry: (type, index, message) => {
+        throw new SimViolation('exception', `${this.id}: committed entry ${index} (type 0x${type.toString(16)}) is malformed: ${message}`);
+      },
+    });
   }
 
   get isUp(): boolean {
@@ -149,18 +181,12 @@ export class Replica {
     if (this.core !== undefined) return;
     const persisted = this.disk.recover();
     this.core = new RawNode({ ...this.options.raft, id: this.id, random: this.random.fork() }, persisted);
-    this.kv = new KvStateMachine();
+    this.fsm = this.newFsm();
     this.appliedIndex = 0;
     this.appliedTerm = 0;
     this.appliedConfig = undefined;
     this.snapshotIndex = 0;
-    if (persisted.snapshot !== undefined) {
-      this.kv = KvStateMachine.decode(persisted.snapshot.data);
-      this.appliedIndex = persisted.snapshot.meta.index;
-      this.appliedTerm = persisted.snapshot.meta.term;
-      this.appliedConfig = persisted.snapshot.meta.config;
-      this.snapshotIndex = persisted.snapshot.meta.index;
-    }
+    if (persisted.snapshot !== undefined) this.installSnapshot(persisted.snapshot, 'recover');
     this.readyInFlight = false;
     this.pendingReads = [];
     this.proposals.clear();
@@ -356,13 +382,40 @@ export class Replica {
   }
 
   private restore(snap: Snapshot): void {
-    this.kv = KvStateMachine.decode(snap.data);
+    if (this.options.driverBugs?.ignoreSnapshot === true) {
+      this.appliedIndex = snap.meta.index;
+      this.appliedTerm = snap.meta.term;
+      this.appliedConfig = snap.meta.config;
+      this.snapshotIndex = Math.max(this.snapshotIndex, snap.meta.index);
+      this.log(`restore snap ${snap.meta.index}/${snap.meta.term} (${snap.data.length} bytes, ignored: planted driver bug)`);
+      return;
+    }
+    this.installSnapshot(snap, 'restore');
+  }
+
+  /**
+   * Replaces the FSM with a snapshot's state (`Fsm.restore`): one received from the leader, or
+   * the node's own durable one at restart. The restored FSM must serialize back to exactly the
+   * snapshot's bytes, and those must equal the state every other node had at that index.
+   */
+  private installSnapshot(snap: Snapshot, how: 'restore' | 'recover'): void {
+    this.fsm = this.newFsm();
+    this.fsm.restore(snap.meta, snap.data);
     this.appliedIndex = snap.meta.index;
     this.appliedTerm = snap.meta.term;
     this.appliedConfig = snap.meta.config;
     this.snapshotIndex = Math.max(this.snapshotIndex, snap.meta.index);
-    this.log(`restore snap ${snap.meta.index}/${snap.meta.term} (${snap.data.length} bytes)`);
-    this.host.invariants.observeRestore(this.id, snap.meta, this.kv.digest());
+    const digest = hashBytes(snap.data);
+    const again = hashBytes(fsmSnapshotBytes(this.fsm));
+    this.log(`${how} snap ${snap.meta.index}/${snap.meta.term} (${snap.data.length} bytes, state ${digest})`);
+    if (again !== digest) {
+      throw new SimViolation(
+        'state-machine-safety',
+        `${this.id}: the FSM restored from snapshot ${snap.meta.index}/${snap.meta.term} (${digest}) serializes to ${again}, not to the snapshot's bytes`,
+      );
+    }
+    this.host.invariants.observeRestore(this.id, snap.meta);
+    this.host.invariants.observeState(this.id, snap.meta.index, digest, how);
   }
 
   private apply(e: Entry): void {
@@ -374,15 +427,16 @@ export class Replica {
       throw new SimViolation('ready-contract', `${this.id}: committed entry ${e.index} is not the next after applied ${this.appliedIndex}`);
     }
     const type = e.data[0];
-    const result = this.kv.apply(e.data);
+    const { result } = this.fsm.apply(e);
     if (type === EntryType.Config) this.appliedConfig = decodeConfigEntry(e.data).config;
     this.appliedIndex = e.index;
     this.appliedTerm = e.term;
-    this.host.invariants.observeApply(this.id, e, this.kv.digest(), this.disk.latest.hardState.term);
-    if (result !== undefined) {
-      this.host.invariants.observeCommand(this.id, result.opId, e.index);
-      this.host.onApplied(this, result);
-      this.proposals.delete(result.opId);
+    this.host.invariants.observeApply(this.id, e, resultDigest(result), this.disk.latest.hardState.term);
+    const requestId = commandRequestId(e.data);
+    if (requestId !== undefined) {
+      this.host.invariants.observeCommand(this.id, requestId, e.index);
+      this.host.onApplied(this, { requestId, result });
+      this.proposals.delete(requestId);
     }
     this.serveReads();
   }
@@ -409,13 +463,18 @@ export class Replica {
     // in memory (its log then starts after our applied index), and RaftLog.compact asserts.
     if (this.readyInFlight || core.status().snapshotIndex >= this.appliedIndex) return false;
     const index = this.appliedIndex as LogIndex;
-    const data = this.kv.encode();
+    if (this.fsm.appliedIndex !== index) {
+      throw new SimViolation('ready-contract', `${this.id}: the driver applied up to ${index} but the FSM up to ${this.fsm.appliedIndex}`);
+    }
+    const data = fsmSnapshotBytes(this.fsm);
     const snap: Snapshot = { meta: { index, term: this.appliedTerm as Term, config: this.appliedConfig }, data };
+    const digest = hashBytes(data);
+    this.host.invariants.observeState(this.id, index, digest, 'compact');
     this.disk.compact(snap);
     core.compact(index, data);
     this.snapshotIndex = index;
     this.stats.snapshotsTaken++;
-    this.log(`compact ${index}/${this.appliedTerm} (${data.length} bytes)`);
+    this.log(`compact ${index}/${this.appliedTerm} (${data.length} bytes, state ${digest})`);
     return true;
   }
 
@@ -458,9 +517,14 @@ export class Replica {
     this.afterStep();
   }
 
-  /** Reads the local state machine (the caller has established the read is linearizable). */
-  read(key: string): string | null {
-    return this.kv.get(key);
+  /** Reads a register from the local store (the caller has established the read is linearizable). */
+  read(key: string): RegisterState {
+    return readRegister(this.fsm.store, key);
+  }
+
+  /** The applied index and a digest of the whole FSM state there (for the end-of-run comparison). */
+  stateDigest(): { readonly index: number; readonly digest: string } {
+    return { index: this.appliedIndex, digest: hashBytes(fsmSnapshotBytes(this.fsm)) };
   }
 
   private requireUp(action: string): RawNode {

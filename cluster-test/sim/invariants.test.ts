@@ -36,16 +36,25 @@ t.test('log matching: same (index, term) must mean same payload and same predece
   t.equal(violationOf(() => inv.observeAppend('n5', [e(4, 1)], 2)), 'log-matching', 'term goes down along a log');
 });
 
-t.test('state machine safety: one entry and one state per index, snapshots included', async (t) => {
+t.test('state machine safety: one entry and one FSM result per index', async (t) => {
   const inv = new Invariants();
-  inv.observeApply('n1', e(1, 1), 'S1', 1);
-  inv.observeApply('n2', e(1, 1), 'S1', 2);
-  t.equal(violationOf(() => inv.observeApply('n3', e(1, 2), 'S1', 2)), 'state-machine-safety', 'a different entry at index 1');
-  t.equal(violationOf(() => inv.observeApply('n3', e(1, 1), 'S9', 2)), 'state-machine-safety', 'a different state at index 1');
-  inv.observeRestore('n4', meta(1, 1), 'S1');
-  t.equal(violationOf(() => inv.observeRestore('n4', meta(1, 1), 'S2')), 'state-machine-safety', 'a snapshot with another state');
-  t.equal(violationOf(() => inv.observeRestore('n4', meta(1, 3), 'S1')), 'state-machine-safety', 'a snapshot with another term');
-  t.equal(violationOf(() => inv.observeRestore('n4', meta(7, 3), 'S1')), 'state-machine-safety', 'a snapshot no node ever reached');
+  inv.observeApply('n1', e(1, 1), 'R1', 1);
+  inv.observeApply('n2', e(1, 1), 'R1', 2);
+  t.equal(violationOf(() => inv.observeApply('n3', e(1, 2), 'R1', 2)), 'state-machine-safety', 'a different entry at index 1');
+  t.equal(violationOf(() => inv.observeApply('n3', e(1, 1), 'R9', 2)), 'state-machine-safety', 'a different result at index 1');
+  inv.observeRestore('n4', meta(1, 1));
+  t.equal(violationOf(() => inv.observeRestore('n4', meta(1, 3))), 'state-machine-safety', 'a snapshot with another term');
+  t.equal(violationOf(() => inv.observeRestore('n4', meta(7, 3))), 'state-machine-safety', 'a snapshot no node ever reached');
+});
+
+t.test('state machine safety: one whole FSM state per index, however it was reached', async (t) => {
+  const inv = new Invariants();
+  inv.observeState('n1', 10, 'S10', 'compact');
+  inv.observeState('n2', 10, 'S10', 'restore');
+  inv.observeState('n3', 10, 'S10', 'final');
+  inv.observeState('n3', 12, 'S12', 'final');
+  t.equal(violationOf(() => inv.observeState('n4', 10, 'S10x', 'recover')), 'state-machine-safety', 'a recovered snapshot with another state');
+  t.equal(violationOf(() => inv.observeState('n1', 12, 'S12x', 'final')), 'state-machine-safety', 'two final states differ at one index');
 });
 
 t.test('leader completeness: a new leader must hold entries committed in earlier terms', async (t) => {

@@ -8,8 +8,10 @@
  *   full Log Matching Property, at O(appended) cost per step.
  * - Leader completeness (§5.4): a leader of term T holds every entry known committed in a term
  *   before T (checked at the leader's first Ready, when the driver's view of its log is exact).
- * - State machine safety (§5.4.3): every node applies the same entry at each index and reaches
- *   the same state there; a snapshot restores exactly the state others had at its index.
+ * - State machine safety (§5.4.3): every node applies the same entry at each index and the FSM
+ *   returns the same result for it; wherever the whole FSM state is serialized (a snapshot
+ *   taken, a snapshot restored, the end of the run), it is byte-identical to every other
+ *   node's state at that index.
  */
 import type { Entry, Role, SnapshotMeta } from './raft.js';
 import type { LogView } from './disk.js';
@@ -25,9 +27,19 @@ interface AppendRecord {
 interface AppliedRecord {
   readonly term: number;
   readonly data: string;
-  /** Digest of the state machine after applying this index. */
-  readonly state: string;
+  /** Digest of the FSM's result for this entry (the resource it wrote, or its error). */
+  readonly result: string;
   readonly node: string;
+}
+
+/** Where a node's whole FSM state at an index was serialized. */
+export type StateSource = 'compact' | 'restore' | 'recover' | 'final';
+
+interface StateRecord {
+  /** Digest of the FSM snapshot bytes (store and de-duplication window). */
+  readonly digest: string;
+  readonly node: string;
+  readonly source: StateSource;
 }
 
 interface CommitRecord {
@@ -43,6 +55,7 @@ export class Invariants {
   private readonly leaders = new Map<number, string>();
   private readonly appended = new Map<string, AppendRecord>();
   private readonly applied = new Map<number, AppliedRecord>();
+  private readonly states = new Map<number, StateRecord>();
   private readonly committed = new Map<number, CommitRecord>();
   private readonly completenessChecked = new Set<string>();
   private readonly commandIndex = new Map<string, number>();
@@ -102,20 +115,26 @@ export class Invariants {
     }
   }
 
-  /** State machine safety for one applied entry; `nodeTerm` is the applier's current term. */
-  observeApply(node: string, entry: Entry, state: string, nodeTerm: number): void {
+  /**
+   * State machine safety for one applied entry: same entry, same FSM result (`result` is its
+   * digest) on every node; `nodeTerm` is the applier's current term.
+   */
+  observeApply(node: string, entry: Entry, result: string, nodeTerm: number): void {
     const index = entry.index as number;
     const data = hashBytes(entry.data);
     const rec = this.applied.get(index);
     if (rec === undefined) {
-      this.applied.set(index, { term: entry.term, data, state, node });
+      this.applied.set(index, { term: entry.term, data, result, node });
     } else if (rec.term !== entry.term || rec.data !== data) {
       throw new SimViolation(
         'state-machine-safety',
         `${node} applied ${index}/${entry.term} (${data}) but ${rec.node} applied ${index}/${rec.term} (${rec.data})`,
       );
-    } else if (rec.state !== state) {
-      throw new SimViolation('state-machine-safety', `${node} reached state ${state} at index ${index}, but ${rec.node} reached ${rec.state}`);
+    } else if (rec.result !== result) {
+      throw new SimViolation(
+        'state-machine-safety',
+        `${node} applied ${index}/${entry.term} with FSM result ${result}, but ${rec.node} got ${rec.result}`,
+      );
     }
     const c = this.committed.get(index);
     if (c === undefined) this.committed.set(index, { term: entry.term, minTermSeen: nodeTerm });
@@ -135,8 +154,8 @@ export class Invariants {
     }
   }
 
-  /** A snapshot restored into a state machine must equal the state others had at its index. */
-  observeRestore(node: string, meta: SnapshotMeta, state: string): void {
+  /** A snapshot restored into the FSM must be of an index some node applied, in the same term. */
+  observeRestore(node: string, meta: SnapshotMeta): void {
     const index = meta.index as number;
     const rec = this.applied.get(index);
     if (rec === undefined) {
@@ -145,8 +164,21 @@ export class Invariants {
     if (rec.term !== meta.term) {
       throw new SimViolation('state-machine-safety', `${node} restored a snapshot at ${index}/${meta.term}, but ${rec.node} applied ${index}/${rec.term}`);
     }
-    if (rec.state !== state) {
-      throw new SimViolation('state-machine-safety', `${node} restored state ${state} at index ${index}, but ${rec.node} had ${rec.state}`);
+  }
+
+  /**
+   * The whole FSM state of `node` at `index`, serialized (`digest` of its snapshot bytes): every
+   * node's state at one index must be byte-identical, however it got there (applying entries,
+   * restoring a snapshot, recovering one from disk).
+   */
+  observeState(node: string, index: number, digest: string, source: StateSource): void {
+    const rec = this.states.get(index);
+    if (rec === undefined) this.states.set(index, { digest, node, source });
+    else if (rec.digest !== digest) {
+      throw new SimViolation(
+        'state-machine-safety',
+        `${node} has FSM state ${digest} at index ${index} (${source}), but ${rec.node} had ${rec.digest} there (${rec.source})`,
+      );
     }
   }
 

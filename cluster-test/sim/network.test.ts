@@ -101,7 +101,8 @@ t.test('messages arrive after a delay within bounds, reordered, as private copie
   t.ok(got.every((g) => g.m.payload.bytes[0] === g.m.payload.n), 'payload bytes are a copy');
   const order = got.map((g) => g.m.payload.n);
   t.notSame(order, [...order].sort((a, b) => a - b), 'random delays reorder messages');
-  t.same(n.stats, { sent: 50, delivered: 50, dropped: 0, duplicated: 0 });
+  t.same(n.stats, { sent: 50, delivered: 50, dropped: 0, duplicated: 0, maxInFlight: 50 });
+  t.equal(n.inFlight, 0, 'nothing left in flight');
 });
 
 t.test('loss and duplication follow their probabilities', async (t) => {
@@ -127,9 +128,11 @@ t.test('a partition drops messages at send time and messages already in flight',
   n.links.isolate('n2', ALL);
   n.send({ from: 'n3', to: 'n2', payload: { n: 2, bytes: new Uint8Array() } });
   n.send({ from: 'n3', to: 'n1', payload: { n: 3, bytes: new Uint8Array() } });
+  t.equal(n.inFlight, 2, 'the message cut in flight still counts until it would have arrived');
   drain(s);
   t.same(got.map((g) => g.m.payload.n), [3]);
   t.same(dropped.sort(), ['1:partition', '2:partition']);
+  t.equal(n.inFlight, 0, 'nothing left in flight');
 });
 
 t.test('the same seed gives the same delivery schedule', async (t) => {

@@ -32,6 +32,8 @@ export interface NetworkStats {
   delivered: number;
   dropped: number;
   duplicated: number;
+  /** The most messages ever in flight at once (sent, not yet delivered or lost). */
+  maxInFlight: number;
 }
 
 /** Which directed links are cut. Pure bookkeeping, no time: unit-testable on its own. */
@@ -89,7 +91,8 @@ export class Links {
 
 export class SimNetwork<M extends Addressed> {
   readonly links = new Links();
-  readonly stats: NetworkStats = { sent: 0, delivered: 0, dropped: 0, duplicated: 0 };
+  readonly stats: NetworkStats = { sent: 0, delivered: 0, dropped: 0, duplicated: 0, maxInFlight: 0 };
+  private inFlightCount = 0;
   private lossProbability: number;
   private duplicateProbability: number;
 
@@ -117,6 +120,11 @@ export class SimNetwork<M extends Addressed> {
     this.duplicateProbability = this.options.duplicateProbability;
   }
 
+  /** Messages sent and not yet delivered or lost. */
+  get inFlight(): number {
+    return this.inFlightCount;
+  }
+
   get rates(): { loss: number; dup: number } {
     return { loss: this.lossProbability, dup: this.duplicateProbability };
   }
@@ -136,7 +144,10 @@ export class SimNetwork<M extends Addressed> {
     for (let c = 0; c < copies; c++) {
       const copy = structuredClone(m);
       const delay = this.random.range(this.options.minDelayMs, this.options.maxDelayMs);
+      this.inFlightCount++;
+      if (this.inFlightCount > this.stats.maxInFlight) this.stats.maxInFlight = this.inFlightCount;
       this.scheduler.after(delay, () => {
+        this.inFlightCount--;
         if (!this.links.canSend(copy.from, copy.to)) {
           this.drop(copy, 'partition');
           return;

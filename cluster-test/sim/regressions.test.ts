@@ -22,6 +22,9 @@ const REGRESSIONS: readonly Regression[] = [
       'simulator false positive: an append ack queued in term 10 was sent after a term-11 leader truncated the entry; ' +
       'the durable-before-send check now applies only while the node is still in the message term (driver.ts)',
   },
+  { options: { seed: 231 }, why: 'snapshot chunk storm: stale acks and every heartbeat started new chunk/ack loops (fixed in src/raft/step-leader.ts)' },
+  { options: { seed: 293, durationMs: 40_000 }, why: 'snapshot chunk storm (same bug, 40 s fault phase)' },
+  { options: { seed: 25, snapshotChunkBytes: 256 }, why: 'snapshot chunk storm with 256-byte chunks (same bug)' },
 ];
 
 t.test('regression seeds pass', async (t) => {

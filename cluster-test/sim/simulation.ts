@@ -1,24 +1,25 @@
 /**
  * The deterministic simulation of a whole Cairn cluster: 3 to 5 real RawNode cores, each
- * behind the simulated driver, disk and KV state machine, talking over the simulated network,
- * driven by simulated clients and a seeded nemesis, on one discrete-event clock. One seed
- * (logged first) reproduces the whole run exactly: all randomness comes from one
- * SeededRandom, forked per component, and nothing reads real time.
+ * behind the simulated driver and disk and applying to the real FSM and store, talking over
+ * the simulated network, driven by simulated clients and a seeded nemesis, on one
+ * discrete-event clock. One seed (logged first) reproduces the whole run exactly: all
+ * randomness comes from one SeededRandom, forked per component, and nothing reads real time.
  *
  * A run has a fault phase (`durationMs` of simulated time) and a quiet phase: every fault is
  * undone, crashed nodes restart, and within a budget of 50 election timeouts a leader must
  * commit a write (liveness) and linearizable reads of every key through the leader must
- * succeed. Safety invariants are checked on every step; at the end the client history must be
- * linearizable.
+ * succeed; then every up member must catch up with the leader's commit index. Safety
+ * invariants are checked on every step; at the end every node's whole FSM state must be
+ * byte-identical to every other node's at the same applied index, and the client history must
+ * be linearizable.
  */
 import { checkHistory, formatAnomaly } from '../checker/linearizability.js';
 import { Clients, type ClientOptions } from './clients.js';
 import { describeMessage } from './describe.js';
-import { Replica, type DriverBugs, type ReplicaHost, type ReplicaOptions } from './driver.js';
+import { Replica, type AppliedCommand, type DriverBugs, type ReplicaHost, type ReplicaOptions } from './driver.js';
 import { EventLog } from './event-log.js';
 import { DEFAULT_FAULTS, Nemesis, resolveProfile, type FaultProfile } from './faults.js';
 import { Invariants } from './invariants.js';
-import type { KvResult } from './kv.js';
 import { SimNetwork, type NetworkOptions } from './network.js';
 import { nodeId, RawNode, SeededRandom, type Message, type NodeId, type PlantedBugs } from './raft.js';
 import { Scheduler } from './scheduler.js';
@@ -32,6 +33,8 @@ export interface SimulationOptions {
   readonly steps?: number;
   /** Initial cluster size, 3 or 5. Default: drawn from the seed. */
   readonly nodes?: number;
+  /** Snapshot chunk size in bytes. Default: drawn from the seed. */
+  readonly snapshotChunkBytes?: number;
   readonly plantedBugs?: PlantedBugs;
   /** Test-only: planted bugs in the simulated driver (not the core). */
   readonly driverBugs?: DriverBugs;
@@ -53,6 +56,8 @@ export interface SimulationStats {
   messages: number;
   dropped: number;
   duplicated: number;
+  /** The most messages in flight at once. */
+  maxInFlight: number;
   crashes: number;
   partitions: number;
   faults: number;
@@ -63,6 +68,10 @@ export interface SimulationStats {
   okOps: number;
   infoOps: number;
   failOps: number;
+  /** CAS outcomes: took effect; refused at the read (value mismatch); refused by the store's version CAS. */
+  casOk: number;
+  casMismatch: number;
+  casConflict: number;
   snapshotsSent: number;
   snapshotChunks: number;
   snapshotsTaken: number;
@@ -108,6 +117,7 @@ interface SimParams {
   readonly fsyncMaxMs: number;
   readonly snapshotEvery: number;
   readonly snapshotChunkBytes: number;
+  readonly dedupeWindow: number;
   readonly maxAppendBytes: number;
   readonly maxInflightMsgs: number;
   readonly crashKeepProbability: number;
@@ -136,12 +146,18 @@ function drawParams(r: SeededRandom, options: SimulationOptions, profile: FaultP
   };
   const fsyncMaxMs = pickOverride(o.fsyncMaxMs, r.range(2, 8));
   const snapshotEvery = r.range(10, 60);
-  const snapshotChunkBytes = r.pick([16, 32, 64, 128]);
-  const maxAppendBytes = r.pick([1, 64, 256, 4096]);
+  // A register write is a ResourceWrite envelope of about 200 bytes, and an FSM snapshot holds
+  // every resource (about 250 bytes each) and the de-duplication window's results (a resource
+  // each): 2 to 20 KB. Chunks of 1 to 8 KB make most transfers take a few chunks, as in Stage 1.
+  const snapshotChunkBytes = pickOverride(options.snapshotChunkBytes, r.pick([1024, 2048, 4096, 8192]));
+  const maxAppendBytes = r.pick([1, 256, 1024, 16384]);
   const maxInflightMsgs = r.pick([1, 4, 64]);
   const clients = r.range(4, 8);
   const thinkMaxMs = r.range(10, 60);
   const timeoutMs = r.range(800, 1500);
+  // The FSM's de-duplication window is part of its snapshots; small windows keep them a few KB
+  // (the default 10,000 would make them hundreds of KB) and make request ids fall out of it.
+  const dedupeWindow = r.pick([4, 16, 64]);
   return {
     nodes,
     tickMs,
@@ -152,6 +168,7 @@ function drawParams(r: SeededRandom, options: SimulationOptions, profile: FaultP
     fsyncMaxMs,
     snapshotEvery,
     snapshotChunkBytes,
+    dedupeWindow,
     maxAppendBytes: o.maxAppendBytes ?? maxAppendBytes,
     maxInflightMsgs: o.maxInflightMsgs ?? maxInflightMsgs,
     crashKeepProbability: 0.5,
@@ -175,7 +192,7 @@ function describeParams(seed: number, p: SimParams, profile: FaultProfile, optio
     `seed ${seed} nodes ${p.nodes} faults ${profile.name}${(options.faults ?? DEFAULT_FAULTS) === DEFAULT_FAULTS ? ' (mixed)' : ''} duration ${options.durationMs ?? DEFAULT_DURATION_MS}ms tick ${p.tickMs}ms ` +
     `election ${p.electionTimeoutTicks} heartbeat ${p.heartbeatTimeoutTicks} delay ${p.network.minDelayMs}..${p.network.maxDelayMs}ms ` +
     `loss ${p.network.lossProbability} dup ${p.network.duplicateProbability} fsync ${p.fsyncMinMs}..${p.fsyncMaxMs}ms ` +
-    `snapshotEvery ${p.snapshotEvery} chunk ${p.snapshotChunkBytes}B appendBytes ${p.maxAppendBytes} inflight ${p.maxInflightMsgs} ` +
+    `snapshotEvery ${p.snapshotEvery} chunk ${p.snapshotChunkBytes}B dedupe ${p.dedupeWindow} appendBytes ${p.maxAppendBytes} inflight ${p.maxInflightMsgs} ` +
     `clients ${p.clients.clients} keys ${p.clients.keys.length} timeout ${p.clients.timeoutMs}ms` +
     (bugs.length > 0 ? ` plantedBugs ${bugs.join(',')}` : '')
   );
@@ -185,6 +202,16 @@ export const DEFAULT_DURATION_MS = 6000;
 /** Liveness budget after faults stop, in election timeouts. */
 const LIVENESS_ELECTION_TIMEOUTS = 50;
 const PROBE_EVERY_MS = 20;
+/**
+ * Messages in flight at once beyond which a run is a message storm. A healthy run peaks at a
+ * few hundred (up to 7 nodes, pipelines of up to 64 appends, duplication spikes).
+ */
+const MAX_IN_FLIGHT = 5000;
+/**
+ * After the final reads, every up member of the leader's configuration must apply the leader's
+ * commit index within this many election timeouts (then the final states are compared).
+ */
+const SETTLE_ELECTION_TIMEOUTS = 20;
 
 class Simulation implements ReplicaHost {
   readonly scheduler = new Scheduler();
@@ -210,6 +237,8 @@ class Simulation implements ReplicaHost {
   private probeOutstanding = false;
   private probeDone = false;
   private readonly finalReadsDone = new Set<string>();
+  /** When the final reads were all done and the members started catching up; -1 before. */
+  private settleStart = -1;
 
   constructor(private readonly options: SimulationOptions) {
     const root = new SeededRandom(options.seed);
@@ -250,6 +279,7 @@ class Simulation implements ReplicaHost {
       fsyncMinMs: p.fsyncMinMs,
       fsyncMaxMs: p.fsyncMaxMs,
       snapshotEvery: p.snapshotEvery,
+      dedupeWindow: p.dedupeWindow,
       crashKeepProbability: p.crashKeepProbability,
       ...(options.driverBugs !== undefined ? { driverBugs: options.driverBugs } : {}),
     };
@@ -302,6 +332,12 @@ class Simulation implements ReplicaHost {
       if (m.offset === 0) this.snapshotsSent++;
     }
     this.network.send(m);
+    if (this.network.inFlight > MAX_IN_FLIGHT) {
+      throw new SimViolation(
+        'message-storm',
+        `${this.network.inFlight} messages in flight (a healthy run stays far below ${MAX_IN_FLIGHT}); the last sent was ${m.from}->${m.to} ${describeMessage(m)}`,
+      );
+    }
   }
 
   private deliver(m: Message): void {
@@ -314,8 +350,8 @@ class Simulation implements ReplicaHost {
     r.receive(m);
   }
 
-  onApplied(replica: Replica, result: KvResult): void {
-    this.clients.onApplied(replica, result);
+  onApplied(replica: Replica, applied: AppliedCommand): void {
+    this.clients.onApplied(replica, applied);
   }
 
   onReadServed(replica: Replica, requestId: string): void {
@@ -370,6 +406,7 @@ class Simulation implements ReplicaHost {
         if (!this.quiet && stepCap !== undefined && this.steps >= stepCap) this.beginQuiet();
       }
       if (!this.finished) throw new SimViolation('liveness', 'the simulation ran out of events before the quiet phase finished');
+      this.compareFinalStates();
       const result = checkHistory(this.clients.history.events, { maxStepsPerKey: 2_000_000 });
       linearizable = result.valid;
       this.log.add('sim', `linearizability: ${String(result.valid)} (${result.ops} ops, ${result.keys} keys, ${result.steps} search steps)`);
@@ -411,6 +448,7 @@ class Simulation implements ReplicaHost {
       messages: ns.sent,
       dropped: ns.dropped,
       duplicated: ns.duplicated,
+      maxInFlight: ns.maxInFlight,
       crashes,
       partitions: fs.partitions,
       faults: fs.actions,
@@ -421,6 +459,9 @@ class Simulation implements ReplicaHost {
       okOps: cs.ok,
       infoOps: cs.info,
       failOps: cs.fail,
+      casOk: cs.casOk,
+      casMismatch: cs.casMismatch,
+      casConflict: cs.casConflict,
       snapshotsSent: this.snapshotsSent,
       snapshotChunks: this.snapshotChunks,
       snapshotsTaken,
@@ -430,6 +471,42 @@ class Simulation implements ReplicaHost {
       simTimeMs: this.scheduler.now(),
       linearizable,
     };
+  }
+
+  /**
+   * Members of the leader's configuration that are up but have not applied its commit index
+   * (with what they applied), or ['no leader'].
+   */
+  private laggingMembers(): string[] {
+    const leader = this.leader();
+    const s = leader?.status();
+    if (leader === undefined || s === undefined) return ['no leader'];
+    const lagging: string[] = [];
+    if (leader.applied < s.commit) lagging.push(`${leader.id}@${leader.applied}<${s.commit}`);
+    for (const m of s.config.members) {
+      const r = this.replicas.get(m.id);
+      if (r !== undefined && r !== leader && r.isUp && r.applied < s.commit) lagging.push(`${r.id}@${r.applied}<${s.commit}`);
+    }
+    return lagging;
+  }
+
+  /**
+   * State machine safety over the whole state: every node that is up serializes its FSM
+   * (store and de-duplication window); nodes at the same applied index must be byte-identical,
+   * and equal to any snapshot taken or restored at that index during the run.
+   */
+  private compareFinalStates(): void {
+    const seen = new Map<number, { ids: string[]; digest: string }>();
+    for (const r of this.order) {
+      if (!r.isUp) continue;
+      const { index, digest } = r.stateDigest();
+      this.invariants.observeState(r.id, index, digest, 'final');
+      const group = seen.get(index) ?? { ids: [], digest };
+      group.ids.push(r.id);
+      seen.set(index, group);
+    }
+    const groups = [...seen].sort((a, b) => b[0] - a[0]).map(([index, g]) => `${g.ids.join(',')}@${index} state ${g.digest}`);
+    this.log.add('sim', `final FSM states: ${groups.join('; ')}`);
   }
 
   private livenessBudgetMs(): number {
@@ -459,8 +536,22 @@ class Simulation implements ReplicaHost {
     const keys = this.params.clients.keys;
     const readsDone = this.probeDone && this.finalReadsDone.size === keys.length;
     if (readsDone && this.clients.outstanding === 0) {
-      this.finished = true;
-      this.log.add('sim', 'final reads done');
+      if (this.settleStart < 0) {
+        this.settleStart = this.scheduler.now();
+        this.log.add('sim', 'final reads done; waiting for every member to apply the leader\'s commit index');
+      }
+      const lagging = this.laggingMembers();
+      const waited = this.scheduler.now() - this.settleStart;
+      if (lagging.length === 0) {
+        this.finished = true;
+        this.log.add('sim', `every member applied the commit index ${waited}ms after the final reads`);
+        return;
+      }
+      const budget = SETTLE_ELECTION_TIMEOUTS * this.params.electionTimeoutTicks * this.params.tickMs;
+      if (waited > budget) {
+        throw new SimViolation('liveness', `members still behind the leader's commit index ${budget}ms after the final reads: ${lagging.join(' ')}`);
+      }
+      this.scheduler.after(PROBE_EVERY_MS, () => this.probe());
       return;
     }
     if (!readsDone && this.scheduler.now() > this.livenessDeadline) {
@@ -477,7 +568,7 @@ class Simulation implements ReplicaHost {
     if (!this.probeDone) {
       if (!this.probeOutstanding && leader !== undefined) {
         this.probeOutstanding = true;
-        this.clients.write(probeWorker, leader, keys[0] as string, null, (outcome) => {
+        this.clients.write(probeWorker, leader, keys[0] as string, (outcome) => {
           this.probeOutstanding = false;
           if (outcome === 'ok') {
             this.probeDone = true;
@@ -511,6 +602,7 @@ export function replayCommand(options: SimulationOptions): string {
   if (options.steps !== undefined) parts.push(`--steps ${options.steps}`);
   if (options.livenessBudgetMs !== undefined) parts.push(`--liveness-budget-ms ${options.livenessBudgetMs}`);
   if (options.nodes !== undefined) parts.push(`--nodes ${options.nodes}`);
+  if (options.snapshotChunkBytes !== undefined) parts.push(`--snapshot-chunk-bytes ${options.snapshotChunkBytes}`);
   if (options.faults !== undefined && options.faults !== DEFAULT_FAULTS) parts.push(`--faults ${options.faults}`);
   for (const [bug, on] of Object.entries(options.plantedBugs ?? {})) if (on === true) parts.push(`--planted-bug ${bug}`);
   for (const [bug, on] of Object.entries(options.driverBugs ?? {})) if (on === true) parts.push(`--driver-bug ${bug}`);

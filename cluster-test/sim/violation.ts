@@ -16,6 +16,12 @@ export type ViolationKind =
   | 'linearizability'
   /** After faults stopped, no leader was elected or no write committed within the budget. */
   | 'liveness'
+  /**
+   * More messages in flight than a healthy cluster ever has: the core amplifies traffic (some
+   * message draws more than one reply, so duplicates and retransmissions multiply). Stops the
+   * run before it exhausts memory.
+   */
+  | 'message-storm'
   /** The core handed the driver something the Ready contract forbids (gap in the log, ...). */
   | 'ready-contract'
   /** An exception escaped the core or the simulator (an assertion failed). */

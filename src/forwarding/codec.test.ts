@@ -20,7 +20,7 @@ const samples: Message[] = [
     totalBytes: 3,
     chunk: Uint8Array.of(1, 2, 3),
   },
-  { ...base, type: 'snap-resp', snapIndex: 100 as LogIndex, nextOffset: 3 },
+  { ...base, type: 'snap-resp', snapIndex: 100 as LogIndex, nextOffset: 3, chunkOffset: 0 },
   { ...base, type: 'timeout-now' },
   { ...base, type: 'read-index', requestIds: ['a', 'b'] },
   { ...base, type: 'read-index-resp', requestIds: ['a'], index: 7 as LogIndex, reject: false },

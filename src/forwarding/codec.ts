@@ -144,7 +144,13 @@ export function decodeMessage(buf: Uint8Array): Message {
       return { ...base, type, meta: meta(o['meta']), offset, totalBytes, chunk };
     }
     case 'snap-resp':
-      return { ...base, type, snapIndex: uint(o['snapIndex'], 'snapIndex') as LogIndex, nextOffset: uint(o['nextOffset'], 'nextOffset') };
+      return {
+        ...base,
+        type,
+        snapIndex: uint(o['snapIndex'], 'snapIndex') as LogIndex,
+        nextOffset: uint(o['nextOffset'], 'nextOffset'),
+        chunkOffset: uint(o['chunkOffset'], 'chunkOffset'),
+      };
     case 'timeout-now':
       return { ...base, type };
     case 'read-index':

@@ -23,6 +23,8 @@ export class Progress {
   /** Snapshot state: the snapshot being sent and how many of its bytes were acknowledged. */
   snapshot: Snapshot | undefined = undefined;
   snapOffset = 0;
+  /** The snapshot transfer moved forward since the last heartbeat response (no retransmit needed). */
+  snapProgressed = false;
   /** Highest commit index carried by an append sent to this follower (skips redundant commit-only appends). */
   sentCommit = 0;
 
@@ -57,6 +59,7 @@ export class Progress {
     this.state = 'snapshot';
     this.snapshot = snapshot;
     this.snapOffset = 0;
+    this.snapProgressed = true;
     this.probeSent = false;
     this.inflights.reset();
   }

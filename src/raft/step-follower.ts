@@ -79,13 +79,13 @@ export function handleSnapChunk(r: RaftState, m: MsgSnap): void {
   if (!inc || m.offset !== inc.received || m.offset + m.chunk.length > m.totalBytes) {
     // Out of order or from another snapshot: tell the leader where we are.
     const next = inc && same ? inc.received : 0;
-    r.send({ type: 'snap-resp', from: r.id, to: m.from, term: r.term, snapIndex: meta.index, nextOffset: next });
+    r.send({ type: 'snap-resp', from: r.id, to: m.from, term: r.term, snapIndex: meta.index, nextOffset: next, chunkOffset: m.offset });
     return;
   }
   inc.buffer.set(m.chunk, m.offset);
   inc.received += m.chunk.length;
   if (inc.received < m.totalBytes) {
-    r.send({ type: 'snap-resp', from: r.id, to: m.from, term: r.term, snapIndex: meta.index, nextOffset: inc.received });
+    r.send({ type: 'snap-resp', from: r.id, to: m.from, term: r.term, snapIndex: meta.index, nextOffset: inc.received, chunkOffset: m.offset });
     return;
   }
   r.incomingSnapshot = undefined;

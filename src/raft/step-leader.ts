@@ -19,7 +19,13 @@ export function stepLeader(r: RaftState, ls: LeaderState, m: Message): void {
       // A full pipeline with a live follower: free a slot so replication cannot stall on a
       // lost ack (etcd does the same).
       if (pr.state === 'replicate' && pr.inflights.full()) pr.inflights.freeFirstOne();
-      if (pr.state === 'snapshot') sendSnapshotChunk(r, pr, m.from);
+      if (pr.state === 'snapshot') {
+        // Retransmit the current chunk only if the transfer stalled for a whole heartbeat
+        // interval (the chunk or its ack was lost); resending on every heartbeat response
+        // would start a new chunk/ack loop each time and flood the link.
+        if (!pr.snapProgressed) sendSnapshotChunk(r, pr, m.from);
+        pr.snapProgressed = false;
+      }
       // Raft §5.3: retry until the follower has everything. Appends it never got may have
       // moved `next` past them already, so send even an empty append: a rejection puts the
       // follower back into probe and repairs it without waiting for a new proposal.
@@ -34,8 +40,19 @@ export function stepLeader(r: RaftState, ls: LeaderState, m: Message): void {
       if (!pr) return;
       pr.recentActive = true;
       if (pr.state !== 'snapshot' || !pr.snapshot || pr.snapshot.meta.index !== m.snapIndex) return;
-      pr.snapOffset = m.nextOffset;
-      if (m.nextOffset < pr.snapshot.data.length) sendSnapshotChunk(r, pr, m.from);
+      if (m.nextOffset > pr.snapOffset) {
+        // Progress: the next chunk (one in flight at a time).
+        pr.snapOffset = Math.min(m.nextOffset, pr.snapshot.data.length);
+        pr.snapProgressed = true;
+        if (pr.snapOffset < pr.snapshot.data.length) sendSnapshotChunk(r, pr, m.from);
+      } else if (m.nextOffset < pr.snapOffset && m.chunkOffset === pr.snapOffset) {
+        // The receiver answered the current chunk with a lower offset: it lost its partial
+        // copy (a restart). Start again from where it is.
+        pr.snapOffset = m.nextOffset;
+        pr.snapProgressed = true;
+        sendSnapshotChunk(r, pr, m.from);
+      }
+      // Anything else is a stale or duplicated ack: ignore it, or acks would multiply chunks.
       return;
     }
     case 'read-index':

@@ -753,7 +753,7 @@ t.test('§10.2 (§7) a snapshot larger than snapshotChunkBytes goes in acknowled
   t.equal(n3.raw.status().commit, 6);
 });
 
-t.test('§10.2 (§7) a lost snapshot chunk is resent on the next heartbeat response', async (t) => {
+t.test('§10.2 (§7) a lost snapshot chunk is resent once the transfer stalls for a heartbeat interval', async (t) => {
   const { c } = snapshotSetup({ snapshotChunkBytes: 4 });
   const delivered = c.startRecording();
   c.tick('n1');
@@ -765,10 +765,13 @@ t.test('§10.2 (§7) a lost snapshot chunk is resent on the next heartbeat respo
   t.same(delivered.filter(isSnap).map((m) => m.offset), [0], 'only the first chunk arrived');
   c.tick('n1');
   c.stabilize();
+  t.same(delivered.filter(isSnap).map((m) => m.offset), [0], 'the first heartbeat after progress only notes that none followed');
+  c.tick('n1');
+  c.stabilize();
   t.same(
     delivered.filter(isSnap).map((m) => m.offset),
     [0, 4, 8],
-    'after the heartbeat response the leader resends from offset 4, then 8',
+    'a heartbeat interval without progress: the leader resends from offset 4, then 8',
   );
   t.equal(c.node('n3').restoredFrom.length, 1, 'and n3 installs the snapshot');
   t.same(c.appliedCommands('n3'), ['d']);
@@ -794,4 +797,24 @@ t.test('§10.2 (§7) a follower that restarts mid-transfer gets the snapshot aga
   );
   t.equal(c.node('n3').restoredFrom.length, 1, 'it installs the snapshot');
   t.same(c.appliedCommands('n3'), ['d']);
+});
+
+t.test('§7 stale and duplicated snapshot acks do not multiply chunks (one chunk in flight)', async (t) => {
+  // 1-byte chunks: a long transfer with a heartbeat between every delivery round, and every
+  // ack delivered twice (network duplication). Each chunk should go out about once.
+  const { c } = snapshotSetup({ snapshotChunkBytes: 1 });
+  const delivered = c.startRecording();
+  for (let round = 0; round < 200 && c.node('n3').restoredFrom.length === 0; round++) {
+    c.tick('n1');
+    for (const id of c.ids()) while (c.processReady(id)) {
+      // drain
+    }
+    for (const a of c.pending((m) => m.type === 'snap-resp')) c.inject(a);
+    c.deliver();
+  }
+  c.stabilize();
+  t.equal(c.node('n3').restoredFrom.length, 1, 'the snapshot is installed');
+  const size = c.node('n3').restoredFrom[0]?.data.length ?? 0;
+  const chunks = delivered.filter(isSnap).length;
+  t.ok(chunks <= size * 2 + 4, `${chunks} chunk messages for a ${size}-byte snapshot in 1-byte chunks: about one per chunk, not one per ack or heartbeat`);
 });

@@ -151,11 +151,16 @@ export interface MsgSnap extends MsgBase {
   readonly chunk: Uint8Array;
 }
 
-/** Acknowledges snapshot chunks: the receiver has every byte before `nextOffset`. */
+/**
+ * Acknowledges snapshot chunks: the receiver has every byte before `nextOffset`. `chunkOffset`
+ * names the chunk this answers, so the leader can tell a stale or duplicated ack (ignored) from
+ * a receiver that lost its partial copy (answering the current chunk with a lower offset).
+ */
 export interface MsgSnapResp extends MsgBase {
   readonly type: 'snap-resp';
   readonly snapIndex: LogIndex;
   readonly nextOffset: number;
+  readonly chunkOffset: number;
 }
 
 /** Tells the transfer target to campaign now (thesis §3.10). */

@@ -1,0 +1,146 @@
+/**
+ * How the simulator's registers map onto the real state machine (`src/fsm` over `src/store`):
+ * key `k3` is the resource `demo.v1.Artist` named `k3` in tenancy default/default, and its
+ * value is `data.value` (absent resource = `null`, every register's initial value). The FSM
+ * does not validate schemas, so any fixed type would do.
+ *
+ * Writes are ResourceWrite envelopes as the API layer would propose them: everything
+ * non-deterministic (time, uid, generation) is chosen by the proposer and travels in the
+ * command, and the client's operation id is the command's `requestId`. A compare-and-swap on
+ * the value is built by the client on top of the store's version CAS (`expectedVersion`).
+ */
+import {
+  decodeBody,
+  encodeEnvelope,
+  envelopeType,
+  MessageType,
+  revision,
+  type ApplyResult,
+  type Fsm,
+  type StoreReader,
+  type Tenancy,
+  type TypeRef,
+  type WriteCommand,
+} from './raft.js';
+import { hashBytes, hashString } from './hash.js';
+import { SimViolation } from './violation.js';
+
+export const REGISTER_TYPE: TypeRef = { group: 'demo', groupVersion: 'v1', kind: 'Artist' };
+export const REGISTER_TENANCY: Tenancy = { partition: 'default', namespace: 'default' };
+
+/** What the proposer stamps on a command (deterministic: from the simulated clock and seed). */
+export interface Stamp {
+  /** ISO timestamp. */
+  readonly time: string;
+  readonly uid: string;
+  readonly generation: string;
+}
+
+export interface RegisterWrite {
+  readonly requestId: string;
+  readonly key: string;
+  readonly value: string;
+  /** The store version the write requires (version CAS); absent = unconditional. 0 = absent. */
+  readonly expectedVersion?: number;
+}
+
+/** The ResourceWrite envelope for one register write. */
+export function encodeRegisterWrite(w: RegisterWrite, stamp: Stamp): Uint8Array {
+  const cmd: WriteCommand = {
+    requestId: w.requestId,
+    time: stamp.time,
+    uid: stamp.uid,
+    generation: stamp.generation,
+    id: { type: REGISTER_TYPE, tenancy: REGISTER_TENANCY, name: w.key },
+    data: { value: w.value },
+    ...(w.expectedVersion !== undefined ? { expectedVersion: revision(w.expectedVersion) } : {}),
+  };
+  return encodeEnvelope(MessageType.ResourceWrite, cmd);
+}
+
+/**
+ * The `requestId` of a committed entry's command, or undefined for entries that carry none
+ * (the core's no-op and configuration entries). Decoded here rather than matched by log
+ * position, so the exactly-once check sees the id of every command at every index.
+ */
+export function commandRequestId(data: Uint8Array): string | undefined {
+  const type = envelopeType(data);
+  if (type !== MessageType.ResourceWrite && type !== MessageType.ResourceDelete && type !== MessageType.ResourceStatus) return undefined;
+  const body = decodeBody(data);
+  const id = typeof body === 'object' && body !== null ? (body as Record<string, unknown>)['requestId'] : undefined;
+  return typeof id === 'string' ? id : undefined;
+}
+
+/** A register as a linearizable read sees it: its value and the store version it had. */
+export interface RegisterState {
+  readonly value: string | null;
+  /** The resource's version (the revision of its last change); 0 when absent. */
+  readonly version: number;
+}
+
+export function readRegister(store: StoreReader, key: string): RegisterState {
+  const r = store.get({ group: REGISTER_TYPE.group, kind: REGISTER_TYPE.kind, tenancy: REGISTER_TENANCY, name: key });
+  if (r === undefined) return { value: null, version: 0 };
+  const data = r.data;
+  const value = typeof data === 'object' && data !== null && !Array.isArray(data) ? (data as Record<string, unknown>)['value'] : undefined;
+  if (typeof value !== 'string') {
+    throw new SimViolation('exception', `resource ${key} holds data ${JSON.stringify(data)}, which no simulated client wrote`);
+  }
+  return { value, version: r.version as number };
+}
+
+/** How a client reads an apply result of one of its register writes. */
+export type WriteVerdict = 'ok' | 'cas-failed';
+
+/**
+ * `ok` when the write took effect, `cas-failed` when the version CAS refused it (no effect).
+ * Any other error means the simulator proposed something the store refuses: a simulator bug,
+ * reported rather than counted as a failed operation.
+ */
+export function writeVerdict(requestId: string, result: ApplyResult): WriteVerdict {
+  if (result.ok) {
+    if (result.kind !== 'write') throw new SimViolation('exception', `register write ${requestId} applied as a ${result.kind}`);
+    return 'ok';
+  }
+  if (result.error.code === 'CAS_FAILED') return 'cas-failed';
+  throw new SimViolation('exception', `register write ${requestId} was refused with ${result.error.code}: ${result.error.message}`);
+}
+
+/** The FSM's snapshot, as one byte array (what `compact` stores and a follower installs). */
+export function fsmSnapshotBytes(fsm: Fsm): Uint8Array {
+  const parts = [...fsm.snapshot().chunks()];
+  let n = 0;
+  for (const p of parts) n += p.length;
+  const out = new Uint8Array(n);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+/** A digest of the whole FSM state (store and de-duplication window), byte for byte. */
+export function fsmStateDigest(fsm: Fsm): string {
+  return hashBytes(fsmSnapshotBytes(fsm));
+}
+
+/**
+ * A digest of an apply result, compared across nodes at every index. Canonical JSON (sorted
+ * keys), so two equal results built in a different key order (say, a resource decoded from a
+ * snapshot and one created in memory) digest alike.
+ */
+export function resultDigest(result: ApplyResult): string {
+  return hashString(canonicalJson(result));
+}
+
+function canonicalJson(v: unknown): string {
+  if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? 'undefined';
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  const o = v as Record<string, unknown>;
+  return `{${Object.keys(o)
+    .filter((k) => o[k] !== undefined)
+    .sort()
+    .map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`)
+    .join(',')}}`;
+}
