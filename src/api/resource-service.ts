@@ -1,5 +1,5 @@
 import { ulid } from 'ulid';
-import { CairnError, ErrorCode, isCairnError, type Clock, type Revision } from '../base/index.js';
+import { CairnError, ErrorCode, isCairnError, parseErrorCode, type Clock, type Revision } from '../base/index.js';
 import { MessageType, type ApplyResult, type DeleteCommand, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
 import type { Coordinator, Consistency } from '../replica/index.js';
 import { WILDCARD, type Condition, type JsonValue, type Resource, type ResourceId, type StatusEntry, type Tenancy, type TypeRef } from '../store/index.js';
@@ -455,7 +455,7 @@ export class ResourceService {
 }
 
 function fromApplyError(r: Extract<ApplyResult, { ok: false }>): CairnError {
-  const code = (Object.values(ErrorCode) as string[]).includes(r.error.code) ? (r.error.code as ErrorCode) : ErrorCode.INTERNAL;
+  const code = parseErrorCode(r.error.code);
   const details: Record<string, unknown> = { ...r.error.details };
   // Versions are decimal strings everywhere in the API, error details included.
   for (const k of ['expected', 'actual']) if (typeof details[k] === 'number') details[k] = String(details[k]);

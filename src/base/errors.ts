@@ -42,6 +42,11 @@ export class CairnError extends Error {
   }
 }
 
+/** A code received as a string (from a peer or the log); anything unknown is INTERNAL. */
+export function parseErrorCode(s: string): ErrorCode {
+  return (Object.values(ErrorCode) as string[]).includes(s) ? (s as ErrorCode) : ErrorCode.INTERNAL;
+}
+
 export function isCairnError(e: unknown, code?: ErrorCode): e is CairnError {
   return e instanceof CairnError && (code === undefined || e.code === code);
 }

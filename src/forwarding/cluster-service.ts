@@ -1,5 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
-import { CairnError, ErrorCode, isCairnError, type NodeId } from '../base/index.js';
+import { CairnError, ErrorCode, isCairnError, parseErrorCode, type NodeId } from '../base/index.js';
 import type { ConfigChange } from '../raft/index.js';
 import type { Coordinator, Logger } from '../replica/index.js';
 import { WireError, decodeMessage, packValue, unpackValue } from './codec.js';
@@ -152,8 +152,7 @@ export function fromErrorMsg(e: { code: string; message: string; details: Uint8A
   } catch {
     // details are optional; a malformed blob is ignored
   }
-  const code = (Object.values(ErrorCode) as string[]).includes(e.code) ? (e.code as ErrorCode) : ErrorCode.INTERNAL;
-  return new CairnError(code, e.message, details);
+  return new CairnError(parseErrorCode(e.code), e.message, details);
 }
 
 function decodeConfigChange(b: Uint8Array): ConfigChange {

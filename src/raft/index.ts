@@ -8,6 +8,7 @@ export {
   encodeConfigEntry,
   isVoter,
   learners,
+  memberOf,
   makeConfig,
   NOOP_ENTRY_DATA,
   voters,

@@ -227,16 +227,10 @@ export class RawNode {
     if (ls && maybeCommit(r, ls)) maybeStepDownAfterRemoval(r);
   }
 
-  status(): Status {
+  /** Everything but the leader's per-follower progress (cheap: no copies; for hot paths). */
+  basicStatus(): Status {
     const r = this.r;
     const ls = r.leaderState();
-    let progress: Map<NodeId, ProgressStatus> | undefined;
-    if (ls) {
-      progress = new Map();
-      for (const [id, pr] of ls.progress) {
-        progress.set(id, { match: pr.match, next: pr.next, state: pr.state, recentActive: pr.recentActive });
-      }
-    }
     return {
       id: r.id,
       role: r.role.kind,
@@ -251,8 +245,17 @@ export class RawNode {
       config: r.log.config(),
       configIndex: r.log.configIndex(),
       leadTransferee: ls ? ls.transferee : NO_NODE,
-      progress,
+      progress: undefined,
     };
+  }
+
+  /** The full status, with a copy of the leader's progress per member. */
+  status(): Status {
+    const ls = this.r.leaderState();
+    if (!ls) return this.basicStatus();
+    const progress = new Map<NodeId, ProgressStatus>();
+    for (const [id, pr] of ls.progress) progress.set(id, { match: pr.match, next: pr.next, state: pr.state, recentActive: pr.recentActive });
+    return { ...this.basicStatus(), progress };
   }
 
   /** Deferred work batched per Ready: one append per follower for all new proposals, one heartbeat round for all new reads. */

@@ -1,6 +1,6 @@
 import { CairnError, ErrorCode, NO_NODE, isCairnError, type LogIndex, type NodeId, type Revision } from '../base/index.js';
 import { encodeEnvelope, type ApplyResult, type Fsm, type MessageType } from '../fsm/index.js';
-import { memberOfConfig, type ConfigChange } from './config-view.js';
+import { memberOf, type ConfigChange } from '../raft/index.js';
 import type { Resource, StoreReader } from '../store/index.js';
 import type { ForwardOp, Forwarder } from './ports.js';
 import type { Replica, ReplicaEvent, ReplicaStatus } from './replica.js';
@@ -72,7 +72,7 @@ export class Coordinator {
   async read<T>(consistency: Consistency, fn: (store: StoreReader) => T): Promise<ReadOutcome<T>> {
     if (consistency === 'linearizable') await this.replica.readIndex();
     const store = this.fsm.store;
-    return { value: fn(store), revision: store.revision, lastLeaderContactMs: this.replica.status().lastLeaderContactMs };
+    return { value: fn(store), revision: store.revision, lastLeaderContactMs: this.replica.basicStatus().lastLeaderContactMs };
   }
 
   /**
@@ -95,10 +95,10 @@ export class Coordinator {
       await this.submit({ kind: 'config-change', change }, timeoutMs, (ms) => this.replica.proposeConfigChange(change, ms));
     } catch (e) {
       // A retry of a change that already took effect (the first attempt's answer was lost).
-      if (isCairnError(e, ErrorCode.INVALID_CONFIG_CHANGE) && alreadyApplied(this.replica.status(), change)) return this.replica.status().commit;
+      if (isCairnError(e, ErrorCode.INVALID_CONFIG_CHANGE) && alreadyApplied(this.replica.basicStatus(), change)) return this.replica.basicStatus().commit;
       throw e;
     }
-    return this.replica.status().commit;
+    return this.replica.basicStatus().commit;
   }
 
   /** Hands leadership to `target` ('' = let the leader pick the most up-to-date voter). */
@@ -140,7 +140,7 @@ export class Coordinator {
     let maybeApplied = false;
     for (;;) {
       const remaining = Math.max(1, Math.round(deadline - clock.monotonicMs()));
-      const st = this.replica.status();
+      const st = this.replica.basicStatus();
       if (this.replica.stopped) {
         throw new CairnError(ErrorCode.UNAVAILABLE, `node ${st.id} is not serving: ${st.failed ?? 'shutting down'}`);
       }
@@ -179,7 +179,7 @@ export class Coordinator {
 }
 
 function alreadyApplied(st: ReplicaStatus, change: ConfigChange): boolean {
-  const m = memberOfConfig(st.config, change.id);
+  const m = memberOf(st.config, change.id);
   switch (change.type) {
     case 'add-learner':
       return m !== undefined;

@@ -28,6 +28,8 @@ export interface ReplicaOptions<Result> {
   readonly readTimeoutMs?: number;
   /** Form a new cluster with this configuration if the node has no state yet. */
   readonly bootstrap?: Config;
+  /** Told when this node's role or the leader it knows changes (after the Ready is durable). */
+  readonly onRoleChange?: (s: { readonly role: Status['role']; readonly leader: NodeId; readonly term: number }) => void;
 }
 
 /** What subscribers see after each apply, in commit order. */
@@ -199,7 +201,15 @@ export class Replica<Result = unknown, R = unknown> {
   }
 
   status(): ReplicaStatus {
-    const st = this.raw.status();
+    return this.withContact(this.raw.status());
+  }
+
+  /** As `status()` without the leader's per-follower progress: cheap enough for every request. */
+  basicStatus(): ReplicaStatus {
+    return this.withContact(this.raw.basicStatus());
+  }
+
+  private withContact(st: Status): ReplicaStatus {
     const contact = st.role === 'leader' ? 0 : st.leader === NO_NODE ? undefined : this.opts.clock.monotonicMs() - this.lastLeaderContact;
     return { ...st, lastLeaderContactMs: contact, failed: this.failure?.message };
   }
@@ -249,7 +259,8 @@ export class Replica<Result = unknown, R = unknown> {
 
   private receive(m: Message): void {
     if (this.closed || this.failure) return;
-    if (m.from === this.raw.status().leader || m.type === 'app' || m.type === 'heartbeat' || m.type === 'snap') {
+    // Only a leader sends appends, heartbeats and snapshot chunks.
+    if (m.type === 'app' || m.type === 'heartbeat' || m.type === 'snap') {
       this.lastLeaderContact = this.opts.clock.monotonicMs();
     }
     this.raw.step(m);
@@ -295,8 +306,9 @@ export class Replica<Result = unknown, R = unknown> {
 
   private apply(rd: Ready): void {
     if (rd.softState) {
-      const st = this.raw.status();
-      this.log.info({ term: st.term, role: rd.softState.role, leader: rd.softState.leader }, 'raft role changed');
+      const term = this.raw.basicStatus().term;
+      this.log.info({ term, role: rd.softState.role, leader: rd.softState.leader }, 'raft role changed');
+      this.opts.onRoleChange?.({ role: rd.softState.role, leader: rd.softState.leader, term });
     }
     if (rd.snapshot) {
       this.sm.restore(rd.snapshot.meta, rd.snapshot.data);
@@ -326,7 +338,7 @@ export class Replica<Result = unknown, R = unknown> {
       if (!w) continue;
       this.reads.delete(rf.requestId);
       this.opts.timers.clearTimeout(w.timer);
-      const leader = this.raw.status().leader;
+      const leader = this.raw.basicStatus().leader;
       w.reject(new CairnError(ErrorCode.NOT_LEADER, `read index failed (${rf.reason}) on ${this.opts.id}`, { leader }));
     }
     this.releaseReads();
@@ -378,7 +390,7 @@ export class Replica<Result = unknown, R = unknown> {
       await this.opts.timers.yield();
     }
     if (this.closed || this.failure) return;
-    if (this.raw.status().snapshotIndex >= view.index) return; // a newer snapshot arrived meanwhile
+    if (this.raw.basicStatus().snapshotIndex >= view.index) return; // a newer snapshot arrived meanwhile
     const data = new Uint8Array(size);
     let pos = 0;
     for (const p of parts) {

@@ -112,7 +112,7 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
   const metrics = new Metrics(() => replica?.status());
 
   const addressOf = (id: NodeId): string | undefined =>
-    replica?.status().config.members.find((m) => m.id === id)?.address ?? discovered.get(id);
+    replica?.basicStatus().config.members.find((m) => m.id === id)?.address ?? discovered.get(id);
   const forwarder = new GrpcForwarder({
     self,
     clusterId: () => clusterId,
@@ -282,16 +282,13 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
       tickMs: config.tickMs,
       snapshotEveryEntries: config.snapshotEntries,
       raft: { electionTimeoutTicks: config.electionTicks, heartbeatTimeoutTicks: config.heartbeatTicks, plantedBugs: bugs },
+      onRoleChange: ({ leader }) => {
+        if (leader !== NO_NODE && leader !== lastLeader) metrics.leaderChanges.inc();
+        if (leader !== NO_NODE) lastLeader = leader;
+      },
       ...(bootstrap ? { bootstrap } : {}),
     });
     coordinator = new Coordinator(replica, fsm, { forwarder, onProposal: (outcome) => metrics.proposals.inc({ outcome }) });
-    replica.subscribe(() => {
-      const l = replica?.status().leader ?? NO_NODE;
-      if (l !== lastLeader) {
-        lastLeader = l;
-        metrics.leaderChanges.inc();
-      }
-    });
     logger.info({ cluster: clusterId }, 'replica running');
     if (joining || (config.join.length > 0 && !replica.status().config.members.some((m) => m.id === self))) void joinCluster();
   })();
