@@ -22,6 +22,8 @@ const TABLE: Record<ErrorCode, { http: number; grpc: grpc.status; publicCode: Er
   NOT_LEADER: { http: 503, grpc: grpc.status.UNAVAILABLE, publicCode: ErrorCode.UNAVAILABLE },
   PROPOSAL_DROPPED: { http: 503, grpc: grpc.status.UNAVAILABLE, publicCode: ErrorCode.UNAVAILABLE },
   INVALID_CONFIG_CHANGE: { http: 409, grpc: grpc.status.FAILED_PRECONDITION, publicCode: ErrorCode.INVALID_CONFIG_CHANGE },
+  SLOW_CONSUMER: { http: 429, grpc: grpc.status.RESOURCE_EXHAUSTED, publicCode: ErrorCode.SLOW_CONSUMER },
+  RESET: { http: 410, grpc: grpc.status.ABORTED, publicCode: ErrorCode.RESET },
 };
 
 /** Seconds a client should wait before retrying an UNAVAILABLE answer. */

@@ -4,8 +4,10 @@ import { CairnError, ErrorCode } from '../base/index.js';
 import { cairn } from '../gen/resource.js';
 import { silentLogger, type Consistency, type Logger } from '../replica/index.js';
 import { grpcErrorOf, toCairnError } from './errors.js';
-import type { ResourceIdJson, ResourceJson, StatusJson } from './resource-json.js';
+import type { Resource } from '../store/index.js';
+import { resourceToJson, type ResourceIdJson, type ResourceJson, type StatusJson } from './resource-json.js';
 import { checkRequestId, LIMITS, type CallContext, type ResourceService } from './resource-service.js';
+import type { WatchEvent, WatchService } from './watch.js';
 
 /**
  * The public gRPC resource API (proto/cairn/resource/v1/resource.proto) over ResourceService:
@@ -86,6 +88,17 @@ interface ListRequestMsg {
   namePrefix: string;
   ownerUid: string;
   consistency: ConsistencyMsg;
+}
+interface WatchMsg {
+  type: string;
+  tenancy: TenancyMsg | null;
+  namePrefix: string;
+  gtRevision: string;
+  atTail: boolean;
+  snapshotOnCompacted: boolean;
+}
+interface WatchListRequestMsg {
+  watches: WatchMsg[];
 }
 interface ListByOwnerRequestMsg {
   ownerUid: string;
@@ -184,7 +197,59 @@ export const resourceServiceDefinition = {
   delete: method<DeleteRequestMsg, DeleteResponseMsg>('Delete', pb.DeleteRequest, pb.DeleteResponse),
   list: method<ListRequestMsg, ListResponseMsg>('List', pb.ListRequest, pb.ListResponse),
   listByOwner: method<ListByOwnerRequestMsg, ListResponseMsg>('ListByOwner', pb.ListByOwnerRequest, pb.ListByOwnerResponse),
+  watchList: {
+    path: `/${SERVICE}/WatchList`,
+    requestStream: false,
+    responseStream: true,
+    requestDeserialize: (b: Buffer) => decodeRequest<WatchListRequestMsg>(pb.WatchListRequest as unknown as MessageCodec, 'WatchListRequest', b),
+    requestSerialize: () => {
+      throw new Error('server-side definition');
+    },
+    // Events are encoded by encodeWatchEvent (resources once per version, for every watcher).
+    responseSerialize: (b: Buffer) => b,
+    responseDeserialize: () => {
+      throw new Error('server-side definition');
+    },
+  } satisfies grpc.MethodDefinition<Decoded<WatchListRequestMsg>, Buffer>,
 } satisfies grpc.ServiceDefinition;
+
+/** A stored resource's encoded cairn.resource.v1.Resource, built once per stored version. */
+const encodedResources = new WeakMap<Resource, Uint8Array>();
+
+function encodedResource(r: Resource): Uint8Array {
+  let b = encodedResources.get(r);
+  if (b === undefined) {
+    b = (pb.Resource as unknown as MessageCodec).encode(resourceToMsg(resourceToJson(r))).finish();
+    encodedResources.set(r, b);
+  }
+  return b;
+}
+
+const EMPTY = {};
+
+/** One WatchEvent message. A resource's bytes are appended as field 3 (change) or 4 (delete): protobuf allows any field order. */
+export function encodeWatchEvent(ev: WatchEvent): Buffer {
+  const codec = pb.WatchEvent as unknown as MessageCodec;
+  switch (ev.kind) {
+    case 'change':
+    case 'delete': {
+      const head = codec.encode({ watch: ev.watch, revision: String(ev.revision) }).finish();
+      const body = encodedResource(ev.resource);
+      const w = protobuf.Writer.create();
+      w.uint32(ev.kind === 'change' ? (3 << 3) | 2 : (4 << 3) | 2).bytes(body);
+      const tail = w.finish();
+      return Buffer.concat([head, tail]);
+    }
+    case 'tail':
+      return Buffer.from(codec.encode({ watch: ev.watch, revision: String(ev.revision), tail: EMPTY }).finish());
+    case 'bookmark':
+      return Buffer.from(codec.encode({ revision: String(ev.revision), bookmark: EMPTY }).finish());
+    case 'new-snapshot-to-follow':
+      return Buffer.from(codec.encode({ watch: ev.watch, revision: String(ev.revision), newSnapshotToFollow: EMPTY }).finish());
+    case 'end-of-snapshot':
+      return Buffer.from(codec.encode({ watch: ev.watch, revision: String(ev.revision), endOfSnapshot: EMPTY }).finish());
+  }
+}
 
 // ---- Messages <-> ResourceService ------------------------------------------------------------
 
@@ -308,6 +373,63 @@ function unary<Req, Res>(name: string, logger: Logger, run: Handler<Req, Res>): 
 export interface ResourceGrpcServiceOptions {
   /** Where INTERNAL errors (bugs) are logged. Default: nowhere. */
   readonly logger?: Logger;
+  /** Serves WatchList; without it WatchList answers UNIMPLEMENTED. */
+  readonly watches?: WatchService;
+}
+
+function watchList(watches: WatchService | undefined, logger: Logger): grpc.handleServerStreamingCall<Decoded<WatchListRequestMsg>, Buffer> {
+  return (call) => {
+    const fail = (e: unknown): void => {
+      const err = toCairnError(e);
+      if (err.code === ErrorCode.INTERNAL) logger.error({ method: 'WatchList', err: err.message, stack: e instanceof Error ? e.stack : undefined }, 'grpc watch failed');
+      call.emit('error', grpcErrorOf(err));
+    };
+    try {
+      if (!watches) {
+        call.emit('error', { code: grpc.status.UNIMPLEMENTED, details: 'WatchList is not served by this server' });
+        return;
+      }
+      const d = call.request;
+      if (!d.ok) throw invalid(d.error);
+      const auth = call.metadata.get('authorization')[0];
+      const token = typeof auth === 'string' && auth.startsWith('Bearer ') ? auth.slice(7) : undefined;
+      let ended = false;
+      const session = watches.open(
+        d.value.watches.map((w) => ({
+          type: w.type,
+          partition: w.tenancy?.partition ?? '',
+          namespace: w.tenancy?.namespace ?? '',
+          namePrefix: optional(w.namePrefix),
+          gtRevision: optional(w.gtRevision),
+          atTail: w.atTail,
+          snapshotOnCompacted: w.snapshotOnCompacted,
+        })),
+        { token },
+        {
+          send(events) {
+            let ok = true;
+            for (const ev of events) ok = call.write(encodeWatchEvent(ev));
+            return ok;
+          },
+          onDrain(cb) {
+            call.once('drain', cb);
+          },
+          end(error) {
+            ended = true;
+            if (error) call.emit('error', grpcErrorOf(error));
+            else call.end();
+          },
+        },
+      );
+      const release = (): void => {
+        if (!ended) session.close();
+      };
+      call.on('cancelled', release);
+      call.on('close', release);
+    } catch (e) {
+      fail(e);
+    }
+  };
 }
 
 /** Adds cairn.resource.v1.ResourceService, served by `svc`, to a gRPC server (the cluster port). */
@@ -382,5 +504,6 @@ export function addResourceGrpcService(server: grpc.Server, svc: ResourceService
       return { response: { resources: r.resources.map(resourceToMsg), ...f.fields }, metadata: f.metadata };
     }),
   };
+  impl['watchList'] = watchList(opts.watches, logger);
   server.addService(resourceServiceDefinition, impl);
 }

@@ -14,6 +14,8 @@ export class Metrics {
   readonly appendSeconds: prom.Histogram;
   readonly fsyncSeconds: prom.Histogram;
   readonly httpRequests: prom.Counter<'method' | 'status'>;
+  readonly watchEvents: prom.Counter;
+  readonly watchEnded: prom.Counter<'code'>;
 
   constructor(status: () => ReplicaStatus | undefined) {
     const r = this.registry;
@@ -45,5 +47,28 @@ export class Metrics {
     this.appendSeconds = new prom.Histogram({ name: 'cairn_log_append_seconds', help: 'Time to write one Ready batch to the log.', buckets, registers: [r] });
     this.fsyncSeconds = new prom.Histogram({ name: 'cairn_log_fsync_seconds', help: 'Time of log batches written with fsync.', buckets, registers: [r] });
     this.httpRequests = new prom.Counter({ name: 'cairn_http_requests_total', help: 'HTTP requests by method and status.', labelNames: ['method', 'status'], registers: [r] });
+    this.watchEvents = new prom.Counter({ name: 'cairn_watch_events_sent_total', help: 'Watch events handed to watch streams (HTTP and gRPC).', registers: [r] });
+    this.watchEnded = new prom.Counter({ name: 'cairn_watch_streams_ended_total', help: 'Watch streams ended by the server, by code (OK, COMPACTED, SLOW_CONSUMER, RESET, TIMEOUT, UNAVAILABLE).', labelNames: ['code'], registers: [r] });
+  }
+
+  /** Gauges read from the event publisher and the watch service at scrape time. */
+  watchGauges(read: () => { streams: number; subscribers: number; windowEvents: number; snapshotBuilds: number; slowConsumers: number } | undefined): void {
+    const r = this.registry;
+    const g = (name: string, help: string, pick: (w: NonNullable<ReturnType<typeof read>>) => number): void => {
+      new prom.Gauge({
+        name,
+        help,
+        registers: [r],
+        collect() {
+          const w = read();
+          if (w) this.set(pick(w));
+        },
+      });
+    };
+    g('cairn_watch_streams', 'Open watch streams.', (w) => w.streams);
+    g('cairn_watch_subscribers', 'Subscriptions of the event publisher (one per watch of a stream).', (w) => w.subscribers);
+    g('cairn_watch_window_events', 'Change events retained for watch resumes.', (w) => w.windowEvents);
+    g('cairn_watch_snapshot_builds', 'Initial states built from the store (cache misses) since start.', (w) => w.snapshotBuilds);
+    g('cairn_watch_slow_consumers', 'Watchers ended as slow consumers since start.', (w) => w.slowConsumers);
   }
 }

@@ -212,6 +212,16 @@ export interface ListRequest {
   readonly consistency?: Consistency;
 }
 
+/** What a List or a Watch selects (the store's list query without the owner). */
+export interface ListFilter {
+  readonly group: string;
+  readonly kind: string;
+  readonly groupVersion?: string;
+  readonly partition: string;
+  readonly namespace: string;
+  readonly namePrefix?: string;
+}
+
 export interface CallContext {
   /** Idempotency key: a retried call with the same id is applied once. */
   readonly requestId?: string | undefined;
@@ -414,25 +424,32 @@ export class ResourceService {
     return resourceToJson(r.resource);
   }
 
-  async list(req: ListRequest, ctx: CallContext = {}): Promise<ListResult> {
+  /**
+   * The filter of a List or a Watch: the type with or without its group version, the tenancy
+   * with `*` wildcards, and a name prefix; checks the caller may list it.
+   */
+  listFilter(req: { type: string; partition?: string | undefined; namespace?: string | undefined; namePrefix?: string | undefined }, ctx: CallContext = {}): ListFilter {
+    if (typeof req.type !== 'string') throw invalid('type must be a string');
     const p = parseTypeString(req.type, true);
     const t = p.groupVersion === undefined ? this.registry.resolveGroupKind(p.group, p.kind) : this.registry.resolve(req.type);
     const tenancy = normalizeTenancy(t, req.partition, req.namespace, true);
     this.authorize(t, 'list', { ...tenancy, name: '' }, ctx);
     const namePrefix = req.namePrefix === undefined || req.namePrefix === '' ? undefined : req.namePrefix;
-    if (namePrefix !== undefined && !/^[a-z0-9-]{1,63}$/.test(namePrefix)) throw invalid('name_prefix must be a prefix of a DNS label');
+    if (namePrefix !== undefined && (typeof namePrefix !== 'string' || !/^[a-z0-9-]{1,63}$/.test(namePrefix))) throw invalid('name_prefix must be a prefix of a DNS label');
+    return {
+      group: t.group,
+      kind: t.kind,
+      ...(p.groupVersion !== undefined ? { groupVersion: p.groupVersion } : {}),
+      partition: tenancy.partition,
+      namespace: tenancy.namespace,
+      ...(namePrefix !== undefined ? { namePrefix } : {}),
+    };
+  }
+
+  async list(req: ListRequest, ctx: CallContext = {}): Promise<ListResult> {
+    const filter = this.listFilter(req, ctx);
     const ownerUid = req.ownerUid === undefined || req.ownerUid === '' ? undefined : req.ownerUid;
-    const out = await this.coord().read(req.consistency ?? 'linearizable', (s) =>
-      s.list({
-        group: t.group,
-        kind: t.kind,
-        ...(p.groupVersion !== undefined ? { groupVersion: p.groupVersion } : {}),
-        partition: tenancy.partition,
-        namespace: tenancy.namespace,
-        ...(namePrefix !== undefined ? { namePrefix } : {}),
-        ...(ownerUid !== undefined ? { ownerUid } : {}),
-      }),
-    );
+    const out = await this.coord().read(req.consistency ?? 'linearizable', (s) => s.list({ ...filter, ...(ownerUid !== undefined ? { ownerUid } : {}) }));
     return { resources: out.value.map(resourceToJson), revision: out.revision, lastLeaderContactMs: out.lastLeaderContactMs };
   }
 

@@ -21,6 +21,10 @@ export const ErrorCode = {
   PROPOSAL_DROPPED: 'PROPOSAL_DROPPED',
   /** A membership change request breaks the one-change-at-a-time rule or names a bad node. */
   INVALID_CONFIG_CHANGE: 'INVALID_CONFIG_CHANGE',
+  /** A watcher fell too far behind and was ended; it resumes from its last revision. */
+  SLOW_CONSUMER: 'SLOW_CONSUMER',
+  /** The node's state was replaced (snapshot installed or restored); watchers start over. */
+  RESET: 'RESET',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

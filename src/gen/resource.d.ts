@@ -48,6 +48,9 @@ export namespace cairn {
 
                 /** Calls ListByOwner. */
                 listByOwner: cairn.resource.v1.ResourceService.ListByOwner;
+
+                /** Calls WatchList. */
+                watchList: cairn.resource.v1.ResourceService.WatchList;
             }
 
             namespace ResourceService {
@@ -164,6 +167,25 @@ export namespace cairn {
                   readonly responseType: "ListByOwnerResponse";
                   readonly requestStream: undefined;
                   readonly responseStream: undefined;
+                };
+
+                /**
+                 * Callback as used by {@link cairn.resource.v1.ResourceService#watchList}.
+                 * @param error Error, if any
+                 * @param [response] WatchEvent
+                 */
+                type WatchListCallback = (error: (Error|null), response?: cairn.resource.v1.WatchEvent) => void;
+
+                /** Calls WatchList. */
+                type WatchList = {
+                  (request: cairn.resource.v1.IWatchListRequest, callback: cairn.resource.v1.ResourceService.WatchListCallback): void;
+                  (request: cairn.resource.v1.IWatchListRequest): Promise<cairn.resource.v1.WatchEvent>;
+                  readonly name: "WatchList";
+                  readonly path: "/cairn.resource.v1.ResourceService/WatchList";
+                  readonly requestType: "WatchListRequest";
+                  readonly responseType: "WatchEvent";
+                  readonly requestStream: undefined;
+                  readonly responseStream: true;
                 };
             }
 
@@ -2665,6 +2687,558 @@ export namespace cairn {
 
                 /** Shape of a ListByOwnerResponse. */
                 type $Shape = cairn.resource.v1.ListByOwnerResponse.$Properties;
+            }
+
+            /**
+             * Properties of a Watch.
+             * @deprecated Use cairn.resource.v1.Watch.$Properties instead.
+             */
+            interface IWatch extends cairn.resource.v1.Watch.$Properties {
+            }
+
+            /** Represents a Watch. */
+            class Watch {
+
+                /**
+                 * Constructs a new Watch.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.Watch.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** Watch type. */
+                type: string;
+
+                /** Watch tenancy. */
+                tenancy?: (cairn.resource.v1.Tenancy.$Properties|null);
+
+                /** Watch namePrefix. */
+                namePrefix: string;
+
+                /** Watch gtRevision. */
+                gtRevision: string;
+
+                /** Watch atTail. */
+                atTail: boolean;
+
+                /** Watch snapshotOnCompacted. */
+                snapshotOnCompacted: boolean;
+
+                /**
+                 * Creates a new Watch instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns Watch instance
+                 */
+                static create(properties: cairn.resource.v1.Watch.$Shape): cairn.resource.v1.Watch & cairn.resource.v1.Watch.$Shape;
+                static create(properties?: cairn.resource.v1.Watch.$Properties): cairn.resource.v1.Watch;
+
+                /**
+                 * Encodes the specified Watch message. Does not implicitly {@link cairn.resource.v1.Watch.verify|verify} messages.
+                 * @param m Watch message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.Watch.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified Watch message, length delimited. Does not implicitly {@link cairn.resource.v1.Watch.verify|verify} messages.
+                 * @param message Watch message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.Watch.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a Watch message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.Watch & cairn.resource.v1.Watch.$Shape} Watch
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.Watch & cairn.resource.v1.Watch.$Shape;
+
+                /**
+                 * Decodes a Watch message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.Watch & cairn.resource.v1.Watch.$Shape} Watch
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.Watch & cairn.resource.v1.Watch.$Shape;
+
+                /**
+                 * Verifies a Watch message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a Watch message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns Watch
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.Watch;
+
+                /**
+                 * Creates a plain object from a Watch message. Also converts values to other types if specified.
+                 * @param m Watch
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.Watch, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this Watch to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for Watch
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace Watch {
+
+                /** Properties of a Watch. */
+                interface $Properties {
+
+                    /** Watch type */
+                    type?: (string|null);
+
+                    /** Watch tenancy */
+                    tenancy?: (cairn.resource.v1.Tenancy.$Properties|null);
+
+                    /** Watch namePrefix */
+                    namePrefix?: (string|null);
+
+                    /** Watch gtRevision */
+                    gtRevision?: (string|null);
+
+                    /** Watch atTail */
+                    atTail?: (boolean|null);
+
+                    /** Watch snapshotOnCompacted */
+                    snapshotOnCompacted?: (boolean|null);
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a Watch. */
+                type $Shape = cairn.resource.v1.Watch.$Properties;
+            }
+
+            /**
+             * Properties of a WatchListRequest.
+             * @deprecated Use cairn.resource.v1.WatchListRequest.$Properties instead.
+             */
+            interface IWatchListRequest extends cairn.resource.v1.WatchListRequest.$Properties {
+            }
+
+            /** Represents a WatchListRequest. */
+            class WatchListRequest {
+
+                /**
+                 * Constructs a new WatchListRequest.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.WatchListRequest.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** WatchListRequest watches. */
+                watches: cairn.resource.v1.Watch.$Properties[];
+
+                /**
+                 * Creates a new WatchListRequest instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns WatchListRequest instance
+                 */
+                static create(properties: cairn.resource.v1.WatchListRequest.$Shape): cairn.resource.v1.WatchListRequest & cairn.resource.v1.WatchListRequest.$Shape;
+                static create(properties?: cairn.resource.v1.WatchListRequest.$Properties): cairn.resource.v1.WatchListRequest;
+
+                /**
+                 * Encodes the specified WatchListRequest message. Does not implicitly {@link cairn.resource.v1.WatchListRequest.verify|verify} messages.
+                 * @param m WatchListRequest message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.WatchListRequest.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified WatchListRequest message, length delimited. Does not implicitly {@link cairn.resource.v1.WatchListRequest.verify|verify} messages.
+                 * @param message WatchListRequest message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.WatchListRequest.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a WatchListRequest message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.WatchListRequest & cairn.resource.v1.WatchListRequest.$Shape} WatchListRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.WatchListRequest & cairn.resource.v1.WatchListRequest.$Shape;
+
+                /**
+                 * Decodes a WatchListRequest message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.WatchListRequest & cairn.resource.v1.WatchListRequest.$Shape} WatchListRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.WatchListRequest & cairn.resource.v1.WatchListRequest.$Shape;
+
+                /**
+                 * Verifies a WatchListRequest message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a WatchListRequest message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns WatchListRequest
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.WatchListRequest;
+
+                /**
+                 * Creates a plain object from a WatchListRequest message. Also converts values to other types if specified.
+                 * @param m WatchListRequest
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.WatchListRequest, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this WatchListRequest to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for WatchListRequest
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace WatchListRequest {
+
+                /** Properties of a WatchListRequest. */
+                interface $Properties {
+
+                    /** WatchListRequest watches */
+                    watches?: (cairn.resource.v1.Watch.$Properties[]|null);
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a WatchListRequest. */
+                type $Shape = cairn.resource.v1.WatchListRequest.$Properties;
+            }
+
+            /**
+             * Properties of a WatchEvent.
+             * @deprecated Use cairn.resource.v1.WatchEvent.$Properties instead.
+             */
+            interface IWatchEvent extends cairn.resource.v1.WatchEvent.$Properties {
+            }
+
+            /** Represents a WatchEvent. */
+            class WatchEvent {
+
+                /**
+                 * Constructs a new WatchEvent.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.WatchEvent.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** WatchEvent watch. */
+                watch: number;
+
+                /** WatchEvent revision. */
+                revision: string;
+
+                /** WatchEvent change. */
+                change?: (cairn.resource.v1.Resource.$Properties|null);
+
+                /** WatchEvent delete. */
+                delete?: (cairn.resource.v1.Resource.$Properties|null);
+
+                /** WatchEvent tail. */
+                tail?: (cairn.resource.v1.Empty.$Properties|null);
+
+                /** WatchEvent bookmark. */
+                bookmark?: (cairn.resource.v1.Empty.$Properties|null);
+
+                /** WatchEvent newSnapshotToFollow. */
+                newSnapshotToFollow?: (cairn.resource.v1.Empty.$Properties|null);
+
+                /** WatchEvent endOfSnapshot. */
+                endOfSnapshot?: (cairn.resource.v1.Empty.$Properties|null);
+
+                /** WatchEvent event. */
+                event?: ("change"|"delete"|"tail"|"bookmark"|"newSnapshotToFollow"|"endOfSnapshot");
+
+                /**
+                 * Creates a new WatchEvent instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns WatchEvent instance
+                 */
+                static create(properties: cairn.resource.v1.WatchEvent.$Shape): cairn.resource.v1.WatchEvent & cairn.resource.v1.WatchEvent.$Shape;
+                static create(properties?: cairn.resource.v1.WatchEvent.$Properties): cairn.resource.v1.WatchEvent;
+
+                /**
+                 * Encodes the specified WatchEvent message. Does not implicitly {@link cairn.resource.v1.WatchEvent.verify|verify} messages.
+                 * @param m WatchEvent message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.WatchEvent.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified WatchEvent message, length delimited. Does not implicitly {@link cairn.resource.v1.WatchEvent.verify|verify} messages.
+                 * @param message WatchEvent message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.WatchEvent.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a WatchEvent message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.WatchEvent & cairn.resource.v1.WatchEvent.$Shape} WatchEvent
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.WatchEvent & cairn.resource.v1.WatchEvent.$Shape;
+
+                /**
+                 * Decodes a WatchEvent message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.WatchEvent & cairn.resource.v1.WatchEvent.$Shape} WatchEvent
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.WatchEvent & cairn.resource.v1.WatchEvent.$Shape;
+
+                /**
+                 * Verifies a WatchEvent message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a WatchEvent message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns WatchEvent
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.WatchEvent;
+
+                /**
+                 * Creates a plain object from a WatchEvent message. Also converts values to other types if specified.
+                 * @param m WatchEvent
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.WatchEvent, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this WatchEvent to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for WatchEvent
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace WatchEvent {
+
+                /** Properties of a WatchEvent. */
+                interface $Properties {
+
+                    /** WatchEvent watch */
+                    watch?: (number|null);
+
+                    /** WatchEvent revision */
+                    revision?: (string|null);
+
+                    /** WatchEvent change */
+                    change?: (cairn.resource.v1.Resource.$Properties|null);
+
+                    /** WatchEvent delete */
+                    "delete"?: (cairn.resource.v1.Resource.$Properties|null);
+
+                    /** WatchEvent tail */
+                    tail?: (cairn.resource.v1.Empty.$Properties|null);
+
+                    /** WatchEvent bookmark */
+                    bookmark?: (cairn.resource.v1.Empty.$Properties|null);
+
+                    /** WatchEvent newSnapshotToFollow */
+                    newSnapshotToFollow?: (cairn.resource.v1.Empty.$Properties|null);
+
+                    /** WatchEvent endOfSnapshot */
+                    endOfSnapshot?: (cairn.resource.v1.Empty.$Properties|null);
+
+                    /** WatchEvent event */
+                    event?: ("change"|"delete"|"tail"|"bookmark"|"newSnapshotToFollow"|"endOfSnapshot");
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Narrowed shape of a WatchEvent. */
+                type $Shape = {
+                  watch?: number|null;
+                  revision?: string|null;
+                  change?: cairn.resource.v1.Resource.$Shape|null;
+                  "delete"?: cairn.resource.v1.Resource.$Shape|null;
+                  tail?: cairn.resource.v1.Empty.$Shape|null;
+                  bookmark?: cairn.resource.v1.Empty.$Shape|null;
+                  newSnapshotToFollow?: cairn.resource.v1.Empty.$Shape|null;
+                  endOfSnapshot?: cairn.resource.v1.Empty.$Shape|null;
+                  $unknowns?: Uint8Array[];
+                } & (
+                  ({ event?: undefined; change?: null; "delete"?: null; tail?: null; bookmark?: null; newSnapshotToFollow?: null; endOfSnapshot?: null }|{ event?: "change"; change: cairn.resource.v1.Resource.$Shape; "delete"?: null; tail?: null; bookmark?: null; newSnapshotToFollow?: null; endOfSnapshot?: null }|{ event?: "delete"; change?: null; "delete": cairn.resource.v1.Resource.$Shape; tail?: null; bookmark?: null; newSnapshotToFollow?: null; endOfSnapshot?: null }|{ event?: "tail"; change?: null; "delete"?: null; tail: cairn.resource.v1.Empty.$Shape; bookmark?: null; newSnapshotToFollow?: null; endOfSnapshot?: null }|{ event?: "bookmark"; change?: null; "delete"?: null; tail?: null; bookmark: cairn.resource.v1.Empty.$Shape; newSnapshotToFollow?: null; endOfSnapshot?: null }|{ event?: "newSnapshotToFollow"; change?: null; "delete"?: null; tail?: null; bookmark?: null; newSnapshotToFollow: cairn.resource.v1.Empty.$Shape; endOfSnapshot?: null }|{ event?: "endOfSnapshot"; change?: null; "delete"?: null; tail?: null; bookmark?: null; newSnapshotToFollow?: null; endOfSnapshot: cairn.resource.v1.Empty.$Shape })
+                );
+            }
+
+            /**
+             * Properties of an Empty.
+             * @deprecated Use cairn.resource.v1.Empty.$Properties instead.
+             */
+            interface IEmpty extends cairn.resource.v1.Empty.$Properties {
+            }
+
+            /** Represents an Empty. */
+            class Empty {
+
+                /**
+                 * Constructs a new Empty.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.Empty.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /**
+                 * Creates a new Empty instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns Empty instance
+                 */
+                static create(properties: cairn.resource.v1.Empty.$Shape): cairn.resource.v1.Empty & cairn.resource.v1.Empty.$Shape;
+                static create(properties?: cairn.resource.v1.Empty.$Properties): cairn.resource.v1.Empty;
+
+                /**
+                 * Encodes the specified Empty message. Does not implicitly {@link cairn.resource.v1.Empty.verify|verify} messages.
+                 * @param m Empty message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.Empty.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified Empty message, length delimited. Does not implicitly {@link cairn.resource.v1.Empty.verify|verify} messages.
+                 * @param message Empty message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.Empty.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes an Empty message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.Empty & cairn.resource.v1.Empty.$Shape} Empty
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.Empty & cairn.resource.v1.Empty.$Shape;
+
+                /**
+                 * Decodes an Empty message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.Empty & cairn.resource.v1.Empty.$Shape} Empty
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.Empty & cairn.resource.v1.Empty.$Shape;
+
+                /**
+                 * Verifies an Empty message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates an Empty message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns Empty
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.Empty;
+
+                /**
+                 * Creates a plain object from an Empty message. Also converts values to other types if specified.
+                 * @param m Empty
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.Empty, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this Empty to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for Empty
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace Empty {
+
+                /** Properties of an Empty. */
+                interface $Properties {
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of an Empty. */
+                type $Shape = cairn.resource.v1.Empty.$Properties;
             }
         }
     }

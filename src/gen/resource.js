@@ -314,6 +314,47 @@ export const cairn = $root.cairn = (() => {
                     responseStream: { value: $undefined }
                 });
 
+                /**
+                 * Callback as used by {@link cairn.resource.v1.ResourceService#watchList}.
+                 * @memberof cairn.resource.v1.ResourceService
+                 * @typedef WatchListCallback
+                 * @type {function}
+                 * @param {Error|null} error Error, if any
+                 * @param {cairn.resource.v1.WatchEvent} [response] WatchEvent
+                 */
+
+                /**
+                 * Calls WatchList.
+                 * @memberof cairn.resource.v1.ResourceService
+                 * @typedef WatchList
+                 * @type {{
+                 *   (request: cairn.resource.v1.IWatchListRequest, callback: cairn.resource.v1.ResourceService.WatchListCallback): void;
+                 *   (request: cairn.resource.v1.IWatchListRequest): Promise<cairn.resource.v1.WatchEvent>;
+                 *   readonly name: "WatchList";
+                 *   readonly path: "/cairn.resource.v1.ResourceService/WatchList";
+                 *   readonly requestType: "WatchListRequest";
+                 *   readonly responseType: "WatchEvent";
+                 *   readonly requestStream: undefined;
+                 *   readonly responseStream: true;
+                 * }}
+                 */
+
+                /**
+                 * Calls WatchList.
+                 * @name cairn.resource.v1.ResourceService#watchList
+                 * @type {cairn.resource.v1.ResourceService.WatchList}
+                 */
+                $Object.defineProperties(ResourceService.prototype.watchList = function(request, callback) {
+                    return $protobuf.rpc.Service.prototype.rpcCall.call(this, ResourceService.prototype.watchList, $root.cairn.resource.v1.WatchListRequest, $root.cairn.resource.v1.WatchEvent, request, callback);
+                }, {
+                    name: { value: "WatchList" },
+                    path: { value: "/cairn.resource.v1.ResourceService/WatchList" },
+                    requestType: { value: "WatchListRequest" },
+                    responseType: { value: "WatchEvent" },
+                    requestStream: { value: $undefined },
+                    responseStream: { value: true }
+                });
+
                 return ResourceService;
             })();
 
@@ -7504,6 +7545,1549 @@ export const cairn = $root.cairn = (() => {
                 };
 
                 return ListByOwnerResponse;
+            })();
+
+            v1.Watch = (function() {
+
+                /**
+                 * Properties of a Watch.
+                 * @typedef {Object} cairn.resource.v1.Watch.$Properties
+                 * @property {string|null} [type] Watch type
+                 * @property {cairn.resource.v1.Tenancy.$Properties|null} [tenancy] Watch tenancy
+                 * @property {string|null} [namePrefix] Watch namePrefix
+                 * @property {string|null} [gtRevision] Watch gtRevision
+                 * @property {boolean|null} [atTail] Watch atTail
+                 * @property {boolean|null} [snapshotOnCompacted] Watch snapshotOnCompacted
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a Watch.
+                 * @memberof cairn.resource.v1
+                 * @interface IWatch
+                 * @augments cairn.resource.v1.Watch.$Properties
+                 * @deprecated Use cairn.resource.v1.Watch.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a Watch.
+                 * @typedef {cairn.resource.v1.Watch.$Properties} cairn.resource.v1.Watch.$Shape
+                 */
+
+                /**
+                 * Constructs a new Watch.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a Watch.
+                 * @constructor
+                 * @param {cairn.resource.v1.Watch.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const Watch = function (p) {
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * Watch type.
+                 * @member {string} type
+                 * @memberof cairn.resource.v1.Watch
+                 * @instance
+                 */
+                Watch.prototype.type = "";
+
+                /**
+                 * Watch tenancy.
+                 * @member {cairn.resource.v1.Tenancy.$Properties|null|undefined} tenancy
+                 * @memberof cairn.resource.v1.Watch
+                 * @instance
+                 */
+                Watch.prototype.tenancy = null;
+
+                /**
+                 * Watch namePrefix.
+                 * @member {string} namePrefix
+                 * @memberof cairn.resource.v1.Watch
+                 * @instance
+                 */
+                Watch.prototype.namePrefix = "";
+
+                /**
+                 * Watch gtRevision.
+                 * @member {string} gtRevision
+                 * @memberof cairn.resource.v1.Watch
+                 * @instance
+                 */
+                Watch.prototype.gtRevision = "";
+
+                /**
+                 * Watch atTail.
+                 * @member {boolean} atTail
+                 * @memberof cairn.resource.v1.Watch
+                 * @instance
+                 */
+                Watch.prototype.atTail = false;
+
+                /**
+                 * Watch snapshotOnCompacted.
+                 * @member {boolean} snapshotOnCompacted
+                 * @memberof cairn.resource.v1.Watch
+                 * @instance
+                 */
+                Watch.prototype.snapshotOnCompacted = false;
+
+                /**
+                 * Creates a new Watch instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.Watch
+                 * @static
+                 * @param {cairn.resource.v1.Watch.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.Watch} Watch instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.Watch.$Shape): cairn.resource.v1.Watch & cairn.resource.v1.Watch.$Shape;
+                 *   (properties?: cairn.resource.v1.Watch.$Properties): cairn.resource.v1.Watch;
+                 * }}
+                 */
+                Watch.create = function(properties) {
+                    return new Watch(properties);
+                };
+
+                /**
+                 * Encodes the specified Watch message. Does not implicitly {@link cairn.resource.v1.Watch.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.Watch
+                 * @static
+                 * @param {cairn.resource.v1.Watch.$Properties} m Watch message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                Watch.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.type != null && $Object.hasOwnProperty.call(m, "type") && m.type !== "")
+                        w.uint32(/* id 1, wireType 2 =*/10).string(m.type);
+                    if (m.tenancy != null && $Object.hasOwnProperty.call(m, "tenancy"))
+                        $root.cairn.resource.v1.Tenancy.encode(m.tenancy, w.uint32(/* id 2, wireType 2 =*/18).fork(), q + 1).ldelim();
+                    if (m.namePrefix != null && $Object.hasOwnProperty.call(m, "namePrefix") && m.namePrefix !== "")
+                        w.uint32(/* id 3, wireType 2 =*/26).string(m.namePrefix);
+                    if (m.gtRevision != null && $Object.hasOwnProperty.call(m, "gtRevision") && m.gtRevision !== "")
+                        w.uint32(/* id 4, wireType 2 =*/34).string(m.gtRevision);
+                    if (m.atTail != null && $Object.hasOwnProperty.call(m, "atTail") && m.atTail !== false)
+                        w.uint32(/* id 5, wireType 0 =*/40).bool(m.atTail);
+                    if (m.snapshotOnCompacted != null && $Object.hasOwnProperty.call(m, "snapshotOnCompacted") && m.snapshotOnCompacted !== false)
+                        w.uint32(/* id 6, wireType 0 =*/48).bool(m.snapshotOnCompacted);
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified Watch message, length delimited. Does not implicitly {@link cairn.resource.v1.Watch.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.Watch
+                 * @static
+                 * @param {cairn.resource.v1.Watch.$Properties} message Watch message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                Watch.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a Watch message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.Watch
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.Watch & cairn.resource.v1.Watch.$Shape} Watch
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                Watch.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m, v;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.Watch();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.type = v;
+                                else
+                                    delete m.type;
+                                continue;
+                            }
+                        case 2: {
+                                if (u !== 2)
+                                    break;
+                                m.tenancy = $root.cairn.resource.v1.Tenancy.decode(r, r.size(), $undefined, q + 1, m.tenancy);
+                                continue;
+                            }
+                        case 3: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.namePrefix = v;
+                                else
+                                    delete m.namePrefix;
+                                continue;
+                            }
+                        case 4: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.gtRevision = v;
+                                else
+                                    delete m.gtRevision;
+                                continue;
+                            }
+                        case 5: {
+                                if (u !== 0)
+                                    break;
+                                if (v = r.bool())
+                                    m.atTail = v;
+                                else
+                                    delete m.atTail;
+                                continue;
+                            }
+                        case 6: {
+                                if (u !== 0)
+                                    break;
+                                if (v = r.bool())
+                                    m.snapshotOnCompacted = v;
+                                else
+                                    delete m.snapshotOnCompacted;
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a Watch message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.Watch
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.Watch & cairn.resource.v1.Watch.$Shape} Watch
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                Watch.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a Watch message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.Watch
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                Watch.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    if (m.type != null && $Object.hasOwnProperty.call(m, "type")) {
+                        if (!$util.isString(m.type))
+                            return "type: string expected";
+                    }
+                    if (m.tenancy != null && $Object.hasOwnProperty.call(m, "tenancy")) {
+                        {
+                            var e = $root.cairn.resource.v1.Tenancy.verify(m.tenancy, q + 1);
+                            if (e)
+                                return "tenancy." + e;
+                        }
+                    }
+                    if (m.namePrefix != null && $Object.hasOwnProperty.call(m, "namePrefix")) {
+                        if (!$util.isString(m.namePrefix))
+                            return "namePrefix: string expected";
+                    }
+                    if (m.gtRevision != null && $Object.hasOwnProperty.call(m, "gtRevision")) {
+                        if (!$util.isString(m.gtRevision))
+                            return "gtRevision: string expected";
+                    }
+                    if (m.atTail != null && $Object.hasOwnProperty.call(m, "atTail")) {
+                        if (typeof m.atTail !== "boolean")
+                            return "atTail: boolean expected";
+                    }
+                    if (m.snapshotOnCompacted != null && $Object.hasOwnProperty.call(m, "snapshotOnCompacted")) {
+                        if (typeof m.snapshotOnCompacted !== "boolean")
+                            return "snapshotOnCompacted: boolean expected";
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a Watch message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.Watch
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.Watch} Watch
+                 */
+                Watch.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.Watch)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.Watch: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.Watch();
+                    if (d.type != null) {
+                        if (typeof d.type !== "string" || d.type.length) {
+                            m.type = $String(d.type);
+                        }
+                    }
+                    if (d.tenancy != null) {
+                        if (!$util.isObject(d.tenancy))
+                            throw $TypeError(".cairn.resource.v1.Watch.tenancy: object expected");
+                        m.tenancy = $root.cairn.resource.v1.Tenancy.fromObject(d.tenancy, q + 1);
+                    }
+                    if (d.namePrefix != null) {
+                        if (typeof d.namePrefix !== "string" || d.namePrefix.length) {
+                            m.namePrefix = $String(d.namePrefix);
+                        }
+                    }
+                    if (d.gtRevision != null) {
+                        if (typeof d.gtRevision !== "string" || d.gtRevision.length) {
+                            m.gtRevision = $String(d.gtRevision);
+                        }
+                    }
+                    if (d.atTail != null) {
+                        if (d.atTail) {
+                            m.atTail = $Boolean(d.atTail);
+                        }
+                    }
+                    if (d.snapshotOnCompacted != null) {
+                        if (d.snapshotOnCompacted) {
+                            m.snapshotOnCompacted = $Boolean(d.snapshotOnCompacted);
+                        }
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a Watch message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.Watch
+                 * @static
+                 * @param {cairn.resource.v1.Watch} m Watch
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                Watch.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.defaults) {
+                        d.type = "";
+                        d.tenancy = null;
+                        d.namePrefix = "";
+                        d.gtRevision = "";
+                        d.atTail = false;
+                        d.snapshotOnCompacted = false;
+                    }
+                    if (m.type != null && $Object.hasOwnProperty.call(m, "type")) {
+                        d.type = m.type;
+                    }
+                    if (m.tenancy != null && $Object.hasOwnProperty.call(m, "tenancy")) {
+                        d.tenancy = $root.cairn.resource.v1.Tenancy.toObject(m.tenancy, o, q + 1);
+                    }
+                    if (m.namePrefix != null && $Object.hasOwnProperty.call(m, "namePrefix")) {
+                        d.namePrefix = m.namePrefix;
+                    }
+                    if (m.gtRevision != null && $Object.hasOwnProperty.call(m, "gtRevision")) {
+                        d.gtRevision = m.gtRevision;
+                    }
+                    if (m.atTail != null && $Object.hasOwnProperty.call(m, "atTail")) {
+                        d.atTail = m.atTail;
+                    }
+                    if (m.snapshotOnCompacted != null && $Object.hasOwnProperty.call(m, "snapshotOnCompacted")) {
+                        d.snapshotOnCompacted = m.snapshotOnCompacted;
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this Watch to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.Watch
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                Watch.prototype.toJSON = function() {
+                    return Watch.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for Watch
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.Watch
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                Watch.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.Watch";
+                };
+
+                return Watch;
+            })();
+
+            v1.WatchListRequest = (function() {
+
+                /**
+                 * Properties of a WatchListRequest.
+                 * @typedef {Object} cairn.resource.v1.WatchListRequest.$Properties
+                 * @property {Array.<cairn.resource.v1.Watch.$Properties>|null} [watches] WatchListRequest watches
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a WatchListRequest.
+                 * @memberof cairn.resource.v1
+                 * @interface IWatchListRequest
+                 * @augments cairn.resource.v1.WatchListRequest.$Properties
+                 * @deprecated Use cairn.resource.v1.WatchListRequest.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a WatchListRequest.
+                 * @typedef {cairn.resource.v1.WatchListRequest.$Properties} cairn.resource.v1.WatchListRequest.$Shape
+                 */
+
+                /**
+                 * Constructs a new WatchListRequest.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a WatchListRequest.
+                 * @constructor
+                 * @param {cairn.resource.v1.WatchListRequest.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const WatchListRequest = function (p) {
+                    this.watches = [];
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * WatchListRequest watches.
+                 * @member {Array.<cairn.resource.v1.Watch.$Properties>} watches
+                 * @memberof cairn.resource.v1.WatchListRequest
+                 * @instance
+                 */
+                WatchListRequest.prototype.watches = $util.emptyArray;
+
+                /**
+                 * Creates a new WatchListRequest instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.WatchListRequest
+                 * @static
+                 * @param {cairn.resource.v1.WatchListRequest.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.WatchListRequest} WatchListRequest instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.WatchListRequest.$Shape): cairn.resource.v1.WatchListRequest & cairn.resource.v1.WatchListRequest.$Shape;
+                 *   (properties?: cairn.resource.v1.WatchListRequest.$Properties): cairn.resource.v1.WatchListRequest;
+                 * }}
+                 */
+                WatchListRequest.create = function(properties) {
+                    return new WatchListRequest(properties);
+                };
+
+                /**
+                 * Encodes the specified WatchListRequest message. Does not implicitly {@link cairn.resource.v1.WatchListRequest.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.WatchListRequest
+                 * @static
+                 * @param {cairn.resource.v1.WatchListRequest.$Properties} m WatchListRequest message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                WatchListRequest.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.watches != null && m.watches.length) {
+                        for (var i = 0; i < m.watches.length; ++i)
+                            $root.cairn.resource.v1.Watch.encode(m.watches[i], w.uint32(/* id 1, wireType 2 =*/10).fork(), q + 1).ldelim();
+                    }
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified WatchListRequest message, length delimited. Does not implicitly {@link cairn.resource.v1.WatchListRequest.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.WatchListRequest
+                 * @static
+                 * @param {cairn.resource.v1.WatchListRequest.$Properties} message WatchListRequest message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                WatchListRequest.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a WatchListRequest message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.WatchListRequest
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.WatchListRequest & cairn.resource.v1.WatchListRequest.$Shape} WatchListRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                WatchListRequest.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.WatchListRequest();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 2)
+                                    break;
+                                if (!(m.watches && m.watches.length))
+                                    m.watches = [];
+                                m.watches.push($root.cairn.resource.v1.Watch.decode(r, r.size(), $undefined, q + 1));
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a WatchListRequest message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.WatchListRequest
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.WatchListRequest & cairn.resource.v1.WatchListRequest.$Shape} WatchListRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                WatchListRequest.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a WatchListRequest message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.WatchListRequest
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                WatchListRequest.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    if (m.watches != null && $Object.hasOwnProperty.call(m, "watches")) {
+                        if (!$Array.isArray(m.watches))
+                            return "watches: array expected";
+                        for (var i = 0; i < m.watches.length; ++i) {
+                            {
+                                var e = $root.cairn.resource.v1.Watch.verify(m.watches[i], q + 1);
+                                if (e)
+                                    return "watches." + e;
+                            }
+                        }
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a WatchListRequest message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.WatchListRequest
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.WatchListRequest} WatchListRequest
+                 */
+                WatchListRequest.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.WatchListRequest)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.WatchListRequest: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.WatchListRequest();
+                    if (d.watches) {
+                        if (!$Array.isArray(d.watches))
+                            throw $TypeError(".cairn.resource.v1.WatchListRequest.watches: array expected");
+                        m.watches = $Array(d.watches.length);
+                        for (var i = 0; i < d.watches.length; ++i) {
+                            if (!$util.isObject(d.watches[i]))
+                                throw $TypeError(".cairn.resource.v1.WatchListRequest.watches: object expected");
+                            m.watches[i] = $root.cairn.resource.v1.Watch.fromObject(d.watches[i], q + 1);
+                        }
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a WatchListRequest message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.WatchListRequest
+                 * @static
+                 * @param {cairn.resource.v1.WatchListRequest} m WatchListRequest
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                WatchListRequest.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.arrays || o.defaults) {
+                        d.watches = [];
+                    }
+                    if (m.watches && m.watches.length) {
+                        d.watches = $Array(m.watches.length);
+                        for (var j = 0; j < m.watches.length; ++j) {
+                            d.watches[j] = $root.cairn.resource.v1.Watch.toObject(m.watches[j], o, q + 1);
+                        }
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this WatchListRequest to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.WatchListRequest
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                WatchListRequest.prototype.toJSON = function() {
+                    return WatchListRequest.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for WatchListRequest
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.WatchListRequest
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                WatchListRequest.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.WatchListRequest";
+                };
+
+                return WatchListRequest;
+            })();
+
+            v1.WatchEvent = (function() {
+
+                /**
+                 * Properties of a WatchEvent.
+                 * @typedef {Object} cairn.resource.v1.WatchEvent.$Properties
+                 * @property {number|null} [watch] WatchEvent watch
+                 * @property {string|null} [revision] WatchEvent revision
+                 * @property {cairn.resource.v1.Resource.$Properties|null} [change] WatchEvent change
+                 * @property {cairn.resource.v1.Resource.$Properties|null} ["delete"] WatchEvent delete
+                 * @property {cairn.resource.v1.Empty.$Properties|null} [tail] WatchEvent tail
+                 * @property {cairn.resource.v1.Empty.$Properties|null} [bookmark] WatchEvent bookmark
+                 * @property {cairn.resource.v1.Empty.$Properties|null} [newSnapshotToFollow] WatchEvent newSnapshotToFollow
+                 * @property {cairn.resource.v1.Empty.$Properties|null} [endOfSnapshot] WatchEvent endOfSnapshot
+                 * @property {"change"|"delete"|"tail"|"bookmark"|"newSnapshotToFollow"|"endOfSnapshot"} [event] WatchEvent event
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a WatchEvent.
+                 * @memberof cairn.resource.v1
+                 * @interface IWatchEvent
+                 * @augments cairn.resource.v1.WatchEvent.$Properties
+                 * @deprecated Use cairn.resource.v1.WatchEvent.$Properties instead.
+                 */
+
+                /**
+                 * Narrowed shape of a WatchEvent.
+                 * @typedef {{
+                 *   watch?: number|null;
+                 *   revision?: string|null;
+                 *   change?: cairn.resource.v1.Resource.$Shape|null;
+                 *   "delete"?: cairn.resource.v1.Resource.$Shape|null;
+                 *   tail?: cairn.resource.v1.Empty.$Shape|null;
+                 *   bookmark?: cairn.resource.v1.Empty.$Shape|null;
+                 *   newSnapshotToFollow?: cairn.resource.v1.Empty.$Shape|null;
+                 *   endOfSnapshot?: cairn.resource.v1.Empty.$Shape|null;
+                 *   $unknowns?: Array.<Uint8Array>;
+                 * } & (
+                 *   ({ event?: undefined; change?: null; "delete"?: null; tail?: null; bookmark?: null; newSnapshotToFollow?: null; endOfSnapshot?: null }|{ event?: "change"; change: cairn.resource.v1.Resource.$Shape; "delete"?: null; tail?: null; bookmark?: null; newSnapshotToFollow?: null; endOfSnapshot?: null }|{ event?: "delete"; change?: null; "delete": cairn.resource.v1.Resource.$Shape; tail?: null; bookmark?: null; newSnapshotToFollow?: null; endOfSnapshot?: null }|{ event?: "tail"; change?: null; "delete"?: null; tail: cairn.resource.v1.Empty.$Shape; bookmark?: null; newSnapshotToFollow?: null; endOfSnapshot?: null }|{ event?: "bookmark"; change?: null; "delete"?: null; tail?: null; bookmark: cairn.resource.v1.Empty.$Shape; newSnapshotToFollow?: null; endOfSnapshot?: null }|{ event?: "newSnapshotToFollow"; change?: null; "delete"?: null; tail?: null; bookmark?: null; newSnapshotToFollow: cairn.resource.v1.Empty.$Shape; endOfSnapshot?: null }|{ event?: "endOfSnapshot"; change?: null; "delete"?: null; tail?: null; bookmark?: null; newSnapshotToFollow?: null; endOfSnapshot: cairn.resource.v1.Empty.$Shape })
+                 * )} cairn.resource.v1.WatchEvent.$Shape
+                 */
+
+                /**
+                 * Constructs a new WatchEvent.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a WatchEvent.
+                 * @constructor
+                 * @param {cairn.resource.v1.WatchEvent.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const WatchEvent = function (p) {
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * WatchEvent watch.
+                 * @member {number} watch
+                 * @memberof cairn.resource.v1.WatchEvent
+                 * @instance
+                 */
+                WatchEvent.prototype.watch = 0;
+
+                /**
+                 * WatchEvent revision.
+                 * @member {string} revision
+                 * @memberof cairn.resource.v1.WatchEvent
+                 * @instance
+                 */
+                WatchEvent.prototype.revision = "";
+
+                /**
+                 * WatchEvent change.
+                 * @member {cairn.resource.v1.Resource.$Properties|null|undefined} change
+                 * @memberof cairn.resource.v1.WatchEvent
+                 * @instance
+                 */
+                WatchEvent.prototype.change = null;
+
+                /**
+                 * WatchEvent delete.
+                 * @member {cairn.resource.v1.Resource.$Properties|null|undefined} delete
+                 * @memberof cairn.resource.v1.WatchEvent
+                 * @instance
+                 */
+                WatchEvent.prototype["delete"] = null;
+
+                /**
+                 * WatchEvent tail.
+                 * @member {cairn.resource.v1.Empty.$Properties|null|undefined} tail
+                 * @memberof cairn.resource.v1.WatchEvent
+                 * @instance
+                 */
+                WatchEvent.prototype.tail = null;
+
+                /**
+                 * WatchEvent bookmark.
+                 * @member {cairn.resource.v1.Empty.$Properties|null|undefined} bookmark
+                 * @memberof cairn.resource.v1.WatchEvent
+                 * @instance
+                 */
+                WatchEvent.prototype.bookmark = null;
+
+                /**
+                 * WatchEvent newSnapshotToFollow.
+                 * @member {cairn.resource.v1.Empty.$Properties|null|undefined} newSnapshotToFollow
+                 * @memberof cairn.resource.v1.WatchEvent
+                 * @instance
+                 */
+                WatchEvent.prototype.newSnapshotToFollow = null;
+
+                /**
+                 * WatchEvent endOfSnapshot.
+                 * @member {cairn.resource.v1.Empty.$Properties|null|undefined} endOfSnapshot
+                 * @memberof cairn.resource.v1.WatchEvent
+                 * @instance
+                 */
+                WatchEvent.prototype.endOfSnapshot = null;
+
+                // OneOf field names bound to virtual getters and setters
+                let $oneOfFields;
+
+                /**
+                 * WatchEvent event.
+                 * @member {"change"|"delete"|"tail"|"bookmark"|"newSnapshotToFollow"|"endOfSnapshot"|undefined} event
+                 * @memberof cairn.resource.v1.WatchEvent
+                 * @instance
+                 */
+                $Object.defineProperty(WatchEvent.prototype, "event", {
+                    get: $util.oneOfGetter($oneOfFields = ["change", "delete", "tail", "bookmark", "newSnapshotToFollow", "endOfSnapshot"]),
+                    set: $util.oneOfSetter($oneOfFields)
+                });
+
+                /**
+                 * Creates a new WatchEvent instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.WatchEvent
+                 * @static
+                 * @param {cairn.resource.v1.WatchEvent.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.WatchEvent} WatchEvent instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.WatchEvent.$Shape): cairn.resource.v1.WatchEvent & cairn.resource.v1.WatchEvent.$Shape;
+                 *   (properties?: cairn.resource.v1.WatchEvent.$Properties): cairn.resource.v1.WatchEvent;
+                 * }}
+                 */
+                WatchEvent.create = function(properties) {
+                    return new WatchEvent(properties);
+                };
+
+                /**
+                 * Encodes the specified WatchEvent message. Does not implicitly {@link cairn.resource.v1.WatchEvent.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.WatchEvent
+                 * @static
+                 * @param {cairn.resource.v1.WatchEvent.$Properties} m WatchEvent message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                WatchEvent.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.watch != null && $Object.hasOwnProperty.call(m, "watch") && m.watch !== 0)
+                        w.uint32(/* id 1, wireType 0 =*/8).uint32(m.watch);
+                    if (m.revision != null && $Object.hasOwnProperty.call(m, "revision") && m.revision !== "")
+                        w.uint32(/* id 2, wireType 2 =*/18).string(m.revision);
+                    if (m.change != null && $Object.hasOwnProperty.call(m, "change"))
+                        $root.cairn.resource.v1.Resource.encode(m.change, w.uint32(/* id 3, wireType 2 =*/26).fork(), q + 1).ldelim();
+                    if (m["delete"] != null && $Object.hasOwnProperty.call(m, "delete"))
+                        $root.cairn.resource.v1.Resource.encode(m["delete"], w.uint32(/* id 4, wireType 2 =*/34).fork(), q + 1).ldelim();
+                    if (m.tail != null && $Object.hasOwnProperty.call(m, "tail"))
+                        $root.cairn.resource.v1.Empty.encode(m.tail, w.uint32(/* id 5, wireType 2 =*/42).fork(), q + 1).ldelim();
+                    if (m.bookmark != null && $Object.hasOwnProperty.call(m, "bookmark"))
+                        $root.cairn.resource.v1.Empty.encode(m.bookmark, w.uint32(/* id 6, wireType 2 =*/50).fork(), q + 1).ldelim();
+                    if (m.newSnapshotToFollow != null && $Object.hasOwnProperty.call(m, "newSnapshotToFollow"))
+                        $root.cairn.resource.v1.Empty.encode(m.newSnapshotToFollow, w.uint32(/* id 7, wireType 2 =*/58).fork(), q + 1).ldelim();
+                    if (m.endOfSnapshot != null && $Object.hasOwnProperty.call(m, "endOfSnapshot"))
+                        $root.cairn.resource.v1.Empty.encode(m.endOfSnapshot, w.uint32(/* id 8, wireType 2 =*/66).fork(), q + 1).ldelim();
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified WatchEvent message, length delimited. Does not implicitly {@link cairn.resource.v1.WatchEvent.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.WatchEvent
+                 * @static
+                 * @param {cairn.resource.v1.WatchEvent.$Properties} message WatchEvent message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                WatchEvent.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a WatchEvent message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.WatchEvent
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.WatchEvent & cairn.resource.v1.WatchEvent.$Shape} WatchEvent
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                WatchEvent.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m, v;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.WatchEvent();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 0)
+                                    break;
+                                if (v = r.uint32())
+                                    m.watch = v;
+                                else
+                                    delete m.watch;
+                                continue;
+                            }
+                        case 2: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.revision = v;
+                                else
+                                    delete m.revision;
+                                continue;
+                            }
+                        case 3: {
+                                if (u !== 2)
+                                    break;
+                                m.change = $root.cairn.resource.v1.Resource.decode(r, r.size(), $undefined, q + 1, m.change);
+                                m.event = "change";
+                                continue;
+                            }
+                        case 4: {
+                                if (u !== 2)
+                                    break;
+                                m["delete"] = $root.cairn.resource.v1.Resource.decode(r, r.size(), $undefined, q + 1, m["delete"]);
+                                m.event = "delete";
+                                continue;
+                            }
+                        case 5: {
+                                if (u !== 2)
+                                    break;
+                                m.tail = $root.cairn.resource.v1.Empty.decode(r, r.size(), $undefined, q + 1, m.tail);
+                                m.event = "tail";
+                                continue;
+                            }
+                        case 6: {
+                                if (u !== 2)
+                                    break;
+                                m.bookmark = $root.cairn.resource.v1.Empty.decode(r, r.size(), $undefined, q + 1, m.bookmark);
+                                m.event = "bookmark";
+                                continue;
+                            }
+                        case 7: {
+                                if (u !== 2)
+                                    break;
+                                m.newSnapshotToFollow = $root.cairn.resource.v1.Empty.decode(r, r.size(), $undefined, q + 1, m.newSnapshotToFollow);
+                                m.event = "newSnapshotToFollow";
+                                continue;
+                            }
+                        case 8: {
+                                if (u !== 2)
+                                    break;
+                                m.endOfSnapshot = $root.cairn.resource.v1.Empty.decode(r, r.size(), $undefined, q + 1, m.endOfSnapshot);
+                                m.event = "endOfSnapshot";
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a WatchEvent message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.WatchEvent
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.WatchEvent & cairn.resource.v1.WatchEvent.$Shape} WatchEvent
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                WatchEvent.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a WatchEvent message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.WatchEvent
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                WatchEvent.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    var p = {};
+                    if (m.watch != null && $Object.hasOwnProperty.call(m, "watch")) {
+                        if (!$util.isInteger(m.watch))
+                            return "watch: integer expected";
+                    }
+                    if (m.revision != null && $Object.hasOwnProperty.call(m, "revision")) {
+                        if (!$util.isString(m.revision))
+                            return "revision: string expected";
+                    }
+                    if (m.change != null && $Object.hasOwnProperty.call(m, "change")) {
+                        p.event = 1;
+                        {
+                            var e = $root.cairn.resource.v1.Resource.verify(m.change, q + 1);
+                            if (e)
+                                return "change." + e;
+                        }
+                    }
+                    if (m["delete"] != null && $Object.hasOwnProperty.call(m, "delete")) {
+                        if (p.event === 1)
+                            return "event: multiple values";
+                        p.event = 1;
+                        {
+                            var e = $root.cairn.resource.v1.Resource.verify(m["delete"], q + 1);
+                            if (e)
+                                return "delete." + e;
+                        }
+                    }
+                    if (m.tail != null && $Object.hasOwnProperty.call(m, "tail")) {
+                        if (p.event === 1)
+                            return "event: multiple values";
+                        p.event = 1;
+                        {
+                            var e = $root.cairn.resource.v1.Empty.verify(m.tail, q + 1);
+                            if (e)
+                                return "tail." + e;
+                        }
+                    }
+                    if (m.bookmark != null && $Object.hasOwnProperty.call(m, "bookmark")) {
+                        if (p.event === 1)
+                            return "event: multiple values";
+                        p.event = 1;
+                        {
+                            var e = $root.cairn.resource.v1.Empty.verify(m.bookmark, q + 1);
+                            if (e)
+                                return "bookmark." + e;
+                        }
+                    }
+                    if (m.newSnapshotToFollow != null && $Object.hasOwnProperty.call(m, "newSnapshotToFollow")) {
+                        if (p.event === 1)
+                            return "event: multiple values";
+                        p.event = 1;
+                        {
+                            var e = $root.cairn.resource.v1.Empty.verify(m.newSnapshotToFollow, q + 1);
+                            if (e)
+                                return "newSnapshotToFollow." + e;
+                        }
+                    }
+                    if (m.endOfSnapshot != null && $Object.hasOwnProperty.call(m, "endOfSnapshot")) {
+                        if (p.event === 1)
+                            return "event: multiple values";
+                        p.event = 1;
+                        {
+                            var e = $root.cairn.resource.v1.Empty.verify(m.endOfSnapshot, q + 1);
+                            if (e)
+                                return "endOfSnapshot." + e;
+                        }
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a WatchEvent message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.WatchEvent
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.WatchEvent} WatchEvent
+                 */
+                WatchEvent.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.WatchEvent)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.WatchEvent: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.WatchEvent();
+                    if (d.watch != null) {
+                        if ($Number(d.watch) !== 0) {
+                            m.watch = d.watch >>> 0;
+                        }
+                    }
+                    if (d.revision != null) {
+                        if (typeof d.revision !== "string" || d.revision.length) {
+                            m.revision = $String(d.revision);
+                        }
+                    }
+                    if (d.change != null) {
+                        if (!$util.isObject(d.change))
+                            throw $TypeError(".cairn.resource.v1.WatchEvent.change: object expected");
+                        m.change = $root.cairn.resource.v1.Resource.fromObject(d.change, q + 1);
+                    }
+                    if (d["delete"] != null) {
+                        if (!$util.isObject(d["delete"]))
+                            throw $TypeError(".cairn.resource.v1.WatchEvent.delete: object expected");
+                        m["delete"] = $root.cairn.resource.v1.Resource.fromObject(d["delete"], q + 1);
+                    }
+                    if (d.tail != null) {
+                        if (!$util.isObject(d.tail))
+                            throw $TypeError(".cairn.resource.v1.WatchEvent.tail: object expected");
+                        m.tail = $root.cairn.resource.v1.Empty.fromObject(d.tail, q + 1);
+                    }
+                    if (d.bookmark != null) {
+                        if (!$util.isObject(d.bookmark))
+                            throw $TypeError(".cairn.resource.v1.WatchEvent.bookmark: object expected");
+                        m.bookmark = $root.cairn.resource.v1.Empty.fromObject(d.bookmark, q + 1);
+                    }
+                    if (d.newSnapshotToFollow != null) {
+                        if (!$util.isObject(d.newSnapshotToFollow))
+                            throw $TypeError(".cairn.resource.v1.WatchEvent.newSnapshotToFollow: object expected");
+                        m.newSnapshotToFollow = $root.cairn.resource.v1.Empty.fromObject(d.newSnapshotToFollow, q + 1);
+                    }
+                    if (d.endOfSnapshot != null) {
+                        if (!$util.isObject(d.endOfSnapshot))
+                            throw $TypeError(".cairn.resource.v1.WatchEvent.endOfSnapshot: object expected");
+                        m.endOfSnapshot = $root.cairn.resource.v1.Empty.fromObject(d.endOfSnapshot, q + 1);
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a WatchEvent message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.WatchEvent
+                 * @static
+                 * @param {cairn.resource.v1.WatchEvent} m WatchEvent
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                WatchEvent.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.defaults) {
+                        d.watch = 0;
+                        d.revision = "";
+                    }
+                    if (m.watch != null && $Object.hasOwnProperty.call(m, "watch")) {
+                        d.watch = m.watch;
+                    }
+                    if (m.revision != null && $Object.hasOwnProperty.call(m, "revision")) {
+                        d.revision = m.revision;
+                    }
+                    if (m.change != null && $Object.hasOwnProperty.call(m, "change")) {
+                        d.change = $root.cairn.resource.v1.Resource.toObject(m.change, o, q + 1);
+                        if (o.oneofs)
+                            d.event = "change";
+                    }
+                    if (m["delete"] != null && $Object.hasOwnProperty.call(m, "delete")) {
+                        d["delete"] = $root.cairn.resource.v1.Resource.toObject(m["delete"], o, q + 1);
+                        if (o.oneofs)
+                            d.event = "delete";
+                    }
+                    if (m.tail != null && $Object.hasOwnProperty.call(m, "tail")) {
+                        d.tail = $root.cairn.resource.v1.Empty.toObject(m.tail, o, q + 1);
+                        if (o.oneofs)
+                            d.event = "tail";
+                    }
+                    if (m.bookmark != null && $Object.hasOwnProperty.call(m, "bookmark")) {
+                        d.bookmark = $root.cairn.resource.v1.Empty.toObject(m.bookmark, o, q + 1);
+                        if (o.oneofs)
+                            d.event = "bookmark";
+                    }
+                    if (m.newSnapshotToFollow != null && $Object.hasOwnProperty.call(m, "newSnapshotToFollow")) {
+                        d.newSnapshotToFollow = $root.cairn.resource.v1.Empty.toObject(m.newSnapshotToFollow, o, q + 1);
+                        if (o.oneofs)
+                            d.event = "newSnapshotToFollow";
+                    }
+                    if (m.endOfSnapshot != null && $Object.hasOwnProperty.call(m, "endOfSnapshot")) {
+                        d.endOfSnapshot = $root.cairn.resource.v1.Empty.toObject(m.endOfSnapshot, o, q + 1);
+                        if (o.oneofs)
+                            d.event = "endOfSnapshot";
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this WatchEvent to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.WatchEvent
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                WatchEvent.prototype.toJSON = function() {
+                    return WatchEvent.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for WatchEvent
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.WatchEvent
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                WatchEvent.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.WatchEvent";
+                };
+
+                return WatchEvent;
+            })();
+
+            v1.Empty = (function() {
+
+                /**
+                 * Properties of an Empty.
+                 * @typedef {Object} cairn.resource.v1.Empty.$Properties
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of an Empty.
+                 * @memberof cairn.resource.v1
+                 * @interface IEmpty
+                 * @augments cairn.resource.v1.Empty.$Properties
+                 * @deprecated Use cairn.resource.v1.Empty.$Properties instead.
+                 */
+
+                /**
+                 * Shape of an Empty.
+                 * @typedef {cairn.resource.v1.Empty.$Properties} cairn.resource.v1.Empty.$Shape
+                 */
+
+                /**
+                 * Constructs a new Empty.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents an Empty.
+                 * @constructor
+                 * @param {cairn.resource.v1.Empty.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const Empty = function (p) {
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * Creates a new Empty instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.Empty
+                 * @static
+                 * @param {cairn.resource.v1.Empty.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.Empty} Empty instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.Empty.$Shape): cairn.resource.v1.Empty & cairn.resource.v1.Empty.$Shape;
+                 *   (properties?: cairn.resource.v1.Empty.$Properties): cairn.resource.v1.Empty;
+                 * }}
+                 */
+                Empty.create = function(properties) {
+                    return new Empty(properties);
+                };
+
+                /**
+                 * Encodes the specified Empty message. Does not implicitly {@link cairn.resource.v1.Empty.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.Empty
+                 * @static
+                 * @param {cairn.resource.v1.Empty.$Properties} m Empty message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                Empty.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified Empty message, length delimited. Does not implicitly {@link cairn.resource.v1.Empty.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.Empty
+                 * @static
+                 * @param {cairn.resource.v1.Empty.$Properties} message Empty message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                Empty.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes an Empty message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.Empty
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.Empty & cairn.resource.v1.Empty.$Shape} Empty
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                Empty.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.Empty();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        r.skipType(t & 7, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes an Empty message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.Empty
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.Empty & cairn.resource.v1.Empty.$Shape} Empty
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                Empty.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies an Empty message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.Empty
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                Empty.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    return null;
+                };
+
+                /**
+                 * Creates an Empty message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.Empty
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.Empty} Empty
+                 */
+                Empty.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.Empty)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.Empty: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    return new $root.cairn.resource.v1.Empty();
+                };
+
+                /**
+                 * Creates a plain object from an Empty message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.Empty
+                 * @static
+                 * @param {cairn.resource.v1.Empty} m Empty
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                Empty.toObject = function () {
+                    return {};
+                };
+
+                /**
+                 * Converts this Empty to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.Empty
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                Empty.prototype.toJSON = function() {
+                    return Empty.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for Empty
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.Empty
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                Empty.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.Empty";
+                };
+
+                return Empty;
             })();
 
             return v1;

@@ -1,14 +1,28 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { CairnError, ErrorCode, NO_NODE, SeededRandom, nodeId, type NodeId } from '../base/index.js';
-import { Metrics, ResourceService, Router, TypeRegistry, addOperatorRoutes, addResourceGrpcService, addResourceRoutes, addSnapshotRoutes, createHttpServer, registerDemoTypes } from '../api/index.js';
+import { CairnError, ErrorCode, NO_NODE, SeededRandom, nodeId, type NodeId, type Revision } from '../base/index.js';
+import {
+  Metrics,
+  ResourceService,
+  Router,
+  TypeRegistry,
+  WatchService,
+  addOperatorRoutes,
+  addResourceGrpcService,
+  addResourceRoutes,
+  addSnapshotRoutes,
+  addWatchRoutes,
+  createHttpServer,
+  registerDemoTypes,
+} from '../api/index.js';
 import { ClientPool, GrpcForwarder, GrpcTransport, addClusterService, type HelloResponseMsg } from '../forwarding/index.js';
 import { Fsm, type ApplyResult } from '../fsm/index.js';
 import { FileSnapshotStore, LevelLogStore, createLogger, openDataDir, systemClock, systemTimers, type DataDir, type PinoLogger } from '../platform/index.js';
 import { makeConfig, type Config, type PlantedBugs } from '../raft/index.js';
 import { Coordinator, Replica } from '../replica/index.js';
 import type { Resource } from '../store/index.js';
+import { EventPublisher } from '../stream/index.js';
 import { derivedClusterId, newClusterId, readClusterId, writeClusterId } from './cluster-id.js';
 import type { AgentConfig } from './config.js';
 import { TimedLogStore } from './timed-log-store.js';
@@ -25,6 +39,9 @@ export interface Agent {
   readonly registry: TypeRegistry;
   /** The resource operations (what the HTTP and gRPC APIs call). */
   readonly resources: ResourceService;
+  /** The watch streams (HTTP and gRPC) and this node's event publisher (once the replica runs). */
+  readonly watches: WatchService;
+  publisher(): EventPublisher | undefined;
   readonly metrics: Metrics;
   readonly logger: PinoLogger;
   /** Graceful stop: hand over leadership, finish in-flight requests, close files. Idempotent. */
@@ -40,6 +57,7 @@ export interface StartAgentOptions {
     coordinator: () => Coordinator | undefined;
     registry: TypeRegistry;
     resources: ResourceService;
+    watches: WatchService;
     agentConfig: AgentConfig;
   }) => void;
 }
@@ -105,6 +123,7 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
   let clusterId = (await readClusterId(config.dataDir)) ?? '';
   let replica: Replica<ApplyResult, Resource> | undefined;
   let coordinator: Coordinator | undefined;
+  let publisher: EventPublisher | undefined;
   let transport: GrpcTransport | undefined;
   let closing: Promise<void> | undefined;
   const discovered = new Map<NodeId, string>();
@@ -138,12 +157,26 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
   const registry = new TypeRegistry();
   if (config.demoTypes || config.dev) registerDemoTypes(registry);
   const resources = new ResourceService(() => coordinator, registry, systemClock);
+  const watches = new WatchService(() => publisher, resources, {
+    clock: systemClock,
+    bookmarkIntervalMs: config.watchBookmarkMs,
+    metrics: { onEvents: (n) => metrics.watchEvents.inc(n), onEnded: (code) => metrics.watchEnded.inc({ code }) },
+  });
+  metrics.watchGauges(() =>
+    publisher
+      ? { streams: watches.activeSessions, subscribers: publisher.subscribers, windowEvents: publisher.windowSize, snapshotBuilds: publisher.snapshotBuilds, slowConsumers: publisher.slowConsumersEnded }
+      : undefined,
+  );
+  // Publisher waits and trimming, and bookmarks: a tenth of the bookmark interval, at most 250 ms apart.
+  const watchTicker = setInterval(() => watches.tick(), Math.max(10, Math.min(250, Math.floor(config.watchBookmarkMs / 10))));
+  watchTicker.unref();
   const router = new Router();
   addOperatorRoutes(router, { coordinator: () => coordinator, metrics });
   addResourceRoutes(router, resources);
+  addWatchRoutes(router, watches);
   addSnapshotRoutes(router, () => coordinator, systemClock);
-  addResourceGrpcService(grpcServer, resources, { logger });
-  opts.extend?.({ router, grpcServer, coordinator: () => coordinator, registry, resources, agentConfig: config });
+  addResourceGrpcService(grpcServer, resources, { logger, watches });
+  opts.extend?.({ router, grpcServer, coordinator: () => coordinator, registry, resources, watches, agentConfig: config });
   const httpServer = createHttpServer({ router, logger, onResponse: (method, status) => metrics.httpRequests.inc({ method, status: String(status) }) });
 
   let grpcAddress: string;
@@ -289,6 +322,26 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
       ...(bootstrap ? { bootstrap } : {}),
     });
     coordinator = new Coordinator(replica, fsm, { forwarder, onProposal: (outcome) => metrics.proposals.inc({ outcome }) });
+    // Every applied entry's changes, in commit order, feed this node's watch streams. Created
+    // in the same turn as the subscription, so no applied entry falls between the two.
+    const pub = new EventPublisher(
+      { current: () => fsm.store },
+      {
+        clock: systemClock,
+        maxWindowEvents: config.watchWindowEvents,
+        subscriberBufferEvents: config.watchBufferEvents,
+        // Bookmarks are the watch streams' (one per stream, covering all its watches).
+        bookmarkIntervalMs: Number.POSITIVE_INFINITY,
+      },
+    );
+    coordinator.subscribe((e) => {
+      if (e.kind === 'changes') pub.publish(e.index as number as Revision, e.changes);
+      else {
+        pub.reset(e.index as number as Revision);
+        logger.info({ index: e.index }, 'state replaced: every watch stream was ended with RESET');
+      }
+    });
+    publisher = pub;
     logger.info({ cluster: clusterId }, 'replica running');
     if (joining || (config.join.length > 0 && !replica.status().config.members.some((m) => m.id === self))) void joinCluster();
   })();
@@ -296,6 +349,9 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
 
   async function shutdown(): Promise<void> {
     clearInterval(promoter);
+    clearInterval(watchTicker);
+    // Watchers are told at once (UNAVAILABLE: resume on another node), before the handover.
+    watches.close();
     const c = coordinator;
     if (c) {
       const st = c.status();
@@ -343,6 +399,8 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
     logger,
     registry,
     resources,
+    watches,
+    publisher: () => publisher,
     coordinator: () => coordinator,
     close: () => (closing ??= shutdown()),
   };

@@ -34,6 +34,12 @@ export interface AgentConfig {
   readonly heartbeatTicks: number;
   /** Entries applied between snapshots. Default 10,000. */
   readonly snapshotEntries: number;
+  /** Change events kept per node so watchers can resume (older resumes get COMPACTED). Default 100,000. */
+  readonly watchWindowEvents: number;
+  /** Events queued for one watcher before it is ended with SLOW_CONSUMER. Default 10,000. */
+  readonly watchBufferEvents: number;
+  /** A quiet watch stream gets a bookmark this often (ms). Default 5,000. */
+  readonly watchBookmarkMs: number;
   /** Test-only planted bugs, comma-separated (stage 7's checker proofs). Never set in production. */
   readonly plantedBugs: readonly string[];
 }
@@ -54,5 +60,8 @@ export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertise
   electionTicks: 10,
   heartbeatTicks: 1,
   snapshotEntries: 10_000,
+  watchWindowEvents: 100_000,
+  watchBufferEvents: 10_000,
+  watchBookmarkMs: 5_000,
   plantedBugs: [],
 };

@@ -119,6 +119,9 @@ t.test('every option can be set from flags, env and file with the same names', a
     electionTicks: { flag: '20', file: 20, want: 20 },
     heartbeatTicks: { flag: '2', file: 2, want: 2 },
     snapshotEntries: { flag: '500', file: 500, want: 500 },
+    watchWindowEvents: { flag: '50', file: 50, want: 50 },
+    watchBufferEvents: { flag: '60', file: 60, want: 60 },
+    watchBookmarkMs: { flag: '70', file: 70, want: 70 },
     plantedBugs: { flag: 'skip-fsync,stale-read', file: ['skip-fsync', 'stale-read'], want: ['skip-fsync', 'stale-read'] },
   };
   const keys = Object.keys(values) as (keyof AgentConfig)[];

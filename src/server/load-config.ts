@@ -58,6 +58,9 @@ const OPTIONS: readonly OptionSpec[] = [
   { key: 'electionTicks', kind: 'positive' },
   { key: 'heartbeatTicks', kind: 'positive' },
   { key: 'snapshotEntries', kind: 'positive' },
+  { key: 'watchWindowEvents', kind: 'positive' },
+  { key: 'watchBufferEvents', kind: 'positive' },
+  { key: 'watchBookmarkMs', kind: 'positive' },
   { key: 'plantedBugs', kind: 'list' },
 ];
 
@@ -435,6 +438,9 @@ function resolve(raw: Map<keyof AgentConfig, Raw>, input: LoadAgentConfigInput, 
     electionTicks,
     heartbeatTicks,
     snapshotEntries: t.snapshotEntries?.value ?? AGENT_DEFAULTS.snapshotEntries,
+    watchWindowEvents: t.watchWindowEvents?.value ?? AGENT_DEFAULTS.watchWindowEvents,
+    watchBufferEvents: t.watchBufferEvents?.value ?? AGENT_DEFAULTS.watchBufferEvents,
+    watchBookmarkMs: t.watchBookmarkMs?.value ?? AGENT_DEFAULTS.watchBookmarkMs,
     plantedBugs,
   };
 }

@@ -121,8 +121,9 @@ t.test('a slow consumer is ended with SLOW_CONSUMER; others and the writer carry
     drain(fast);
   }
   const evs = drain(slow);
-  // Its queue held the tail and 9 events; the 10th overflowed the limit of 10.
-  t.same(brief(evs.slice(-1)), ['end:SLOW_CONSUMER@10'], 'ended when its queue passed the limit');
+  // Its queue held the tail (queued at subscribe time, exempt from the live limit) and 10
+  // live events; the 11th overflowed the limit of 10.
+  t.same(brief(evs.slice(-1)), ['end:SLOW_CONSUMER@11'], 'ended when its queue passed the limit');
   t.ok(evs.length <= 12, 'its queue was dropped (bounded memory)');
   t.equal(s.pub.subscribers, 1, 'only the fast subscriber remains');
   s.write('after');
@@ -153,7 +154,35 @@ t.test('a reset (snapshot install or restore) ends every subscription; history b
   drain(sub);
   s.pub.reset(10 as Revision);
   t.same(brief(drain(sub)), ['end:RESET@10']);
-  t.equal(s.pub.oldestResumable, 10);
+  // The state kept here did not change (entries after the last change carried none): a watcher
+  // at its revision missed nothing, one before it did.
+  t.equal(s.pub.oldestResumable, 1, 'resumable from the new state\'s revision');
+  t.same(brief(drain(s.pub.subscribe(artists, { gtRevision: 0 as Revision }))), ['end:COMPACTED@1']);
+  t.same(brief(drain(s.pub.subscribe(artists, { gtRevision: 1 as Revision }))), ['tail@1']);
+});
+
+t.test('a large initial state does not count against the live limit', async (t) => {
+  const s = setup({ subscriberBufferEvents: 5 });
+  for (let i = 0; i < 20; i++) s.write(`k${i}`);
+  const sub = s.pub.subscribe(artists);
+  s.write('live1');
+  s.write('live2');
+  const evs = drain(sub);
+  t.equal(evs.filter((e) => e.type === 'end').length, 0, 'not ended: 20 initial events + tail queued, 2 live');
+  t.same(brief(evs.slice(-3)), ['tail@20', 'change:live1@21', 'change:live2@22']);
+  for (let i = 0; i < 6; i++) s.write(`more${i}`);
+  t.same(brief(drain(sub)).slice(-1), ['end:SLOW_CONSUMER@28'], 'but live events beyond the limit still end it');
+});
+
+t.test('a resume waiting for a revision tails as soon as that revision is published', async (t) => {
+  const s = setup();
+  s.write('a');
+  const sub = s.pub.subscribe(artists, { gtRevision: 2 as Revision });
+  t.same(brief(drain(sub)), [], 'waiting');
+  s.write('b');
+  t.same(brief(drain(sub)), ['tail@2'], 'the change at 2 is one the watcher has; tail at once');
+  s.write('c');
+  t.same(brief(drain(sub)), ['change:c@3']);
 });
 
 t.test('bookmarks keep quiet subscribers fresh', async (t) => {

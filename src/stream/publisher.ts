@@ -55,6 +55,12 @@ export class Subscription {
   waitingSinceMs = 0;
   lastEventMs: number;
   onReadable: (() => void) | undefined;
+  /**
+   * Events at the head of the queue that do not count against the live limit: the initial
+   * state and replayed events, queued at once when the subscription starts. (The limit is
+   * for falling behind the live stream; a large initial state is not that.)
+   */
+  private exempt = 0;
 
   constructor(
     readonly id: number,
@@ -69,10 +75,16 @@ export class Subscription {
     return this.queue.length - this.head;
   }
 
+  /** The next event without taking it. */
+  peek(): StreamEvent | undefined {
+    return this.queue[this.head];
+  }
+
   /** The next event, or undefined when none is waiting. After an `end` event, always undefined. */
   next(): StreamEvent | undefined {
     if (this.head >= this.queue.length) return undefined;
     const ev = this.queue[this.head++] as StreamEvent;
+    if (this.exempt > 0) this.exempt--;
     if (this.head > 1024 && this.head * 2 > this.queue.length) {
       this.queue = this.queue.slice(this.head);
       this.head = 0;
@@ -90,7 +102,8 @@ export class Subscription {
   push(ev: StreamEvent, limit: number, nowMs: number): void {
     if (this.ended) return;
     const wasEmpty = this.queued === 0;
-    if (ev.type !== 'end' && this.queued >= limit) {
+    if (limit === Number.POSITIVE_INFINITY) this.exempt++;
+    else if (ev.type !== 'end' && this.queued - this.exempt >= limit) {
       this.end('SLOW_CONSUMER', `the subscriber fell more than ${limit} events behind; resume from the last revision received`, ev.revision, nowMs);
       return;
     }
@@ -105,6 +118,7 @@ export class Subscription {
     if (code === 'SLOW_CONSUMER') {
       this.queue = [];
       this.head = 0;
+      this.exempt = 0;
     }
     const wasEmpty = this.queued === 0;
     this.queue.push({ type: 'end', code, message, revision });
@@ -254,9 +268,13 @@ export class EventPublisher {
     const limit = this.o.subscriberBufferEvents;
     for (const sub of this.subs.values()) {
       if (sub.waitingFor !== undefined) {
-        if (revision <= sub.waitingFor) continue;
+        if (revision < sub.waitingFor) continue;
+        // Reached the revision the subscriber resumes from: the changes up to it are ones it
+        // already has; what follows is live.
+        const tailAt = revision === sub.waitingFor ? revision : ((revision - 1) as Revision);
         sub.waitingFor = undefined;
-        sub.push({ type: 'tail', revision: (revision - 1) as Revision }, limit, now);
+        sub.push({ type: 'tail', revision: tailAt }, limit, now);
+        if (revision === tailAt) continue;
       }
       for (const rec of records) {
         if (!matches(sub.filter, rec.resource)) continue;
@@ -280,7 +298,9 @@ export class EventPublisher {
     this.windowHead = 0;
     this.windowEvents = 0;
     this.cache.clear();
-    this.compactedThrough = revision;
+    // The new state's revision can be below `revision` (entries after the last change carried
+    // none); a watcher at exactly that revision has missed nothing.
+    this.compactedThrough = this.source.current().revision;
   }
 
   /** Periodic duties: bookmarks for quiet subscribers, future-revision waits, age-based trimming. */

@@ -1,0 +1,307 @@
+import { CairnError, ErrorCode, type Clock, type Revision } from '../base/index.js';
+import type { Resource } from '../store/index.js';
+import type { EndCode, EventPublisher, Subscription } from '../stream/index.js';
+import { resourceToJson } from './resource-json.js';
+import { parseVersion, type CallContext, type ListFilter, type ResourceService } from './resource-service.js';
+
+/** Limits of one watch stream. */
+export const WATCH_LIMITS = {
+  /** Watches in one request. */
+  watchesPerStream: 64,
+  /** Events handed to the transport in one write. */
+  batchEvents: 256,
+} as const;
+
+/** One watch of a request, as the HTTP and gRPC front ends give it (not yet validated). */
+export interface WatchSpec {
+  readonly type: string;
+  readonly partition?: string | undefined;
+  readonly namespace?: string | undefined;
+  readonly namePrefix?: string | undefined;
+  /** Decimal revision: resume after it. Absent or empty: the initial state first. */
+  readonly gtRevision?: string | undefined;
+  /** Live events only: no initial state and no tail event. */
+  readonly atTail?: boolean | undefined;
+  /**
+   * Consul's framing (gRPC): a resume the node cannot serve (or a reset) gets
+   * new-snapshot-to-follow, a fresh initial state and end-of-snapshot instead of an error; a
+   * fresh watch's initial state ends with end-of-snapshot; a resume has no marker.
+   */
+  readonly snapshotOnCompacted?: boolean | undefined;
+}
+
+/** What a session hands its transport, in order. */
+export type WatchEvent =
+  | { readonly kind: 'change' | 'delete'; readonly watch: number; readonly revision: Revision; readonly resource: Resource }
+  | { readonly kind: 'tail' | 'new-snapshot-to-follow' | 'end-of-snapshot'; readonly watch: number; readonly revision: Revision }
+  | { readonly kind: 'bookmark'; readonly revision: Revision };
+
+/** A transport's side of a session (an HTTP response, a gRPC call). */
+export interface WatchSink {
+  /** Writes events in order; false when the consumer is not keeping up (call `onDrain` then). */
+  send(events: readonly WatchEvent[]): boolean;
+  /** Calls `cb` once when the transport can take more. */
+  onDrain(cb: () => void): void;
+  /** Ends the stream: with an error (and the watch it concerns), or cleanly. */
+  end(error: CairnError | undefined, watch: number | undefined): void;
+}
+
+export interface WatchMetricsHooks {
+  onEvents?(n: number): void;
+  onEnded?(code: string): void;
+}
+
+export interface WatchServiceOptions {
+  readonly clock: Clock;
+  /** A quiet stream gets a bookmark this often (ms). Default 5,000. */
+  readonly bookmarkIntervalMs?: number;
+  readonly metrics?: WatchMetricsHooks;
+}
+
+interface WatchState {
+  readonly index: number;
+  readonly filter: ListFilter;
+  readonly atTail: boolean;
+  readonly framed: boolean;
+  sub: Subscription;
+  /** The subscription started from the initial state (its tail ends a snapshot). */
+  fresh: boolean;
+  pastTail: boolean;
+}
+
+const END_TO_ERROR: Record<Exclude<EndCode, never>, ErrorCode> = {
+  COMPACTED: ErrorCode.COMPACTED,
+  SLOW_CONSUMER: ErrorCode.SLOW_CONSUMER,
+  RESET: ErrorCode.RESET,
+  TIMEOUT: ErrorCode.TIMEOUT,
+  CLOSED: ErrorCode.UNAVAILABLE,
+};
+
+/**
+ * One watch stream: several subscriptions of the node's event publisher multiplexed onto one
+ * transport. Per watch, events keep the publisher's order (initial state, tail, live changes in
+ * commit order); across watches, live events go out in revision order. Events are taken from
+ * the subscriptions only while the transport keeps up, so a slow reader's backlog stays in its
+ * bounded subscription queues, where the publisher ends it with SLOW_CONSUMER.
+ */
+export class WatchSession {
+  private readonly states: WatchState[] = [];
+  private scheduled = false;
+  private waitingDrain = false;
+  private closed = false;
+  lastSentMs: number;
+
+  constructor(
+    private readonly service: WatchService,
+    private readonly publisher: EventPublisher,
+    private readonly sink: WatchSink,
+    nowMs: number,
+  ) {
+    this.lastSentMs = nowMs;
+  }
+
+  /** @internal */
+  add(index: number, filter: ListFilter, spec: WatchSpec, gtRevision: Revision | undefined): void {
+    const atTail = spec.atTail === true && gtRevision === undefined;
+    const sub = this.publisher.subscribe(filter, { ...(gtRevision !== undefined ? { gtRevision } : {}), atTail });
+    const st: WatchState = { index, filter, atTail, framed: spec.snapshotOnCompacted === true, sub, fresh: gtRevision === undefined && !atTail, pastTail: false };
+    this.watchReadable(st);
+    this.states.push(st);
+  }
+
+  private watchReadable(st: WatchState): void {
+    st.sub.onReadable = () => this.schedule();
+  }
+
+  /** @internal */
+  schedule(): void {
+    if (this.scheduled || this.closed || this.waitingDrain) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.pump();
+    });
+  }
+
+  /** Whether every watch is live and nothing waits to be sent: a bookmark would be true now. */
+  get idle(): boolean {
+    if (this.closed || this.waitingDrain || this.scheduled) return false;
+    return this.states.every((s) => s.pastTail && s.sub.queued === 0);
+  }
+
+  /** @internal Sends a bookmark if the stream is idle and has been quiet for `intervalMs`. */
+  maybeBookmark(nowMs: number, intervalMs: number): void {
+    if (nowMs - this.lastSentMs < intervalMs || !this.idle) return;
+    this.write([{ kind: 'bookmark', revision: this.publisher.revision }], nowMs);
+  }
+
+  /** The next subscription to take from: a watch still sending its initial state first, then the oldest live event. */
+  private pick(): WatchState | undefined {
+    let best: WatchState | undefined;
+    let bestRev = Number.POSITIVE_INFINITY;
+    for (const st of this.states) {
+      const head = st.sub.peek();
+      if (head === undefined) continue;
+      if (!st.pastTail) return st;
+      if (head.revision < bestRev) {
+        best = st;
+        bestRev = head.revision;
+      }
+    }
+    return best;
+  }
+
+  private pump(): void {
+    if (this.closed || this.waitingDrain) return;
+    const now = this.service.clock.monotonicMs();
+    const batch: WatchEvent[] = [];
+    while (batch.length < WATCH_LIMITS.batchEvents) {
+      const st = this.pick();
+      if (st === undefined) break;
+      const ev = st.sub.next();
+      if (ev === undefined) break;
+      switch (ev.type) {
+        case 'change':
+        case 'delete':
+          batch.push({ kind: ev.type, watch: st.index, revision: ev.revision, resource: ev.resource });
+          break;
+        case 'tail':
+          st.pastTail = true;
+          if (st.atTail) break;
+          if (!st.framed) batch.push({ kind: 'tail', watch: st.index, revision: ev.revision });
+          else if (st.fresh) batch.push({ kind: 'end-of-snapshot', watch: st.index, revision: ev.revision });
+          break;
+        case 'bookmark':
+          break; // the session sends its own, covering every watch
+        case 'end': {
+          if (st.framed && (ev.code === 'COMPACTED' || ev.code === 'RESET')) {
+            // Consul's framing: rebuild the view in place.
+            batch.push({ kind: 'new-snapshot-to-follow', watch: st.index, revision: ev.revision });
+            st.sub = this.publisher.subscribe(st.filter);
+            st.fresh = true;
+            st.pastTail = false;
+            this.watchReadable(st);
+            break;
+          }
+          this.write(batch, now);
+          const code = END_TO_ERROR[ev.code];
+          this.finish(new CairnError(code, ev.message, { watch: st.index, revision: String(ev.revision) }), st.index);
+          return;
+        }
+      }
+    }
+    if (batch.length > 0) this.write(batch, now);
+    if (!this.waitingDrain && this.states.some((s) => s.sub.queued > 0)) this.schedule();
+  }
+
+  private write(batch: readonly WatchEvent[], nowMs: number): void {
+    if (batch.length === 0 || this.closed) return;
+    this.lastSentMs = nowMs;
+    this.service.opts.metrics?.onEvents?.(batch.length);
+    if (!this.sink.send(batch)) {
+      this.waitingDrain = true;
+      this.sink.onDrain(() => {
+        this.waitingDrain = false;
+        this.schedule();
+      });
+    }
+  }
+
+  private finish(error: CairnError | undefined, watch: number | undefined): void {
+    if (this.closed) return;
+    this.service.opts.metrics?.onEnded?.(error?.code ?? 'OK');
+    this.close();
+    this.sink.end(error, watch);
+  }
+
+  /** The consumer went away (or the stream ended): release every subscription. Idempotent. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const st of this.states) st.sub.close();
+    this.service.forget(this);
+  }
+}
+
+/**
+ * The watch operation of API.md ("Watch") for both front ends: validates the watches (as List
+ * validates its filter, access hooks included), subscribes them to this node's event
+ * publisher, and drives the periodic duties (the publisher's tick, bookmarks).
+ */
+export class WatchService {
+  private readonly sessions = new Set<WatchSession>();
+  private closing = false;
+  readonly clock: Clock;
+  readonly bookmarkIntervalMs: number;
+
+  constructor(
+    private readonly publisher: () => EventPublisher | undefined,
+    private readonly resources: ResourceService,
+    readonly opts: WatchServiceOptions,
+  ) {
+    this.clock = opts.clock;
+    this.bookmarkIntervalMs = opts.bookmarkIntervalMs ?? 5_000;
+  }
+
+  get activeSessions(): number {
+    return this.sessions.size;
+  }
+
+  /**
+   * Validates `specs` and opens a session writing to `sink`. Throws (before anything is sent)
+   * on a bad request, or UNAVAILABLE while the node is starting.
+   */
+  open(specs: readonly WatchSpec[], ctx: CallContext, sink: WatchSink): WatchSession {
+    if (specs.length === 0) throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'a watch request needs at least one watch');
+    if (specs.length > WATCH_LIMITS.watchesPerStream) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `at most ${WATCH_LIMITS.watchesPerStream} watches per stream, got ${specs.length}`);
+    const checked = specs.map((s, i) => {
+      try {
+        const filter = this.resources.listFilter(s, ctx);
+        const gtRevision = parseVersion(s.gtRevision, 'gt_revision');
+        if (s.atTail === true && gtRevision !== undefined) throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'at_tail and gt_revision exclude each other');
+        return { filter, gtRevision };
+      } catch (e) {
+        if (e instanceof CairnError) throw new CairnError(e.code, `watch ${i}: ${e.message}`, { ...e.details, watch: i });
+        throw e;
+      }
+    });
+    if (this.closing) throw new CairnError(ErrorCode.UNAVAILABLE, 'this node is shutting down; watch through another node');
+    const pub = this.publisher();
+    if (!pub) throw new CairnError(ErrorCode.UNAVAILABLE, 'this node is still starting');
+    const session = new WatchSession(this, pub, sink, this.clock.monotonicMs());
+    checked.forEach((c, i) => session.add(i, c.filter, specs[i] as WatchSpec, c.gtRevision));
+    this.sessions.add(session);
+    session.schedule();
+    return session;
+  }
+
+  /** The node is stopping: refuse new watches and end the open ones (UNAVAILABLE: resume elsewhere). */
+  close(): void {
+    this.closing = true;
+    this.publisher()?.close();
+  }
+
+  /** @internal */
+  forget(s: WatchSession): void {
+    this.sessions.delete(s);
+  }
+
+  /** Periodic duties: the publisher's (waits, trimming), then bookmarks for quiet streams. */
+  tick(): void {
+    this.publisher()?.tick();
+    const now = this.clock.monotonicMs();
+    for (const s of this.sessions) s.maybeBookmark(now, this.bookmarkIntervalMs);
+  }
+}
+
+/** A resource's JSON text as the watch sends it, built once per stored version however many watchers get it. */
+const jsonText = new WeakMap<Resource, string>();
+
+export function resourceJsonText(r: Resource): string {
+  let t = jsonText.get(r);
+  if (t === undefined) {
+    t = JSON.stringify(resourceToJson(r));
+    jsonText.set(r, t);
+  }
+  return t;
+}
