@@ -42,6 +42,10 @@ interface CachedSnapshot {
   readonly atMs: number;
 }
 
+function topicOf(group: string, kind: string): string {
+  return `${group}\u0000${kind}`;
+}
+
 /**
  * One subscriber's stream: a bounded queue the transport drains with `next()`. `onReadable`
  * is called (synchronously, at most once per empty-to-non-empty transition) when events wait.
@@ -144,6 +148,10 @@ export class EventPublisher {
   /** Resumes must be from at least this revision (everything after it is in the window). */
   private compactedThrough: Revision;
   private readonly subs = new Map<number, Subscription>();
+  /** Subscriptions by topic (group and kind): a change is only offered to its topic's subscribers. */
+  private readonly byTopic = new Map<string, Set<Subscription>>();
+  /** Subscriptions resuming from a revision not yet published here. */
+  private readonly waiting = new Set<Subscription>();
   private readonly cache = new Map<string, CachedSnapshot>();
   private nextId = 1;
   private readonly o: Required<Omit<PublisherOptions, 'clock'>> & { clock: Clock };
@@ -197,17 +205,18 @@ export class EventPublisher {
         sub.end('COMPACTED', `revision ${n} is older than the retained window; re-list and watch from the new revision`, this.compactedThrough, now);
         return sub;
       }
-      this.subs.set(sub.id, sub);
+      this.add(sub);
       if (n > current) {
         sub.waitingFor = n;
         sub.waitingSinceMs = now;
+        this.waiting.add(sub);
         return sub;
       }
       this.replay(sub, n, limit, now);
       sub.push({ type: 'tail', revision: current }, limit, now);
       return sub;
     }
-    this.subs.set(sub.id, sub);
+    this.add(sub);
     if (opts.atTail === true) {
       sub.push({ type: 'tail', revision: current }, limit, now);
       return sub;
@@ -220,9 +229,25 @@ export class EventPublisher {
     return sub;
   }
 
+  private add(sub: Subscription): void {
+    this.subs.set(sub.id, sub);
+    const topic = topicOf(sub.filter.group, sub.filter.kind);
+    let set = this.byTopic.get(topic);
+    if (!set) {
+      set = new Set();
+      this.byTopic.set(topic, set);
+    }
+    set.add(sub);
+  }
+
   /** @internal */
   unsubscribe(sub: Subscription): void {
-    this.subs.delete(sub.id);
+    if (!this.subs.delete(sub.id)) return;
+    this.waiting.delete(sub);
+    const topic = topicOf(sub.filter.group, sub.filter.kind);
+    const set = this.byTopic.get(topic);
+    set?.delete(sub);
+    if (set?.size === 0) this.byTopic.delete(topic);
   }
 
   private initialState(filter: WatchFilter, now: number): CachedSnapshot {
@@ -266,22 +291,33 @@ export class EventPublisher {
       this.trim(now);
     }
     const limit = this.o.subscriberBufferEvents;
-    for (const sub of this.subs.values()) {
-      if (sub.waitingFor !== undefined) {
-        if (revision < sub.waitingFor) continue;
-        // Reached the revision the subscriber resumes from: the changes up to it are ones it
-        // already has; what follows is live.
-        const tailAt = revision === sub.waitingFor ? revision : ((revision - 1) as Revision);
-        sub.waitingFor = undefined;
-        sub.push({ type: 'tail', revision: tailAt }, limit, now);
-        if (revision === tailAt) continue;
-      }
-      for (const rec of records) {
-        if (!matches(sub.filter, rec.resource)) continue;
-        sub.push({ type: rec.kind === 'delete' ? 'delete' : 'change', revision, resource: rec.resource }, limit, now);
-        if (sub.ended) {
-          this.slowConsumersEnded++;
-          break;
+    // Resumes waiting for this revision: the changes up to the one they resume from are ones
+    // they already have; what follows is live.
+    let caughtUpHere: Set<Subscription> | undefined;
+    for (const sub of this.waiting) {
+      const wanted = sub.waitingFor as Revision;
+      if (revision < wanted) continue;
+      this.waiting.delete(sub);
+      sub.waitingFor = undefined;
+      const tailAt = revision === wanted ? revision : ((revision - 1) as Revision);
+      sub.push({ type: 'tail', revision: tailAt }, limit, now);
+      if (tailAt === revision) (caughtUpHere ??= new Set()).add(sub);
+    }
+    if (records.length === 0) return;
+    const topics = new Set<string>();
+    for (const rec of records) topics.add(topicOf(rec.resource.id.type.group, rec.resource.id.type.kind));
+    for (const topic of topics) {
+      const set = this.byTopic.get(topic);
+      if (!set) continue;
+      for (const sub of [...set]) {
+        if (sub.waitingFor !== undefined || caughtUpHere?.has(sub)) continue;
+        for (const rec of records) {
+          if (!matches(sub.filter, rec.resource)) continue;
+          sub.push({ type: rec.kind === 'delete' ? 'delete' : 'change', revision, resource: rec.resource }, limit, now);
+          if (sub.ended) {
+            this.slowConsumersEnded++;
+            break;
+          }
         }
       }
     }
@@ -312,6 +348,7 @@ export class EventPublisher {
       if (sub.waitingFor !== undefined) {
         if (current >= sub.waitingFor) {
           sub.waitingFor = undefined;
+          this.waiting.delete(sub);
           sub.push({ type: 'tail', revision: current }, this.o.subscriberBufferEvents, now);
         } else if (now - sub.waitingSinceMs > this.o.futureRevisionTimeoutMs) {
           sub.end('TIMEOUT', `this node has not reached revision ${sub.waitingFor} (at ${current}); resume on another node or later`, current, now);
