@@ -1,0 +1,1 @@
+export { placeReplicas, checkManualAssignment, type PlacementInput, type PlacementResult, type ReplicaRow } from './streaming/scheduler.js';
