@@ -1,5 +1,5 @@
 /**
- * `cairn resource write|read|delete|list|status`: resources through the public gRPC API
+ * `cairn resource write|read|delete|list|status|watch`: resources through the public gRPC API
  * (proto/cairn/resource/v1/resource.proto) with `CairnClient`, so these commands get the
  * client's failover across `--endpoint`s, its request ids (a retried write applies at most
  * once) and its typed errors.
@@ -21,6 +21,7 @@ import { parse as parseYaml } from 'yaml';
 import type { CairnClient, CairnClientError, Condition, ConditionState, Resource, ResourceId, ResourceRef, Status, WriteBody } from '../client/index.js';
 import { printJson, type CliIo } from './context.js';
 import { CliError, ExitCode, exitCodeFor, usageError } from './errors.js';
+import { runWatch, watchSpecOf, type WatchFlags } from './resource-watch.js';
 import { formatFields, formatTable } from './table.js';
 
 /** The gRPC address when neither --endpoint nor CAIRN_GRPC_ADDR says otherwise (the agent's default --grpc-addr). */
@@ -33,6 +34,8 @@ const OUTCOME_UNKNOWN = 'the outcome is unknown: the change may or may not have 
 export interface ResourceDeps {
   /** The whole of standard input, for `-f -`. */
   readonly readStdin: () => Promise<string>;
+  /** Calls `stop` on SIGINT or SIGTERM (`watch`); returns a function that unregisters it. */
+  readonly onInterrupt: (stop: () => void) => () => void;
 }
 
 async function readProcessStdin(): Promise<string> {
@@ -41,7 +44,17 @@ async function readProcessStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-const PROCESS_DEPS: ResourceDeps = { readStdin: readProcessStdin };
+function onProcessInterrupt(stop: () => void): () => void {
+  const handler = (): void => stop();
+  process.once('SIGINT', handler);
+  process.once('SIGTERM', handler);
+  return () => {
+    process.off('SIGINT', handler);
+    process.off('SIGTERM', handler);
+  };
+}
+
+const PROCESS_DEPS: ResourceDeps = { readStdin: readProcessStdin, onInterrupt: onProcessInterrupt };
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -469,7 +482,7 @@ async function withClient<T>(call: Call, fn: (client: CairnClient) => Promise<T>
 export function registerResourceCommands(program: Command, io: CliIo, deps: ResourceDeps = PROCESS_DEPS): void {
   const resource = program
     .command('resource')
-    .description('write, read, delete and list resources and set their status, through any node (gRPC)')
+    .description('write, read, delete, list and watch resources and set their status, through any node (gRPC)')
     .addHelpText(
       'after',
       `\n--endpoint here is a node's gRPC address (its --grpc-addr: $${GRPC_ENDPOINT_ENV}, else ${DEFAULT_GRPC_ENDPOINT}),\nnot the HTTP address the operator and snapshot commands use.`,
@@ -600,6 +613,29 @@ export function registerResourceCommands(program: Command, io: CliIo, deps: Reso
     );
     if (options.json) printJson(io, { resources: r.resources, revision: r.revision, last_leader_contact_ms: r.lastLeaderContactMs ?? null });
     else io.stdout(formatList(r.resources, r.revision, r.lastLeaderContactMs, stale));
+  });
+
+  withResourceOptions(
+    withTenancy(
+      resource
+        .command('watch')
+        .description('print changes as they are committed, one line per event, until interrupted (Ctrl-C exits 0)')
+        .argument('<type>', 'group.version.Kind or group.Kind')
+        .option('--name-prefix <prefix>', 'only names starting with this')
+        .option('--prefix <prefix>', 'the same as --name-prefix (as for list)')
+        .option('--gt-revision <n>', 'resume: every change after revision n, then live changes (no initial state)')
+        .option('--at-tail', 'live changes only: no initial state')
+        .addHelpText(
+          'after',
+          '\nWithout --gt-revision or --at-tail the current state comes first (one change per resource), then a tail\nline, then live changes. A lost stream or node is resumed on any --endpoint with nothing missed or repeated;\n"reset" means the watch had to start over (its resume point was compacted): the current state follows.\n--timeout: give up (exit 5) when no node has served the watch for this long. --json prints NDJSON.',
+        ),
+      true,
+    ),
+    io,
+  ).action(async (type: string, _opts: unknown, cmd: Command) => {
+    const options = resourceOptions(cmd, io);
+    const spec = watchSpecOf(type, cmd.opts<WatchFlags>());
+    await withClient({ options, write: false }, (c) => runWatch(c, spec, { json: options.json, timeoutMs: options.timeoutMs, onInterrupt: deps.onInterrupt }, io));
   });
 
   withResourceOptions(

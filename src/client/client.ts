@@ -19,7 +19,24 @@ import type {
   UpdateOptions,
   WriteBody,
 } from './types.js';
-import { CONSISTENCY, conditionToMsg, decodeFailure, methods, refToMsg, resourceFromMsg, statusToMsg, type AttemptFailure, type Method } from './wire.js';
+import { SharedInformerFactory, Informer } from './informer.js';
+import { MaterializedView, type ViewOptions } from './view.js';
+import { WatchStream, type WatchOptions, type WatchSpec, type WatchTransport } from './watch.js';
+import type { CacheSpec } from './feed.js';
+import {
+  CONSISTENCY,
+  conditionToMsg,
+  decodeFailure,
+  methods,
+  refToMsg,
+  resourceFromMsg,
+  statusToMsg,
+  watchListMethod,
+  type AttemptFailure,
+  type Method,
+  type WatchEventMsg,
+  type WatchListRequestMsg,
+} from './wire.js';
 
 export interface CairnClientOptions {
   /** gRPC addresses (host:port) of any nodes of one cluster; every node serves every call. */
@@ -28,6 +45,11 @@ export interface CairnClientOptions {
   readonly timeoutMs?: number;
   /** Sent as `authorization: Bearer <token>` where types have access hooks. */
   readonly token?: string;
+  /**
+   * Which endpoint calls and watches go to first: `random` (default) spreads clients over the
+   * nodes; `listed` starts with the first one listed (fail-over still moves down the list).
+   */
+  readonly endpointOrder?: 'random' | 'listed';
 }
 
 export const CLIENT_DEFAULTS = {
@@ -117,6 +139,7 @@ export class CairnClient {
   private readonly token: string | undefined;
   private current: number;
   private closed = false;
+  private readonly watches = new Set<WatchStream<unknown>>();
 
   constructor(opts: CairnClientOptions) {
     if (!Array.isArray(opts.endpoints) || opts.endpoints.length === 0) throw invalidOption('endpoints must list at least one gRPC address (host:port)');
@@ -138,8 +161,10 @@ export class CairnClient {
         'grpc.max_receive_message_length': 64 * 1024 * 1024,
       }),
     }));
+    const order = opts.endpointOrder ?? 'random';
+    if (order !== 'random' && order !== 'listed') throw invalidOption(`endpointOrder must be random or listed, got ${JSON.stringify(order)}`);
     // Clients start on different nodes, spreading the load.
-    this.current = Math.floor(Math.random() * this.endpoints.length);
+    this.current = order === 'listed' ? 0 : Math.floor(Math.random() * this.endpoints.length);
   }
 
   /** The endpoint the next call goes to first. */
@@ -147,10 +172,67 @@ export class CairnClient {
     return (this.endpoints[this.current] as Endpoint).address;
   }
 
-  /** Closes every connection; calls after this fail with UNAVAILABLE. */
+  /** Closes every connection and ends every open watch; calls after this fail with UNAVAILABLE. */
   close(): void {
     this.closed = true;
+    for (const w of [...this.watches]) w.close();
     for (const e of this.endpoints) e.client.close();
+  }
+
+  /**
+   * Watches one or more selections of resources on one stream (API.md "Watch"): an async
+   * iterable of WatchEvents that resumes by itself across lost streams and failed nodes, with no
+   * gap and no duplicate, and tells the consumer with a `reset` event when a watch has to start
+   * over. It ends only when closed (`close()`, `break`, the signal) or on an error retrying
+   * cannot fix. See watch.ts and README.md for the rules.
+   */
+  watch<D = unknown>(watches: WatchSpec | readonly WatchSpec[], opts: WatchOptions = {}): WatchStream<D> {
+    if (this.closed) throw new CairnClientError(ClientErrorCode.UNAVAILABLE, 'watch refused: the client is closed');
+    const specs: readonly WatchSpec[] = Array.isArray(watches) ? (watches as readonly WatchSpec[]) : [watches as WatchSpec];
+    const w = new WatchStream<D>(this.watchTransport(), specs, opts);
+    if (!w.ended) this.watches.add(w as WatchStream<unknown>);
+    return w;
+  }
+
+  /** A started MaterializedView of `spec` (see view.ts): a local cache kept current by a watch. */
+  view<D = unknown>(spec: CacheSpec, opts: ViewOptions = {}): MaterializedView<D> {
+    return new MaterializedView<D>(this, spec, opts).start();
+  }
+
+  /** An informer of `spec` (see informer.ts); add handlers, then `start()` it. */
+  informer<D = unknown>(spec: CacheSpec, opts: ViewOptions = {}): Informer<D> {
+    return new Informer<D>(this, spec, opts);
+  }
+
+  /** A factory of informers that share one watch stream. */
+  sharedInformers(opts: WatchOptions = {}): SharedInformerFactory {
+    return new SharedInformerFactory(this, opts);
+  }
+
+  private watchTransport(): WatchTransport {
+    return {
+      endpoints: this.endpoints.map((e) => e.address),
+      firstEndpoint: this.current,
+      open: (index: number, req: WatchListRequestMsg) => {
+        const ep = this.endpoints[index] as Endpoint;
+        const metadata = new grpc.Metadata();
+        if (this.token !== undefined) metadata.set('authorization', `Bearer ${this.token}`);
+        return ep.client.makeServerStreamRequest<WatchListRequestMsg, WatchEventMsg>(watchListMethod.path, watchListMethod.serialize, watchListMethod.deserialize, req, metadata, {});
+      },
+      currentRevision: async (spec: WatchSpec, signal: AbortSignal) => {
+        // A List that matches nothing ("-" starts no DNS label) still says the revision it reflects.
+        const r = await this.list(spec.type, {
+          ...(spec.partition !== undefined ? { partition: spec.partition } : {}),
+          ...(spec.namespace !== undefined ? { namespace: spec.namespace } : {}),
+          namePrefix: '-',
+          signal,
+        });
+        return r.revision;
+      },
+      forget: (w) => {
+        this.watches.delete(w);
+      },
+    };
   }
 
   /** Reads one resource. NOT_FOUND when absent, or when `ref.uid` names another incarnation. */

@@ -1,4 +1,8 @@
 export { CairnClient, CLIENT_DEFAULTS, type CairnClientOptions } from './client.js';
+export { WatchStream, WATCH_DEFAULTS, type WatchEvent, type WatchLogger, type WatchOptions, type WatchResetReason, type WatchSpec, type WatchStats } from './watch.js';
+export { MaterializedView, type ViewOptions, type WaitOptions } from './view.js';
+export { Informer, SharedInformerFactory, type DeleteInfo, type InformerHandlers } from './informer.js';
+export { keyOf, resourceKey, type CacheSpec, type WatchSource } from './feed.js';
 export { CairnClientError, ClientErrorCode, isCairnClientError, isOutcomeUnknown, type CairnClientErrorInit } from './errors.js';
 export type {
   CallOptions,

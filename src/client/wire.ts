@@ -62,11 +62,22 @@ export type WriteStatusRequestMsg = cairn.resource.v1.WriteStatusRequest.$Proper
 export type DeleteRequestMsg = cairn.resource.v1.DeleteRequest.$Properties;
 export type ListRequestMsg = cairn.resource.v1.ListRequest.$Properties;
 export type ListByOwnerRequestMsg = cairn.resource.v1.ListByOwnerRequest.$Properties;
+export type WatchListRequestMsg = cairn.resource.v1.WatchListRequest.$Properties;
+export type WatchMsg = cairn.resource.v1.Watch.$Properties;
+
+/** A decoded WatchEvent; `event` names the member of the oneof that is set (undefined: one this client does not know). */
+export interface WatchEventMsg {
+  watch: number;
+  revision: string;
+  event?: 'change' | 'delete' | 'tail' | 'bookmark' | 'newSnapshotToFollow' | 'endOfSnapshot';
+  change?: ResourceMsg | null;
+  delete?: ResourceMsg | null;
+}
 
 interface MessageCodec {
   encode(m: object): { finish(): Uint8Array };
   decode(b: Uint8Array): object;
-  toObject(m: object, o: { longs: NumberConstructor; enums: StringConstructor; defaults: boolean; arrays: boolean; objects: boolean }): object;
+  toObject(m: object, o: { longs: NumberConstructor; enums: StringConstructor; defaults: boolean; arrays: boolean; objects: boolean; oneofs?: boolean }): object;
 }
 const TO_OBJECT = { longs: Number, enums: String, defaults: true, arrays: true, objects: true } as const;
 
@@ -99,6 +110,18 @@ export const methods = {
   delete: method<DeleteRequestMsg, DeleteResponseMsg>('Delete', true, pb.DeleteRequest, pb.DeleteResponse),
   list: method<ListRequestMsg, ListResponseMsg>('List', false, pb.ListRequest, pb.ListResponse),
   listByOwner: method<ListByOwnerRequestMsg, ListResponseMsg>('ListByOwner', false, pb.ListByOwnerRequest, pb.ListByOwnerResponse),
+} as const;
+
+/** The server-streaming WatchList call (see watch.ts). */
+export const watchListMethod = {
+  name: 'WatchList',
+  path: `/${SERVICE}/WatchList`,
+  serialize: (m: WatchListRequestMsg): Buffer => Buffer.from((pb.WatchListRequest as unknown as MessageCodec).encode(m).finish()),
+  // `oneofs` names the event kind; unknown fields (a newer server's) are ignored.
+  deserialize: (b: Buffer): WatchEventMsg => {
+    const codec = pb.WatchEvent as unknown as MessageCodec;
+    return codec.toObject(codec.decode(b), { ...TO_OBJECT, oneofs: true }) as WatchEventMsg;
+  },
 } as const;
 
 export const CONSISTENCY = {
