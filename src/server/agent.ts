@@ -368,9 +368,18 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
       }
     }
     await new Promise<void>((resolve) => {
-      httpServer.close(() => resolve());
+      // Watch streams end a moment after watches.close() (their last event goes out on a later
+      // turn), so their keep-alive connections go idle only then: keep closing idle ones, or
+      // every shutdown with an open watch would wait for the fallback below.
+      const idle = setInterval(() => httpServer.closeIdleConnections(), 20);
+      const all = setTimeout(() => httpServer.closeAllConnections(), 2000);
+      all.unref();
+      httpServer.close(() => {
+        clearInterval(idle);
+        clearTimeout(all);
+        resolve();
+      });
       httpServer.closeIdleConnections();
-      setTimeout(() => httpServer.closeAllConnections(), 2000).unref();
     });
     await new Promise<void>((resolve) => {
       const t = setTimeout(() => {

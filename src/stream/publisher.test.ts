@@ -16,8 +16,11 @@ class FakeClock implements Clock {
 
 const tenancy = (ns: string): { partition: string; namespace: string } => ({ partition: 'default', namespace: ns });
 
-/** A real FSM applying real commands, feeding a publisher exactly as the replica does. */
-function setup(opts: Partial<PublisherOptions> = {}): { fsm: Fsm; pub: EventPublisher; clock: FakeClock; write: (name: string, ns?: string, kind?: string) => Revision; del: (name: string, ns?: string) => Revision } {
+/**
+ * A real FSM applying real commands, feeding a publisher. `skipEmpty`: like the replica, do not
+ * publish entries that changed nothing (the default publishes every entry).
+ */
+function setup(opts: Partial<PublisherOptions> = {}, skipEmpty = false): { fsm: Fsm; pub: EventPublisher; clock: FakeClock; write: (name: string, ns?: string, kind?: string) => Revision; del: (name: string, ns?: string) => Revision } {
   const fsm = new Fsm();
   const clock = new FakeClock();
   const pub = new EventPublisher({ current: () => fsm.store }, { clock, ...opts });
@@ -27,7 +30,7 @@ function setup(opts: Partial<PublisherOptions> = {}): { fsm: Fsm; pub: EventPubl
     index++;
     n++;
     const out = fsm.apply({ index: index as LogIndex, term: 1 as Term, data: encodeEnvelope(type, { time: 't', uid: `u${n}`, generation: `g${n}`, ...body }) });
-    pub.publish(index as Revision, out.changes as readonly ChangeRecord[]);
+    if (!skipEmpty || out.changes.length > 0) pub.publish(index as Revision, out.changes as readonly ChangeRecord[]);
     return index as Revision;
   };
   return {
@@ -194,4 +197,41 @@ t.test('bookmarks keep quiet subscribers fresh', async (t) => {
   s.write('other', 'default', 'Album');
   s.pub.tick();
   t.same(brief(drain(sub)), ['bookmark@2'], 'a bookmark at the current revision, past changes it does not watch');
+});
+
+t.test('defaults: a resume waiting for a revision gets no bookmark, and ends with TIMEOUT once 10 s have passed', async (t) => {
+  const s = setup({ bookmarkIntervalMs: 100 });
+  s.write('a');
+  const waiting = s.pub.subscribe(artists, { gtRevision: 50 as Revision });
+  const live = s.pub.subscribe(artists, { atTail: true });
+  drain(live);
+  for (let ms = 0; ms < 10_000; ms += 250) {
+    s.clock.ms += 250;
+    s.pub.tick();
+  }
+  t.equal(s.clock.ms, 10_000);
+  t.same(brief(drain(waiting)), [], 'at exactly 10 s: still waiting, and no bookmark meanwhile');
+  t.ok(drain(live).filter((e) => e.type === 'bookmark').length > 10, 'while a live subscriber got bookmarks all along');
+  s.clock.ms += 1;
+  s.pub.tick();
+  t.same(brief(drain(waiting)), ['end:TIMEOUT@1'], 'past 10 s: TIMEOUT at the revision the node is at');
+  t.equal(s.pub.subscribers, 1, 'and it is gone');
+});
+
+t.test('a resume waiting for a revision reached by entries that changed nothing (never published) tails on the next tick', async (t) => {
+  const s = setup({}, true);
+  s.write('a');
+  const sub = s.pub.subscribe(artists, { gtRevision: 3 as Revision });
+  s.del('nothing-here'); // revision 2: no change, not published
+  s.del('nothing-either'); // revision 3: the same
+  t.equal(s.pub.revision, 3);
+  t.same(brief(drain(sub)), [], 'nothing published, nothing sent');
+  s.pub.tick();
+  t.same(brief(drain(sub)), ['tail@3'], 'the tick sees the revision reached');
+  s.write('b');
+  t.same(brief(drain(sub)), ['change:b@4'], 'then live events');
+  const later = s.pub.subscribe(artists, { gtRevision: 5 as Revision });
+  s.del('nothing-again'); // revision 5: not published
+  s.write('c'); // revision 6: published before any tick
+  t.same(brief(drain(later)), ['tail@5', 'change:c@6'], 'or the next published entry tails it first, at the awaited revision');
 });
