@@ -414,6 +414,9 @@ function watchList(watches: WatchService | undefined, logger: Logger): grpc.hand
           onDrain(cb) {
             call.once('drain', cb);
           },
+          sizeOf(ev) {
+            return ev.kind === 'change' || ev.kind === 'delete' ? encodedResource(ev.resource).length + 32 : 32;
+          },
           end(error) {
             ended = true;
             if (error) call.emit('error', grpcErrorOf(error));

@@ -2,7 +2,7 @@ import type * as http from 'node:http';
 import { CairnError, ErrorCode } from '../base/index.js';
 import { errorBody } from './errors.js';
 import type { HttpRequest, Router } from './http-server.js';
-import { resourceJsonText, type WatchEvent, type WatchService, type WatchSpec } from './watch.js';
+import { resourceJsonText, WATCH_LIMITS, type WatchEvent, type WatchService, type WatchSpec } from './watch.js';
 
 const WATCH_FIELDS = ['type', 'partition', 'namespace', 'name_prefix', 'gt_revision', 'at_tail'] as const;
 
@@ -74,6 +74,9 @@ export function addWatchRoutes(router: Router, watches: WatchService): void {
       onDrain(cb) {
         res.once('drain', cb);
       },
+      sizeOf(ev) {
+        return ev.kind === 'change' || ev.kind === 'delete' ? resourceJsonText(ev.resource).length + 64 : 64;
+      },
       end(error) {
         if (!started) {
           started = true;
@@ -83,6 +86,13 @@ export function addWatchRoutes(router: Router, watches: WatchService): void {
           const body = errorBody(error).error;
           res.end(`${JSON.stringify({ type: 'error', ...body })}\n`);
         } else res.end();
+        // A reader that does not even take the end (stalled socket) is cut after a grace period.
+        if (!res.writableFinished) {
+          const cut = setTimeout(() => res.destroy(), WATCH_LIMITS.stalledEndGraceMs);
+          cut.unref();
+          res.once('finish', () => clearTimeout(cut));
+          res.once('close', () => clearTimeout(cut));
+        }
       },
     });
     // Headers go out at once, so a client sees the stream open even before the first event.

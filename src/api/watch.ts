@@ -8,8 +8,12 @@ import { parseVersion, type CallContext, type ListFilter, type ResourceService }
 export const WATCH_LIMITS = {
   /** Watches in one request. */
   watchesPerStream: 64,
-  /** Events handed to the transport in one write. */
+  /** Events handed to the transport in one write, at most. */
   batchEvents: 256,
+  /** Bytes (as the transport encodes them) handed over in one write, at most (one event may exceed it alone). */
+  batchBytes: 256 * 1024,
+  /** A stream ended while its reader is stalled is cut after this long if the reader never takes its end. */
+  stalledEndGraceMs: 10_000,
 } as const;
 
 /** One watch of a request, as the HTTP and gRPC front ends give it (not yet validated). */
@@ -44,6 +48,8 @@ export interface WatchSink {
   onDrain(cb: () => void): void;
   /** Ends the stream: with an error (and the watch it concerns), or cleanly. */
   end(error: CairnError | undefined, watch: number | undefined): void;
+  /** The bytes an event takes on this transport (bounds one write). Default: not bounded by size. */
+  sizeOf?(ev: WatchEvent): number;
 }
 
 export interface WatchMetricsHooks {
@@ -110,7 +116,17 @@ export class WatchSession {
   }
 
   private watchReadable(st: WatchState): void {
-    st.sub.onReadable = () => this.schedule();
+    st.sub.onReadable = () => {
+      // A subscription ended while the reader is stalled (SLOW_CONSUMER drops its queue, so
+      // the end is all that is left): end the stream now rather than when the reader drains,
+      // which a stuck reader never does; the transport cuts it if even the end is not taken.
+      if (this.waitingDrain && st.sub.ended && st.sub.queued === 1 && st.sub.peek()?.type === 'end') {
+        const ev = st.sub.next();
+        if (ev?.type === 'end') this.finish(new CairnError(END_TO_ERROR[ev.code], ev.message, { watch: st.index, revision: String(ev.revision) }), st.index);
+        return;
+      }
+      this.schedule();
+    };
   }
 
   /** @internal */
@@ -155,16 +171,20 @@ export class WatchSession {
     if (this.closed || this.waitingDrain) return;
     const now = this.service.clock.monotonicMs();
     const batch: WatchEvent[] = [];
-    while (batch.length < WATCH_LIMITS.batchEvents) {
+    let bytes = 0;
+    while (batch.length < WATCH_LIMITS.batchEvents && bytes < WATCH_LIMITS.batchBytes) {
       const st = this.pick();
       if (st === undefined) break;
       const ev = st.sub.next();
       if (ev === undefined) break;
       switch (ev.type) {
         case 'change':
-        case 'delete':
-          batch.push({ kind: ev.type, watch: st.index, revision: ev.revision, resource: ev.resource });
+        case 'delete': {
+          const out: WatchEvent = { kind: ev.type, watch: st.index, revision: ev.revision, resource: ev.resource };
+          batch.push(out);
+          if (this.sink.sizeOf) bytes += this.sink.sizeOf(out);
           break;
+        }
         case 'tail':
           st.pastTail = true;
           if (st.atTail) break;
