@@ -94,6 +94,24 @@ t.test('the de-duplication window is bounded and survives a snapshot', async (t)
   t.equal(okWrite(copy.apply(entry(5, write('a', { name: 'Y' }, { requestId: 'r1' }))).result).changed, true, 'r1 fell out of the window');
 });
 
+t.test('the de-duplication window is also bounded by the bytes of the commands it stands for, identically after a restore', async (t) => {
+  const big = 'x'.repeat(10_000);
+  const mk = (): Fsm => new Fsm({ dedupeMaxBytes: 35_000 });
+  const fsm = mk();
+  for (let i = 1; i <= 5; i++) fsm.apply(entry(i, write(`n${i}`, { name: big }, { requestId: `r${i}` })));
+  t.equal(fsm.dedupeSize.entries, 3, 'three ~10 KB commands fit in 35 KB; the two oldest were forgotten');
+  t.ok(fsm.dedupeSize.bytes <= 35_000);
+  const snap = fsm.snapshot();
+  const copy = mk();
+  copy.restore({ index: snap.index, term: 1 as Term, config: { members: [] } }, concat([...snap.chunks()]));
+  t.same(copy.dedupeSize, fsm.dedupeSize, 'sizes travel with the snapshot');
+  t.same(copy.apply(entry(6, write('n5', { name: 'X' }, { requestId: 'r5' }))).changes, [], 'r5 still remembered');
+  t.equal(okWrite(copy.apply(entry(7, write('n2', { name: 'Y' }, { requestId: 'r2' }))).result).changed, true, 'r2 fell out by size');
+  fsm.apply(entry(6, write('n5', { name: 'X' }, { requestId: 'r5' })));
+  fsm.apply(entry(7, write('n2', { name: 'Y' }, { requestId: 'r2' })));
+  t.same(copy.dedupeSize, fsm.dedupeSize, 'and both evict alike afterwards');
+});
+
 t.test('replicas applying the same entries produce byte-identical snapshots; restore round-trips', async (t) => {
   const entries: Entry[] = [];
   for (let i = 1; i <= 50; i++) entries.push(entry(i, write(`n${i % 7}`, { name: `v${i}` }, { requestId: `q${i}` })));

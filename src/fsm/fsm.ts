@@ -22,6 +22,12 @@ export class UnknownEntryTypeError extends Error {
 export interface FsmOptions {
   /** How many recent request ids are remembered for de-duplication. Default 10,000. */
   readonly dedupeWindow?: number;
+  /**
+   * How many bytes of commands the remembered results may stand for (each counted as its log
+   * entry's size, the same on every replica): large resources shorten the window rather than
+   * filling memory and snapshots. Default 32 MiB.
+   */
+  readonly dedupeMaxBytes?: number;
   /** Told about skipped entries of unknown ignorable types (0x80 and above). */
   readonly onIgnoredEntry?: (type: number, index: LogIndex) => void;
   /** Told about a command that could not be decoded (applied as a deterministic error). */
@@ -38,12 +44,15 @@ const NONE: ApplyResult = { ok: true, kind: 'none' };
 export class Fsm {
   store: ResourceStore;
   private applied = 0 as LogIndex;
-  private readonly dedupe = new Map<string, ApplyResult>();
+  private readonly dedupe = new Map<string, { readonly result: ApplyResult; readonly bytes: number }>();
   private readonly dedupeWindow: number;
+  private readonly dedupeMaxBytes: number;
+  private dedupeBytes = 0;
 
   constructor(private readonly opts: FsmOptions = {}) {
     this.store = new ResourceStore();
     this.dedupeWindow = opts.dedupeWindow ?? 10_000;
+    this.dedupeMaxBytes = opts.dedupeMaxBytes ?? 32 * 1024 * 1024;
   }
 
   get appliedIndex(): LogIndex {
@@ -97,7 +106,7 @@ export class Fsm {
     const cmd = checked.cmd;
     if (cmd.requestId !== undefined) {
       const seen = this.dedupe.get(cmd.requestId);
-      if (seen) return { result: seen, changes: [] };
+      if (seen) return { result: seen.result, changes: [] };
     }
     const ctx: ApplyContext = { revision: entry.index as number as Revision, time: cmd.time, newUid: cmd.uid, newGeneration: cmd.generation };
     let result: ApplyResult;
@@ -128,7 +137,7 @@ export class Fsm {
         break;
       }
     }
-    if (cmd.requestId !== undefined) this.remember(cmd.requestId, result);
+    if (cmd.requestId !== undefined) this.remember(cmd.requestId, result, entry.data.length);
     return { result, changes };
   }
 
@@ -158,19 +167,29 @@ export class Fsm {
     return { result: failure(new CairnError(ErrorCode.INTERNAL, `log entry ${entry.index} is malformed: ${message}`)), changes: [] };
   }
 
-  private remember(requestId: string, result: ApplyResult): void {
-    this.dedupe.set(requestId, result);
-    if (this.dedupe.size > this.dedupeWindow) {
-      const oldest = this.dedupe.keys().next();
-      if (!oldest.done) this.dedupe.delete(oldest.value);
+  /** Remembers a result; `bytes` is its entry's size (identical on every replica, so eviction is too). */
+  private remember(requestId: string, result: ApplyResult, bytes: number): void {
+    this.dedupe.set(requestId, { result, bytes });
+    this.dedupeBytes += bytes;
+    while (this.dedupe.size > 1 && (this.dedupe.size > this.dedupeWindow || this.dedupeBytes > this.dedupeMaxBytes)) {
+      const oldest = this.dedupe.entries().next();
+      if (oldest.done) break;
+      this.dedupe.delete(oldest.value[0]);
+      this.dedupeBytes -= oldest.value[1].bytes;
     }
+  }
+
+  /** Remembered request ids (for tests and metrics). */
+  get dedupeSize(): { readonly entries: number; readonly bytes: number } {
+    return { entries: this.dedupe.size, bytes: this.dedupeBytes };
   }
 
   /** A copy-on-write view of the state, serialized in chunks on demand. */
   snapshot(): { readonly index: LogIndex; chunks(): Iterable<Uint8Array> } {
     const index = this.applied;
     const view = this.store.snapshot();
-    const dedupe = [...this.dedupe.entries()];
+    // [id, result, entry bytes]: the size travels with the result so eviction stays identical.
+    const dedupe = [...this.dedupe.entries()].map(([id, d]) => [id, d.result, d.bytes] as const);
     return {
       index,
       chunks: () => writeSnapshotFrames({ format: 1, index, dedupe }, view.chunks()),
@@ -184,7 +203,14 @@ export class Fsm {
     }
     this.store = ResourceStore.restore(bodies);
     this.dedupe.clear();
-    for (const [id, result] of header.dedupe) this.dedupe.set(id, result as ApplyResult);
+    this.dedupeBytes = 0;
+    for (const row of header.dedupe) {
+      const [id, result, bytes] = row;
+      // Snapshots written before sizes were kept have none: count a small command.
+      const size = typeof bytes === 'number' && Number.isSafeInteger(bytes) && bytes >= 0 ? bytes : 256;
+      this.dedupe.set(id, { result: result as ApplyResult, bytes: size });
+      this.dedupeBytes += size;
+    }
     this.applied = meta.index;
   }
 }

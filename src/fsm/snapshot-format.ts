@@ -9,7 +9,8 @@ import { packBody, unpackBody } from './envelope.js';
 export interface SnapshotHeader {
   readonly format: 1;
   readonly index: LogIndex;
-  readonly dedupe: ReadonlyArray<readonly [string, unknown]>;
+  /** [request id, result, entry bytes?] (the size is absent in snapshots written before it was kept). */
+  readonly dedupe: ReadonlyArray<readonly [string, unknown, unknown?]>;
 }
 
 function frame(bytes: Uint8Array): Uint8Array {
