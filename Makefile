@@ -5,7 +5,7 @@ NPM_STAMP := node_modules/.cairn-install-stamp
 SEEDS ?= 10000
 TAP_JOBS ?= 2
 
-.PHONY: install build proto lint test test-unit sim sim-demo run clean
+.PHONY: install build proto lint test test-unit sim sim-demo run clean bench
 
 $(NPM_STAMP): package.json package-lock.json
 	@command -v node >/dev/null || { echo "node (20 or newer) is required" >&2; exit 1; }
@@ -54,6 +54,15 @@ sim-demo: build
 
 clean:
 	rm -rf dist
+
+# Cairn side by side with etcd (bench/README.md): installs etcd from Debian's etcd-server
+# package if it is absent, then runs a 3-node etcd cluster and a 3-node Cairn cluster on
+# loopback one after the other under the same load, prints one table with the Cairn/etcd
+# ratios and writes bench/results/bench-<date>-<HHMM>.json and .svg. About 6 minutes; QUICK=1 runs
+# shorter windows (under 3 minutes). BENCH_ARGS passes more flags (--only cas-leader-64, ...).
+bench: build
+	@bash bench/install-etcd.sh
+	node dist/bench/compare.js $(if $(filter 1 true yes,$(QUICK)),--quick) $(BENCH_ARGS)
 
 # ---- A local cluster, the real-process cluster tests, the container files (deploy/README.md) ----
 N ?= 3

@@ -107,3 +107,12 @@ export function num(n: number, digits = 0): string {
 export function mib(bytes: number): string {
   return `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 }
+
+/** A Markdown table with any columns; `right` marks the right-aligned (numeric) ones. */
+export function formatColumns(headers: readonly string[], rows: readonly (readonly string[])[], right: readonly boolean[] = []): string {
+  const widths = headers.map((h, c) => Math.max(h.length, ...rows.map((r) => (r[c] ?? '').length)));
+  const cell = (s: string, c: number): string => (right[c] === true ? s.padStart(widths[c] ?? 0) : s.padEnd(widths[c] ?? 0));
+  const line = (r: readonly string[]): string => `| ${headers.map((_, c) => cell(r[c] ?? '', c)).join(' | ')} |`;
+  const rule = `|${widths.map((w, c) => `${'-'.repeat(w + 1)}${right[c] === true ? ':' : '-'}`).join('|')}|`;
+  return [line(headers), rule, ...rows.map(line)].join('\n');
+}

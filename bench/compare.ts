@@ -1,0 +1,390 @@
+/**
+ * Stage 8: Cairn side by side with etcd (`make bench`; issue 9).
+ *
+ *   node dist/bench/compare.js [--quick] [--dir PATH] [--systems etcd,cairn] [--only ID,...]
+ *
+ * Starts a 3-node etcd cluster, measures it, stops it; then a 3-node Cairn cluster, the same
+ * way (never both at once). Both on loopback, with free ports, data dirs in one temporary
+ * directory (the same disk), default timing and fsync on. One load generator (this process)
+ * drives both over gRPC with the same payloads: 1,000 keys, 256-byte values. Measures:
+ *
+ * - CAS writes (read the version, then compare-and-set) at 1, 16, 64 and 256 concurrent
+ *   clients, all to the leader and spread over all nodes; a contended variant (64 clients, 10
+ *   keys) with its conflict rate;
+ * - unconditional writes and linearizable reads, 64 clients, to the leader;
+ * - watch fan-out: a hook for bench/watch-fanout.ts (bench/watch-hook.ts);
+ * - leader failover: SIGKILL of the leader, time to the next acknowledged write, median of 5.
+ *
+ * Each phase reports throughput, p50/p99/p99.9 latency, the load generator's CPU and each
+ * server's. Prints one table with the Cairn/etcd ratios and the issue's targets, writes
+ * bench/results/bench-<date>-<HHMM>[-quick].json and .svg. --quick: shorter windows, 3 failover trials
+ * (under 3 minutes). --only runs the named phases only (ids as in the JSON: cas-leader-64,
+ * failover, ...), e.g. to profile one. BENCH_CAIRN_NODE_FLAGS adds `node` flags to every Cairn
+ * agent (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"); BENCH_KEEP=1 keeps the data dirs and logs.
+ */
+import { readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import v8 from 'node:v8';
+import { renderChart, type Series } from './chart.js';
+import { registerTempDir, tail } from './procs.js';
+import { describeMachine, formatColumns, median, num, Progress, type Machine } from './report.js';
+import { CairnSystem, EtcdSystem, KEY_COUNT, VALUE_BYTES, type KvSystem, type SystemName } from './systems.js';
+import { loadWatchFanout, type WatchFanoutResult } from './watch-hook.js';
+import { failoverTrial, preload, runPhase, type FailoverTrial, type PhaseResult, type PhaseSpec } from './workload.js';
+
+// ---- Settings ----------------------------------------------------------------------------
+
+function flagValue(argv: readonly string[], name: string): string | undefined {
+  const i = argv.indexOf(name);
+  if (i < 0) return undefined;
+  const v = argv[i + 1];
+  if (v === undefined || v.startsWith('--')) throw new Error(`${name} needs a value`);
+  return v;
+}
+
+const argv = process.argv.slice(2);
+const QUICK = argv.includes('--quick');
+const BASE_DIR = flagValue(argv, '--dir');
+const SYSTEMS = (flagValue(argv, '--systems') ?? 'etcd,cairn').split(',').map((s) => s.trim().toLowerCase());
+for (const s of SYSTEMS) if (s !== 'etcd' && s !== 'cairn') throw new Error(`--systems: unknown system ${JSON.stringify(s)} (etcd, cairn)`);
+const ONLY = flagValue(argv, '--only')?.split(',').map((s) => s.trim());
+const NODE_FLAGS = (process.env['BENCH_CAIRN_NODE_FLAGS'] ?? '').split(/\s+/).filter((s) => s !== '');
+
+const S = {
+  warmupMs: QUICK ? 500 : 2_000,
+  durationMs: QUICK ? 2_500 : 10_000,
+  casClients: [1, 16, 64, 256],
+  contendedKeys: 10,
+  contendedClients: 64,
+  putClients: 64,
+  readClients: 64,
+  failoverTrials: QUICK ? 3 : 5,
+  failover: { probeEveryMs: 20, probeTimeoutMs: 2_000, giveUpMs: 30_000 },
+  keys: KEY_COUNT,
+  valueBytes: VALUE_BYTES,
+} as const;
+
+const PHASES: PhaseSpec[] = [
+  ...S.casClients.map((c): PhaseSpec => ({ id: `cas-leader-${c}`, kind: 'cas', clients: c, target: 'leader', keys: S.keys })),
+  ...S.casClients.map((c): PhaseSpec => ({ id: `cas-spread-${c}`, kind: 'cas', clients: c, target: 'spread', keys: S.keys })),
+  { id: `cas-contended-${S.contendedClients}`, kind: 'cas-contended', clients: S.contendedClients, target: 'leader', keys: S.contendedKeys },
+  { id: `put-leader-${S.putClients}`, kind: 'put', clients: S.putClients, target: 'leader', keys: S.keys },
+  { id: `read-leader-${S.readClients}`, kind: 'read', clients: S.readClients, target: 'leader', keys: S.keys },
+];
+const wanted = (id: string): boolean => ONLY === undefined || ONLY.includes(id);
+if (ONLY !== undefined) {
+  const known = new Set([...PHASES.map((p) => p.id), 'watch-fanout', 'failover']);
+  for (const id of ONLY) if (!known.has(id)) throw new Error(`--only: unknown phase ${JSON.stringify(id)}; known: ${[...known].join(', ')}`);
+}
+
+const progress = new Progress();
+
+// ---- One system ----------------------------------------------------------------------------
+
+interface SystemResults {
+  readonly name: SystemName;
+  readonly version: string;
+  readonly startupMs: number;
+  readonly messageSizes: Record<string, number>;
+  readonly phases: PhaseResult[];
+  readonly watchFanout: readonly WatchFanoutResult[] | undefined;
+  readonly failover: FailoverTrial[];
+  readonly failoverMedianMs: number;
+  /** 1-minute load average when this system's part began and ended. */
+  readonly loadAverage: { readonly start: number; readonly end: number };
+}
+
+function describePhase(r: PhaseResult): string {
+  const l = r.latency;
+  const extra = r.kind === 'cas-contended' ? `, ${(r.conflictRate * 100).toFixed(1)}% conflicts` : r.conflicts > 0 ? `, ${r.conflicts} conflicts` : '';
+  const errs = r.errors > 0 ? `, ${r.errors} ERRORS (${Object.keys(r.errorSamples).slice(0, 2).join('; ')})` : '';
+  return `  ${num(r.opsPerSec)}/s, p50 ${ms(l.p50Ms)} p99 ${ms(l.p99Ms)} p99.9 ${ms(l.p999Ms)} ms${extra}${errs}; CPU: load generator ${r.loadgenCpuPct.toFixed(0)}%, servers ${r.serverCpuPct.map((c) => c.toFixed(0)).join('+')}%; fsyncs/s ${r.fsyncsPerSec.map((c) => c.toFixed(0)).join('+')} (mean ${r.fsyncMeanMs.map((c) => c.toFixed(1)).join('/')} ms); leader ${r.leader}; other work on the machine ${r.otherCpuPct.toFixed(0)}%`;
+}
+
+async function runSystem(name: SystemName, work: string): Promise<SystemResults> {
+  const dir = await mkdtemp(path.join(work, `${name.toLowerCase()}-`));
+  const loadStart = os.loadavg()[0] ?? 0;
+  const t0 = performance.now();
+  const sys = await progress.phase(`${name}: start 3 nodes and wait for a leader`, (): Promise<KvSystem> =>
+    name === 'etcd' ? EtcdSystem.start(dir) : CairnSystem.start(dir, { nodeFlags: NODE_FLAGS }),
+  );
+  const startupMs = performance.now() - t0;
+  try {
+    let leader = await sys.waitHealthy();
+    progress.line(`  ${name} ${sys.version}: leader ${sys.nodeNames[leader] ?? '?'}; pids ${sys.nodeNames.map((n, i) => `${n}=${String(sys.pid(i))}`).join(' ')}; data in ${dir}`);
+    await progress.phase(`${name}: preload ${num(S.keys)} keys of ${S.valueBytes} bytes`, () => preload(sys, leader));
+    const phases: PhaseResult[] = [];
+    for (const spec of PHASES) {
+      if (!wanted(spec.id)) continue;
+      leader = await sys.waitHealthy();
+      const r = await progress.phase(`${name}: ${spec.id} (${spec.clients} client${spec.clients === 1 ? '' : 's'}, ${S.durationMs / 1000} s + ${S.warmupMs / 1000} s warm-up)`, () =>
+        runPhase(sys, spec, leader, S),
+      );
+      progress.line(describePhase(r));
+      phases.push(r);
+    }
+    let watchFanout: readonly WatchFanoutResult[] | undefined;
+    const fanout = wanted('watch-fanout') ? await loadWatchFanout() : undefined;
+    if (fanout) {
+      leader = await sys.waitHealthy();
+      watchFanout = await progress.phase(`${name}: watch fan-out (bench/watch-fanout.ts)`, () => fanout({ system: sys, leaderIndex: leader, quick: QUICK, progress }));
+    }
+    const failover: FailoverTrial[] = [];
+    if (wanted('failover')) {
+      for (let i = 0; i < S.failoverTrials; i++) {
+        const t = await progress.phase(`${name}: failover trial ${i + 1}/${S.failoverTrials} (kill -9 the leader)`, () => failoverTrial(sys, S.failover));
+        progress.line(`  killed ${t.killed}; next write acknowledged after ${t.ms.toFixed(0)} ms; new leader ${t.newLeader}; ${t.probesSent} probes sent after the kill, ${t.probesFailed} failed`);
+        failover.push(t);
+      }
+    }
+    return {
+      name,
+      version: sys.version,
+      startupMs,
+      messageSizes: sys.messageSizes(),
+      phases,
+      watchFanout,
+      failover,
+      failoverMedianMs: failover.length > 0 ? median(failover.map((t) => t.ms)) : Number.NaN,
+      loadAverage: { start: loadStart, end: os.loadavg()[0] ?? 0 },
+    };
+  } catch (e) {
+    for (const [i, n] of sys.nodeNames.entries()) {
+      const log = path.join(dir, `${n}.log`);
+      process.stderr.write(`---- ${name} ${n} (pid ${String(sys.pid(i))}), last lines of ${log}:\n`);
+      try {
+        process.stderr.write(`${tail(readFileSync(log, 'utf8'), 20)}\n`);
+      } catch {
+        process.stderr.write('(no log)\n');
+      }
+    }
+    throw e;
+  } finally {
+    await progress.phase(`${name}: stop`, () => sys.stop());
+  }
+}
+
+// ---- The table ------------------------------------------------------------------------------
+
+function ms(x: number): string {
+  if (!Number.isFinite(x)) return '-';
+  return x < 10 ? x.toFixed(2) : x < 100 ? x.toFixed(1) : x.toFixed(0);
+}
+
+function ratio(a: number | undefined, b: number | undefined): number {
+  return a !== undefined && b !== undefined && Number.isFinite(a) && Number.isFinite(b) && b > 0 ? a / b : Number.NaN;
+}
+
+const x = (r: number): string => (Number.isFinite(r) ? `${r.toFixed(2)}x` : '-');
+
+interface Target {
+  readonly text: string;
+  /** undefined: not measured. */
+  readonly met: (c: PhaseResult | undefined, e: PhaseResult | undefined) => boolean | undefined;
+}
+
+const tputAtLeast = (k: number): Target['met'] => (c, e) => {
+  const r = ratio(c?.opsPerSec, e?.opsPerSec);
+  return Number.isFinite(r) ? r >= k : undefined;
+};
+
+const TARGETS: Record<string, Target> = {
+  'cas-leader-64': {
+    text: 'tput >= 1.5x, p99 <= 1x',
+    met: (c, e) => {
+      const t = ratio(c?.opsPerSec, e?.opsPerSec);
+      const p = ratio(c?.latency.p99Ms, e?.latency.p99Ms);
+      return Number.isFinite(t) && Number.isFinite(p) ? t >= 1.5 && p <= 1 : undefined;
+    },
+  },
+  'cas-spread-64': { text: 'tput >= 1.5x', met: tputAtLeast(1.5) },
+  'put-leader-64': { text: 'tput >= 1.2x', met: tputAtLeast(1.2) },
+  'read-leader-64': { text: 'tput >= 1.0x', met: tputAtLeast(1.0) },
+};
+
+const HEADERS = ['measure', 'Cairn', 'etcd', 'Cairn/etcd', 'Cairn p50 / p99 / p99.9 ms', 'etcd p50 / p99 / p99.9 ms', 'p99 Cairn/etcd', 'Cairn CPU gen/srv, fsyncs', 'etcd CPU gen/srv, fsyncs', 'target', 'met'];
+const RIGHT = [false, true, true, true, true, true, true, true, true, false, false];
+
+function phaseLabel(p: PhaseSpec): string {
+  const who = p.clients === 1 ? '1 client' : `${p.clients} clients`;
+  switch (p.kind) {
+    case 'cas':
+      return `CAS, ${p.target === 'leader' ? 'to the leader' : 'spread'}, ${who}`;
+    case 'cas-contended':
+      return `CAS contended (${p.keys} keys), ${who}`;
+    case 'put':
+      return `unconditional writes, ${who}`;
+    case 'read':
+      return `linearizable reads, ${who}`;
+  }
+}
+
+const metText = (m: boolean | undefined): string => (m === undefined ? '-' : m ? 'met' : 'NOT met');
+
+function tableRows(cairn: SystemResults | undefined, etcd: SystemResults | undefined): string[][] {
+  const rows: string[][] = [];
+  const cpu = (r: PhaseResult | undefined): string => {
+    if (!r) return '-';
+    const li = r.leaderIndex;
+    const fs = r.fsyncsPerSec[li] ?? Number.NaN;
+    const fm = r.fsyncMeanMs[li] ?? Number.NaN;
+    const fsync = !Number.isFinite(fs) ? '-' : fs < 0.5 ? '0/s' : `${fs.toFixed(0)}/s @${fm.toFixed(1)}`;
+    return `${r.loadgenCpuPct.toFixed(0)}%/${r.serverCpuPctTotal.toFixed(0)}%, ${fsync}`;
+  };
+  const lat = (r: PhaseResult | undefined): string => (r ? `${ms(r.latency.p50Ms)} / ${ms(r.latency.p99Ms)} / ${ms(r.latency.p999Ms)}` : '-');
+  for (const p of PHASES) {
+    const c = cairn?.phases.find((r) => r.id === p.id);
+    const e = etcd?.phases.find((r) => r.id === p.id);
+    if (!c && !e) continue;
+    const val = (r: PhaseResult | undefined): string => {
+      if (!r) return '-';
+      const conflicts = p.kind === 'cas-contended' ? ` (${(r.conflictRate * 100).toFixed(0)}% conflicts)` : '';
+      const errs = r.errors > 0 ? ` [${r.errors} errors]` : '';
+      return `${num(r.opsPerSec)}/s${conflicts}${errs}`;
+    };
+    const target = TARGETS[p.id];
+    rows.push([
+      phaseLabel(p),
+      val(c),
+      val(e),
+      x(ratio(c?.opsPerSec, e?.opsPerSec)),
+      lat(c),
+      lat(e),
+      x(ratio(c?.latency.p99Ms, e?.latency.p99Ms)),
+      cpu(c),
+      cpu(e),
+      target?.text ?? '',
+      target ? metText(target.met(c, e)) : '',
+    ]);
+  }
+  // Watch fan-out: bench/watch-fanout.ts fills these in; until then they say so.
+  const wf = (s: SystemResults | undefined, n: number): WatchFanoutResult | undefined => s?.watchFanout?.find((w) => w.watchers === n);
+  for (const n of [100, 1_000, 10_000]) {
+    const c = wf(cairn, n);
+    const e = wf(etcd, n);
+    const cell = (w: WatchFanoutResult | undefined, s: SystemResults | undefined): string =>
+      w ? `${num(w.writesPerSec)} w/s${w.rateHeld ? '' : ' (rate not held)'}` : s?.watchFanout === undefined ? 'not run' : '-';
+    const l = (w: WatchFanoutResult | undefined): string => (w ? `${ms(w.deliveryP50Ms)} / ${ms(w.deliveryP99Ms)} / -` : '-');
+    const met = n === 10_000 ? (c ? c.rateHeld && c.deliveryP99Ms <= 250 : undefined) : undefined;
+    rows.push([`watch fan-out, ${num(n)} watchers @ 200 w/s`, cell(c, cairn), cell(e, etcd), '-', l(c), l(e), x(ratio(c?.deliveryP99Ms, e?.deliveryP99Ms)), '-', '-', n === 10_000 ? 'rate holds, p99 <= 250 ms' : '', n === 10_000 ? (c ? metText(met) : 'not run') : '']);
+  }
+  const fc = cairn?.failoverMedianMs;
+  const fe = etcd?.failoverMedianMs;
+  if ((cairn?.failover.length ?? 0) > 0 || (etcd?.failover.length ?? 0) > 0) {
+    const trials = (s: SystemResults | undefined): string => (s && s.failover.length > 0 ? `${num(s.failoverMedianMs)} ms` : '-');
+    const fr = ratio(fc, fe);
+    rows.push([
+      `failover: kill -9 leader -> next ack, median of ${Math.max(cairn?.failover.length ?? 0, etcd?.failover.length ?? 0)}`,
+      trials(cairn),
+      trials(etcd),
+      x(fr),
+      cairn ? cairn.failover.map((t) => t.ms.toFixed(0)).join(', ') : '-',
+      etcd ? etcd.failover.map((t) => t.ms.toFixed(0)).join(', ') : '-',
+      '',
+      '-',
+      '-',
+      'median <= 0.5x',
+      metText(Number.isFinite(fr) ? fr <= 0.5 : undefined),
+    ]);
+  }
+  return rows;
+}
+
+function chart(results: readonly SystemResults[], title: string): string {
+  const colors: Record<SystemName, string> = { Cairn: '#1f77b4', etcd: '#d62728' };
+  const series = (pick: (r: PhaseResult) => number): Series[] =>
+    results.flatMap((s) =>
+      (['leader', 'spread'] as const).map((target) => ({
+        label: `${s.name}, ${target === 'leader' ? 'to the leader' : 'spread over all nodes'}`,
+        color: colors[s.name],
+        dashed: target === 'spread',
+        points: s.phases.filter((r) => r.kind === 'cas' && r.target === target).map((r) => [r.clients, pick(r)] as const),
+      })),
+    );
+  return renderChart({ title, clients: S.casClients, throughput: series((r) => r.opsPerSec), p99: series((r) => r.latency.p99Ms) });
+}
+
+// ---- Main ------------------------------------------------------------------------------------
+
+function busy(load: number, cpus: number): string {
+  return load > cpus * 0.5 ? ` -- WARNING: the machine is busy with other work (${cpus} CPUs); these numbers are skewed` : '';
+}
+
+interface Results {
+  readonly benchmark: 'etcd-side-by-side';
+  readonly mode: 'full' | 'quick';
+  readonly startedAt: string;
+  readonly machine: Machine;
+  readonly settings: typeof S;
+  readonly loadgen: { readonly node: string; readonly cairnClient: string; readonly etcdClient: string };
+  readonly cairnNodeFlags: readonly string[];
+  readonly systems: readonly SystemResults[];
+  readonly loadAverage: { readonly start: number; readonly end: number };
+  readonly table: { readonly headers: readonly string[]; readonly rows: readonly string[][] };
+}
+
+async function main(): Promise<void> {
+  const startedAt = new Date().toISOString();
+  const base = BASE_DIR ?? os.tmpdir();
+  await mkdir(base, { recursive: true });
+  const work = await mkdtemp(path.join(base, 'cairn-etcd-bench-'));
+  registerTempDir(work);
+  const machine = await describeMachine(work, v8.getHeapStatistics().heap_size_limit);
+  const loadStart = os.loadavg()[0] ?? 0;
+  process.stdout.write(
+    `Cairn vs etcd, side by side (${QUICK ? 'quick' : 'full'}), ${startedAt}\n` +
+      `machine: ${machine.cpus} x ${machine.cpuModel}, ${machine.memoryGiB} GiB RAM, node ${machine.node}, ${machine.platform} (kernel ${machine.kernel})\n` +
+      `data dirs: ${machine.disk.path} (${machine.disk.filesystem}); one load generator (this process)\n` +
+      `load average (1 min): ${loadStart.toFixed(2)}${busy(loadStart, machine.cpus)}\n` +
+      (NODE_FLAGS.length > 0 ? `Cairn agents run with node flags: ${NODE_FLAGS.join(' ')}\n` : '') +
+      '\n',
+  );
+  const results: SystemResults[] = [];
+  for (const s of SYSTEMS) results.push(await runSystem(s === 'etcd' ? 'etcd' : 'Cairn', work));
+  const cairn = results.find((r) => r.name === 'Cairn');
+  const etcd = results.find((r) => r.name === 'etcd');
+  const rows = tableRows(cairn, etcd);
+  const loadEnd = os.loadavg()[0] ?? 0;
+  const others = results
+    .map((r) => {
+      const o = r.phases.map((p) => p.otherCpuPct).filter((v) => Number.isFinite(v));
+      return `${r.name} ran at load ${r.loadAverage.start.toFixed(1)} -> ${r.loadAverage.end.toFixed(1)}, other work used ${o.length > 0 ? `${median(o).toFixed(0)}% of a core (median over its phases; max ${Math.max(...o).toFixed(0)}%)` : 'unknown CPU'}`;
+    })
+    .join('; ');
+  const sizes = results.map((r) => `${r.name} ${r.version}: read request ${r.messageSizes['readRequest'] ?? '?'} B, CAS request ${r.messageSizes['casRequest'] ?? '?'} B`).join('; ');
+  process.stdout.write(
+    `\n${formatColumns(HEADERS, rows, RIGHT)}\n\n` +
+      `Throughput: successful operations per second in a ${S.durationMs / 1000} s window after ${S.warmupMs / 1000} s of warm-up, closed loop. ` +
+      'A CAS operation is a linearizable read plus a compare-and-set write; its latency covers both. ' +
+      'CPU: % of one core over the window; gen = the load generator (this process), srv = the three servers together; ' +
+      "fsyncs: the leader's log fsyncs per second and their mean ms (its own metrics: etcd_disk_wal_fsync_duration_seconds, cairn_log_fsync_seconds).\n" +
+      `Encoded protobuf messages (no gRPC framing): ${sizes}. 256-byte values; Cairn's value is the title of a demo.v1.Album ({"title":"..."} as JSON text).\n` +
+      `load average (1 min) at the start ${loadStart.toFixed(2)}, at the end ${loadEnd.toFixed(2)}${busy(Math.max(loadStart, loadEnd), machine.cpus)}\n` +
+      `${others}. Other work skews a ratio when it differs between the two parts.\n`,
+  );
+  const resultsDir = fileURLToPath(new URL('../../bench/results/', import.meta.url));
+  await mkdir(resultsDir, { recursive: true });
+  // The start time in the name (UTC, to the minute): runs of one day do not overwrite each other.
+  const stem = `bench-${startedAt.slice(0, 10)}-${startedAt.slice(11, 13)}${startedAt.slice(14, 16)}${QUICK ? '-quick' : ''}${ONLY !== undefined || SYSTEMS.length < 2 ? '-partial' : ''}`;
+  const out: Results = {
+    benchmark: 'etcd-side-by-side',
+    mode: QUICK ? 'quick' : 'full',
+    startedAt,
+    machine,
+    settings: S,
+    loadgen: { node: process.version, cairnClient: 'CairnClient (src/client), one single-endpoint client per node, request ids from a monotonic ULID factory', etcdClient: 'bench/etcd-client.ts (grpc-js + protobufjs from bench/etcd/rpc.proto)' },
+    cairnNodeFlags: NODE_FLAGS,
+    systems: results,
+    loadAverage: { start: loadStart, end: loadEnd },
+    table: { headers: HEADERS, rows },
+  };
+  await writeFile(path.join(resultsDir, `${stem}.json`), `${JSON.stringify(out, null, 2)}\n`);
+  await writeFile(path.join(resultsDir, `${stem}.svg`), chart(results, `${QUICK ? 'quick' : 'full'} run ${startedAt.slice(0, 16)}Z, ${machine.cpus} x ${machine.cpuModel}; load average ${loadStart.toFixed(2)} -> ${loadEnd.toFixed(2)}`));
+  process.stdout.write(`\nwrote bench/results/${stem}.json and bench/results/${stem}.svg\n`);
+}
+
+await main();

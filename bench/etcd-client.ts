@@ -1,0 +1,165 @@
+/**
+ * A minimal etcd v3 client for the benchmark: KV Range/Put/Txn and Maintenance Status over
+ * @grpc/grpc-js, with the message codecs built at run time by protobufjs from bench/etcd/rpc.proto
+ * (a hand-written subset of etcd's). One gRPC channel (one HTTP/2 connection) per endpoint,
+ * shared by every worker that talks to it, as etcd's clientv3 does; no retries, no failover:
+ * the benchmark decides what to do with an error.
+ */
+import * as grpc from '@grpc/grpc-js';
+import protobuf from 'protobufjs';
+import { fileURLToPath } from 'node:url';
+
+/** dist/bench/etcd-client.js -> bench/etcd/rpc.proto in the checkout. */
+const PROTO = fileURLToPath(new URL('../../bench/etcd/rpc.proto', import.meta.url));
+
+const root = new protobuf.Root().loadSync(PROTO, { keepCase: true });
+const type = (name: string): protobuf.Type => root.lookupType(`etcdserverpb.${name}`);
+
+/** An int64/uint64 as protobufjs decodes it: a number, or a Long when the value needs 64 bits. */
+type Int64 = number | LongLike;
+/** The part of long.js's Long used here (uint64 fields decode as unsigned Longs). */
+interface LongLike {
+  toNumber(): number;
+  toString(): string;
+}
+
+interface KeyValueMsg {
+  key: Uint8Array;
+  mod_revision: Int64;
+  version: Int64;
+  value: Uint8Array;
+}
+interface HeaderMsg {
+  member_id: Int64;
+  revision: Int64;
+  raft_term: Int64;
+}
+interface RangeResponseMsg {
+  header: HeaderMsg | null;
+  kvs: KeyValueMsg[];
+}
+interface PutResponseMsg {
+  header: HeaderMsg | null;
+}
+interface TxnResponseMsg {
+  header: HeaderMsg | null;
+  succeeded: boolean;
+}
+interface StatusResponseMsg {
+  header: HeaderMsg | null;
+  version: string;
+  leader: Int64;
+  raftTerm: Int64;
+  raftIndex: Int64;
+  raftAppliedIndex: Int64;
+}
+
+export const int64 = (v: Int64 | null | undefined): number => (v === null || v === undefined ? 0 : typeof v === 'number' ? v : v.toNumber());
+const idString = (v: Int64 | null | undefined): string => (v === null || v === undefined ? '0' : typeof v === 'number' ? String(v) : v.toString());
+
+interface Method<Res> {
+  readonly path: string;
+  serialize(m: object): Buffer;
+  deserialize(b: Buffer): Res;
+}
+
+function method<Res>(service: string, name: string, req: string, res: string): Method<Res> {
+  const reqType = type(req);
+  const resType = type(res);
+  return {
+    path: `/etcdserverpb.${service}/${name}`,
+    serialize: (m) => Buffer.from(reqType.encode(m).finish()),
+    deserialize: (b) => resType.decode(b) as unknown as Res,
+  };
+}
+
+const M = {
+  range: method<RangeResponseMsg>('KV', 'Range', 'RangeRequest', 'RangeResponse'),
+  put: method<PutResponseMsg>('KV', 'Put', 'PutRequest', 'PutResponse'),
+  txn: method<TxnResponseMsg>('KV', 'Txn', 'TxnRequest', 'TxnResponse'),
+  status: method<StatusResponseMsg>('Maintenance', 'Status', 'StatusRequest', 'StatusResponse'),
+} as const;
+
+/** Compare.CompareResult.EQUAL and Compare.CompareTarget.MOD. */
+const EQUAL = 0;
+const MOD = 2;
+
+export interface EtcdStatus {
+  /** The answering member's id (decimal). */
+  readonly memberId: string;
+  /** The leader's member id as this member knows it ('0': none). */
+  readonly leader: string;
+  readonly raftTerm: number;
+  readonly raftIndex: number;
+  readonly raftAppliedIndex: number;
+  readonly version: string;
+}
+
+/** The byte sizes of one CAS round's messages as encoded on the wire (protobuf, before gRPC framing). */
+export function etcdMessageSizes(key: Uint8Array, value: Uint8Array): { readonly rangeRequest: number; readonly txnRequest: number } {
+  return {
+    rangeRequest: M.range.serialize({ key }).length,
+    txnRequest: M.txn.serialize(casTxn(key, 12345678, value)).length,
+  };
+}
+
+function casTxn(key: Uint8Array, modRevision: Int64, value: Uint8Array): object {
+  return { compare: [{ result: EQUAL, target: MOD, key, mod_revision: modRevision }], success: [{ request_put: { key, value } }] };
+}
+
+/** One etcd endpoint (host:port of its client URL). */
+export class EtcdKv {
+  private readonly client: grpc.Client;
+
+  constructor(
+    readonly address: string,
+    private readonly timeoutMs = 10_000,
+  ) {
+    this.client = new grpc.Client(address, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
+  }
+
+  private call<Res>(m: Method<Res>, req: object, timeoutMs = this.timeoutMs): Promise<Res> {
+    return new Promise((resolve, reject) => {
+      this.client.makeUnaryRequest<object, Res>(m.path, m.serialize, m.deserialize, req, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, value) => {
+        if (err) reject(err);
+        else if (value === undefined) reject(new Error(`${m.path}: empty answer from ${this.address}`));
+        else resolve(value);
+      });
+    });
+  }
+
+  /** Range over one key, linearizable (etcd's default) unless `serializable`. Undefined when absent. */
+  async get(key: Uint8Array, opts: { readonly serializable?: boolean; readonly timeoutMs?: number } = {}): Promise<{ readonly modRevision: Int64; readonly value: Uint8Array } | undefined> {
+    const res = await this.call(M.range, { key, serializable: opts.serializable === true }, opts.timeoutMs);
+    const kv = res.kvs[0];
+    return kv === undefined ? undefined : { modRevision: kv.mod_revision, value: kv.value };
+  }
+
+  /** Unconditional Put; the store revision it created. */
+  async put(key: Uint8Array, value: Uint8Array, timeoutMs?: number): Promise<number> {
+    const res = await this.call(M.put, { key, value }, timeoutMs);
+    return int64(res.header?.revision);
+  }
+
+  /** Txn: if the key's mod_revision equals `modRevision`, Put. True when applied, false on a conflict. */
+  async casPut(key: Uint8Array, modRevision: Int64, value: Uint8Array, timeoutMs?: number): Promise<boolean> {
+    const res = await this.call(M.txn, casTxn(key, modRevision, value), timeoutMs);
+    return res.succeeded;
+  }
+
+  async status(timeoutMs = 1000): Promise<EtcdStatus> {
+    const res = await this.call(M.status, {}, timeoutMs);
+    return {
+      memberId: idString(res.header?.member_id),
+      leader: idString(res.leader),
+      raftTerm: int64(res.raftTerm),
+      raftIndex: int64(res.raftIndex),
+      raftAppliedIndex: int64(res.raftAppliedIndex),
+      version: res.version,
+    };
+  }
+
+  close(): void {
+    this.client.close();
+  }
+}

@@ -1,0 +1,438 @@
+/**
+ * The two systems under test, each a 3-node cluster of real processes on loopback with its
+ * data dirs under one temporary directory (so on the same disk), started with its own default
+ * timing and fsync on, and the same small key-value face for the load generator:
+ *
+ * - etcd: `etcd` processes (Debian's etcd-server), driven over gRPC by bench/etcd-client.ts.
+ *   Read = Range (linearizable: serializable=false, etcd's default); CAS = Txn comparing the
+ *   key's mod_revision with the one read, then Put; unconditional write = Put.
+ * - Cairn: `node bin/cairn agent` processes (--bootstrap-expect 3 --join ...), driven by the
+ *   client library (CairnClient). Keys are demo.v1.Album resources in namespace `bench`, the
+ *   256-byte value is the `title`. Read = Read (linearizable); CAS = Write with `version` set to
+ *   the version read; unconditional write = Write without version.
+ *
+ * Every worker talking to node K shares one gRPC channel (one HTTP/2 connection) to it, for
+ * both systems.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { monotonicFactory } from 'ulid';
+import { CairnClient, isCairnClientError, type ResourceRef } from '../src/client/index.js';
+import { cairn } from '../src/gen/resource.js';
+import { EtcdKv, etcdMessageSizes, type EtcdStatus } from './etcd-client.js';
+import { cpuSeconds, freePorts, rssMiB, ServerProcess, until } from './procs.js';
+
+export type SystemName = 'Cairn' | 'etcd';
+
+/** An opaque version token from a read, handed back to `cas`. */
+export type Version = unknown;
+
+/** The operations the load generator drives, against one node. */
+export interface KvOps {
+  /** Linearizable read of key `k` (0-based): its version token. Throws if absent. */
+  read(k: number): Promise<Version>;
+  /** Compare-and-set: writes `value` to key `k` if it is still at `version`. False on a conflict. */
+  cas(k: number, version: Version, value: string): Promise<boolean>;
+  /** Unconditional write. */
+  put(k: number, value: string, timeoutMs?: number): Promise<void>;
+}
+
+export interface NodeHealth {
+  readonly name: string;
+  readonly up: boolean;
+  readonly isLeader: boolean;
+  /** The leader this node knows ('' for none). */
+  readonly leader: string;
+  /** How far this node has applied, and how far the log goes (for "caught up"). */
+  readonly applied: number;
+  readonly last: number;
+  readonly note: string;
+}
+
+export interface KvSystem {
+  readonly name: SystemName;
+  readonly version: string;
+  readonly nodeNames: readonly string[];
+  /** Ops against node i; one gRPC channel per node, created on first use. */
+  ops(i: number): KvOps;
+  /** Node i's view of the cluster. */
+  health(i: number): Promise<NodeHealth>;
+  /** Waits until every node runs, agrees on one leader and has applied what the leader had; returns the leader's index. */
+  waitHealthy(timeoutMs?: number): Promise<number>;
+  pid(i: number): number | undefined;
+  kill9(i: number): Promise<void>;
+  restart(i: number): void;
+  /** Drops the gRPC channels (a restarted node is reconnected to afresh). */
+  resetClients(): void;
+  /** SIGTERM every node (SIGKILL after a grace period) and closes the clients. */
+  stop(): Promise<void>;
+  /** Encoded sizes of one CAS round's request messages, for the report. */
+  messageSizes(): Record<string, number>;
+  /** Node i's log fsyncs so far (count, total seconds), from its Prometheus metrics; undefined if unavailable. */
+  fsyncs(i: number): Promise<FsyncCounter | undefined>;
+}
+
+export interface FsyncCounter {
+  readonly count: number;
+  readonly seconds: number;
+}
+
+/** `<name>_count` and `<name>_sum` of a Prometheus histogram, from node i's /metrics text. */
+async function scrapeHistogram(url: string, name: string): Promise<FsyncCounter | undefined> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
+    if (res.status !== 200) return undefined;
+    const text = await res.text();
+    const value = (suffix: string): number | undefined => {
+      const m = new RegExp(`^${name}_${suffix}(?:\\{[^}]*\\})? ([0-9.eE+-]+)$`, 'm').exec(text);
+      return m ? Number(m[1]) : undefined;
+    };
+    const count = value('count');
+    const seconds = value('sum');
+    return count !== undefined && seconds !== undefined ? { count, seconds } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export const KEY_COUNT = 1000;
+export const VALUE_BYTES = 256;
+
+/** A 256-byte ASCII value that differs per writer and write. */
+export function makeValue(worker: number, seq: number): string {
+  const head = `w${worker}-s${seq}-`;
+  return head + 'v'.repeat(VALUE_BYTES - head.length);
+}
+
+export const keyName = (k: number): string => `key-${String(k).padStart(6, '0')}`;
+
+/** Sum of the nodes' CPU seconds, and each one's. */
+export function serverCpu(sys: KvSystem): number[] {
+  return sys.nodeNames.map((_, i) => cpuSeconds(sys.pid(i)) ?? Number.NaN);
+}
+
+export function serverRss(sys: KvSystem): number[] {
+  return sys.nodeNames.map((_, i) => rssMiB(sys.pid(i)) ?? Number.NaN);
+}
+
+/** Waits until `health` of every node agrees on one leader and each has applied the leader's last index. */
+async function waitAgreed(sys: KvSystem, timeoutMs: number): Promise<number> {
+  let last = '';
+  let target = -1;
+  return until(
+    `${sys.name}: every node up, agreeing on one leader, and caught up`,
+    timeoutMs,
+    async () => {
+      const hs = await Promise.all(sys.nodeNames.map((_, i) => sys.health(i)));
+      last = hs.map((h) => `${h.name}: ${h.up ? `${h.isLeader ? 'leader' : 'follower'} of ${h.leader || '-'}, applied ${h.applied}/${h.last}` : `down (${h.note})`}`).join('; ');
+      const leaders = hs.map((h, i) => (h.isLeader ? i : -1)).filter((i) => i >= 0);
+      if (leaders.length !== 1) return undefined;
+      const li = leaders[0] as number;
+      const leader = hs[li] as NodeHealth;
+      if (!hs.every((h) => h.up && h.leader === leader.name)) return undefined;
+      if (target < 0) target = leader.last;
+      return hs.every((h) => h.applied >= target) ? li : undefined;
+    },
+    () => last,
+    100,
+  );
+}
+
+// ---- etcd ----------------------------------------------------------------------------------
+
+export class EtcdSystem implements KvSystem {
+  readonly name = 'etcd' as const;
+  readonly nodeNames: readonly string[];
+  version = '';
+  private clients: (EtcdKv | undefined)[] = [];
+  private readonly keys: Buffer[] = Array.from({ length: KEY_COUNT }, (_, k) => Buffer.from(`/bench/${keyName(k)}`));
+  private readonly probeKey = Buffer.from('/bench/failover-probe');
+
+  private constructor(
+    private readonly procs: ServerProcess[],
+    readonly clientAddrs: readonly string[],
+  ) {
+    this.nodeNames = procs.map((p) => p.name);
+  }
+
+  static async start(dir: string, size = 3): Promise<EtcdSystem> {
+    const ports = await freePorts(size * 2);
+    const names = Array.from({ length: size }, (_, i) => `e${i + 1}`);
+    const peer = (i: number): string => `http://127.0.0.1:${ports[2 * i + 1] as number}`;
+    const client = (i: number): string => `127.0.0.1:${ports[2 * i] as number}`;
+    const initialCluster = names.map((n, i) => `${n}=${peer(i)}`).join(',');
+    const token = `cairn-bench-${randomBytes(4).toString('hex')}`;
+    const procs = names.map((n, i) => {
+      // Everything else (election 1000 ms, heartbeat 100 ms, fsync, snapshot count, quota)
+      // is etcd's default.
+      const args = [
+        '--name', n,
+        '--data-dir', path.join(dir, n),
+        '--listen-client-urls', `http://${client(i)}`,
+        '--advertise-client-urls', `http://${client(i)}`,
+        '--listen-peer-urls', peer(i),
+        '--initial-advertise-peer-urls', peer(i),
+        '--initial-cluster', initialCluster,
+        '--initial-cluster-state', 'new',
+        '--initial-cluster-token', token,
+        '--logger', 'zap',
+        '--log-outputs', 'stderr',
+        '--log-level', 'warn',
+      ]; // prettier-ignore
+      return new ServerProcess(n, 'etcd', args, path.join(dir, `${n}.log`));
+    });
+    const sys = new EtcdSystem(procs, names.map((_, i) => client(i)));
+    for (const p of procs) p.start();
+    await sys.waitHealthy(60_000);
+    return sys;
+  }
+
+  private client(i: number): EtcdKv {
+    let c = this.clients[i];
+    if (c === undefined) {
+      c = new EtcdKv(this.clientAddrs[i] as string);
+      this.clients[i] = c;
+    }
+    return c;
+  }
+
+  ops(i: number): KvOps {
+    const c = this.client(i);
+    const keys = this.keys;
+    return {
+      read: async (k) => {
+        const kv = await c.get(keys[k] as Buffer);
+        if (kv === undefined) throw new Error(`etcd: key ${k} is missing`);
+        return kv.modRevision;
+      },
+      cas: (k, version, value) => c.casPut(keys[k] as Buffer, version as number, Buffer.from(value)),
+      put: async (k, value, timeoutMs) => {
+        await c.put(k < 0 ? this.probeKey : (keys[k] as Buffer), Buffer.from(value), timeoutMs);
+      },
+    };
+  }
+
+  async health(i: number): Promise<NodeHealth> {
+    const p = this.procs[i] as ServerProcess;
+    p.assertAlive();
+    const name = p.name;
+    if (!p.running()) return { name, up: false, isLeader: false, leader: '', applied: 0, last: 0, note: 'stopped' };
+    let s: EtcdStatus;
+    try {
+      s = await this.client(i).status(1000);
+    } catch (e) {
+      return { name, up: false, isLeader: false, leader: '', applied: 0, last: 0, note: e instanceof Error ? e.message : String(e) };
+    }
+    this.version = s.version;
+    // Member ids are etcd's; the names are ours: map through the answers collected so far.
+    this.memberNames.set(s.memberId, name);
+    const leaderName = s.leader === '0' ? '' : (this.memberNames.get(s.leader) ?? `member ${s.leader}`);
+    return { name, up: true, isLeader: s.leader === s.memberId, leader: leaderName, applied: s.raftAppliedIndex, last: s.raftIndex, note: '' };
+  }
+
+  private readonly memberNames = new Map<string, string>();
+
+  async waitHealthy(timeoutMs = 60_000): Promise<number> {
+    // Learn every member id first (a down node's id is remembered from before).
+    await until('etcd: every member answers Status', timeoutMs, async () => ((await Promise.all(this.nodeNames.map((_, i) => this.health(i)))).every((h) => h.up) ? true : undefined));
+    return waitAgreed(this, timeoutMs);
+  }
+
+  pid(i: number): number | undefined {
+    return this.procs[i]?.pid;
+  }
+
+  async kill9(i: number): Promise<void> {
+    await this.procs[i]?.kill9();
+  }
+
+  restart(i: number): void {
+    this.procs[i]?.start();
+  }
+
+  resetClients(): void {
+    for (const c of this.clients) c?.close();
+    this.clients = [];
+  }
+
+  async stop(): Promise<void> {
+    this.resetClients();
+    // SIGKILL: the data dir is thrown away, and etcd takes seconds over a clean stop.
+    await Promise.all(this.procs.map((p) => p.kill9()));
+  }
+
+  fsyncs(i: number): Promise<FsyncCounter | undefined> {
+    return scrapeHistogram(`http://${this.clientAddrs[i] as string}/metrics`, 'etcd_disk_wal_fsync_duration_seconds');
+  }
+
+  messageSizes(): Record<string, number> {
+    const s = etcdMessageSizes(this.keys[0] as Buffer, Buffer.from(makeValue(0, 0)));
+    return { readRequest: s.rangeRequest, casRequest: s.txnRequest };
+  }
+}
+
+// ---- Cairn ---------------------------------------------------------------------------------
+
+/** dist/bench/systems.js -> the checkout. */
+const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const CAIRN_BIN = path.join(REPO_ROOT, 'bin', 'cairn');
+const ALBUM = 'demo.v1.Album';
+const NAMESPACE = 'bench';
+
+/** Variables an agent must not inherit: CAIRN_* (the command line alone says what runs) and NODE_OPTIONS. */
+const INHERITED_NOT = /^(CAIRN_|NODE_OPTIONS$|NODE_V8_COVERAGE$)/;
+
+interface AgentSelf {
+  readonly id: string;
+  readonly role: string;
+  readonly leader: string | null;
+  readonly commit_index: number;
+  readonly applied_index: number;
+  readonly last_index: number;
+}
+
+export interface CairnStartOptions {
+  /** Extra `node` flags for every agent (e.g. --cpu-prof --cpu-prof-dir=DIR), from BENCH_CAIRN_NODE_FLAGS. */
+  readonly nodeFlags?: readonly string[];
+}
+
+export class CairnSystem implements KvSystem {
+  readonly name = 'Cairn' as const;
+  readonly nodeNames: readonly string[];
+  readonly version: string;
+  private clients: (CairnClient | undefined)[] = [];
+  private readonly refs: ResourceRef[] = Array.from({ length: KEY_COUNT }, (_, k) => ({ type: ALBUM, name: keyName(k), tenancy: { namespace: NAMESPACE } }));
+  private readonly probeRef: ResourceRef = { type: ALBUM, name: 'failover-probe', tenancy: { namespace: NAMESPACE } };
+  /** Request ids: a monotonic ULID costs ~1 µs, the client's default ulid() ~46 µs of load-generator CPU. */
+  private readonly requestId = monotonicFactory();
+
+  private constructor(
+    private readonly procs: ServerProcess[],
+    readonly grpcAddrs: readonly string[],
+    readonly httpAddrs: readonly string[],
+    version: string,
+  ) {
+    this.nodeNames = procs.map((p) => p.name);
+    this.version = version;
+  }
+
+  static async start(dir: string, opts: CairnStartOptions = {}, size = 3): Promise<CairnSystem> {
+    const ports = await freePorts(size * 2);
+    const names = Array.from({ length: size }, (_, i) => `n${i + 1}`);
+    const grpcAddr = (i: number): string => `127.0.0.1:${ports[2 * i] as number}`;
+    const httpAddr = (i: number): string => `127.0.0.1:${ports[2 * i + 1] as number}`;
+    const env: NodeJS.ProcessEnv = {};
+    for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !INHERITED_NOT.test(k)) env[k] = v;
+    const procs = names.map((n, i) => {
+      const others = names.map((_, j) => j).filter((j) => j !== i).map(grpcAddr);
+      // Default tick (100 ms), election (10 ticks) and heartbeat (1 tick), snapshots every
+      // 10,000 entries; every log batch fsynced (always, in Cairn).
+      const args = [
+        ...(opts.nodeFlags ?? []),
+        CAIRN_BIN, 'agent',
+        '--node-id', n,
+        '--data-dir', path.join(dir, n),
+        '--grpc-addr', grpcAddr(i),
+        '--http-addr', httpAddr(i),
+        '--demo-types',
+        '--bootstrap-expect', String(size),
+        '--join', others.join(','),
+        '--log-level', 'warn',
+      ]; // prettier-ignore
+      return new ServerProcess(n, process.execPath, args, path.join(dir, `${n}.log`), env, REPO_ROOT);
+    });
+    const pkg = JSON.parse(await readFile(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string };
+    const sys = new CairnSystem(procs, names.map((_, i) => grpcAddr(i)), names.map((_, i) => httpAddr(i)), pkg.version);
+    await mkdir(dir, { recursive: true });
+    for (const p of procs) p.start();
+    await sys.waitHealthy(60_000);
+    return sys;
+  }
+
+  private client(i: number): CairnClient {
+    let c = this.clients[i];
+    if (c === undefined) {
+      // One endpoint: the benchmark chooses the node (leader or spread), not the client.
+      c = new CairnClient({ endpoints: [this.grpcAddrs[i] as string], timeoutMs: 10_000 });
+      this.clients[i] = c;
+    }
+    return c;
+  }
+
+  ops(i: number): KvOps {
+    const c = this.client(i);
+    const refs = this.refs;
+    return {
+      read: async (k) => (await c.read(refs[k] as ResourceRef)).resource.version,
+      cas: async (k, version, value) => {
+        try {
+          await c.write(refs[k] as ResourceRef, { data: { title: value }, version: version as string }, { requestId: this.requestId() });
+          return true;
+        } catch (e) {
+          if (isCairnClientError(e, 'CAS_FAILED')) return false;
+          throw e;
+        }
+      },
+      put: async (k, value, timeoutMs) => {
+        await c.write(k < 0 ? this.probeRef : (refs[k] as ResourceRef), { data: { title: value } }, { requestId: this.requestId(), ...(timeoutMs !== undefined ? { timeoutMs } : {}) });
+      },
+    };
+  }
+
+  async health(i: number): Promise<NodeHealth> {
+    const p = this.procs[i] as ServerProcess;
+    p.assertAlive();
+    const name = p.name;
+    const down = (note: string): NodeHealth => ({ name, up: false, isLeader: false, leader: '', applied: 0, last: 0, note });
+    if (!p.running()) return down('stopped');
+    try {
+      const res = await fetch(`http://${this.httpAddrs[i] as string}/v1/agent/self`, { signal: AbortSignal.timeout(1000) });
+      if (res.status !== 200) return down(`HTTP ${res.status}`);
+      const s = (await res.json()) as AgentSelf;
+      return { name, up: true, isLeader: s.role === 'leader', leader: s.leader ?? '', applied: s.applied_index, last: s.last_index, note: '' };
+    } catch (e) {
+      return down(e instanceof Error ? e.message : String(e));
+    }
+  }
+
+  waitHealthy(timeoutMs = 60_000): Promise<number> {
+    return waitAgreed(this, timeoutMs);
+  }
+
+  pid(i: number): number | undefined {
+    return this.procs[i]?.pid;
+  }
+
+  async kill9(i: number): Promise<void> {
+    await this.procs[i]?.kill9();
+  }
+
+  restart(i: number): void {
+    this.procs[i]?.start();
+  }
+
+  resetClients(): void {
+    for (const c of this.clients) c?.close();
+    this.clients = [];
+  }
+
+  async stop(): Promise<void> {
+    this.resetClients();
+    // SIGTERM: a clean stop, which is also when `node --cpu-prof` writes its profile.
+    await Promise.all(this.procs.map((p) => p.term(20_000)));
+  }
+
+  fsyncs(i: number): Promise<FsyncCounter | undefined> {
+    return scrapeHistogram(`http://${this.httpAddrs[i] as string}/metrics`, 'cairn_log_fsync_seconds');
+  }
+
+  messageSizes(): Record<string, number> {
+    const pb = cairn.resource.v1;
+    const id = { type: ALBUM, tenancy: { partition: '', namespace: NAMESPACE }, name: keyName(0), uid: '' };
+    const readRequest = pb.ReadRequest.encode({ id, consistency: 0 }).finish().length;
+    const casRequest = pb.WriteRequest.encode({ id, dataJson: JSON.stringify({ title: makeValue(0, 0) }), version: '12345678', requestId: this.requestId() }).finish().length;
+    return { readRequest, casRequest };
+  }
+}

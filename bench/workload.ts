@@ -1,0 +1,318 @@
+/**
+ * The load generator's phases, the same code for both systems (bench/systems.ts KvSystem):
+ * closed-loop workers (each sends its next request when the previous one is answered) for a
+ * warm-up and then a measured window, and the leader-failover trials.
+ */
+import { makeValue, serverCpu, serverRss, KEY_COUNT, type FsyncCounter, type KvOps, type KvSystem } from './systems.js';
+import { machineBusySeconds, now, sleep } from './procs.js';
+import { percentileSorted } from './report.js';
+
+export type PhaseKind = 'cas' | 'cas-contended' | 'put' | 'read';
+
+export interface PhaseSpec {
+  /** Stable id, the same for both systems: `cas-leader-64`. */
+  readonly id: string;
+  readonly kind: PhaseKind;
+  readonly clients: number;
+  /** Every client talks to the leader, or client w to node w mod 3. */
+  readonly target: 'leader' | 'spread';
+  /** Keys the phase touches (1,000, or 10 for the contended variant). */
+  readonly keys: number;
+}
+
+export interface LatencySummary {
+  readonly count: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly p999Ms: number;
+  readonly maxMs: number;
+  readonly meanMs: number;
+}
+
+export interface PhaseResult {
+  readonly id: string;
+  readonly kind: PhaseKind;
+  readonly clients: number;
+  readonly target: 'leader' | 'spread';
+  readonly keys: number;
+  readonly leader: string;
+  readonly leaderIndex: number;
+  readonly seconds: number;
+  /** Successful operations in the window: CAS rounds that applied, writes, reads. */
+  readonly ops: number;
+  readonly opsPerSec: number;
+  /** Latency of every operation in the window: for CAS, the read plus the CAS write. */
+  readonly latency: LatencySummary;
+  /** For CAS: the compare-and-set write alone. */
+  readonly writeLatency: LatencySummary | undefined;
+  /** CAS rounds tried in the window, and how many found the version changed. */
+  readonly attempts: number;
+  readonly conflicts: number;
+  readonly conflictRate: number;
+  readonly errors: number;
+  readonly errorSamples: Record<string, number>;
+  /** The load generator's CPU in the window, % of one core (user + system, all its threads). */
+  readonly loadgenCpuPct: number;
+  /** Each server node's CPU in the window, % of one core, and their sum. */
+  readonly serverCpuPct: readonly number[];
+  readonly serverCpuPctTotal: number;
+  readonly serverRssMiB: readonly number[];
+  /** Each node's log fsyncs per second in the window and their mean duration (ms), from its metrics (NaN if unavailable). */
+  readonly fsyncsPerSec: readonly number[];
+  readonly fsyncMeanMs: readonly number[];
+  /**
+   * CPU the rest of the machine used in the window (% of one core): everything busy minus the
+   * servers and the load generator. Other work on a shared machine; it skews the phase.
+   */
+  readonly otherCpuPct: number;
+}
+
+function fsyncAll(sys: KvSystem): Promise<(FsyncCounter | undefined)[]> {
+  return Promise.all(sys.nodeNames.map((_, i) => sys.fsyncs(i)));
+}
+
+function summarize(xs: number[]): LatencySummary {
+  xs.sort((a, b) => a - b);
+  let sum = 0;
+  for (const x of xs) sum += x;
+  return {
+    count: xs.length,
+    p50Ms: percentileSorted(xs, 50),
+    p99Ms: percentileSorted(xs, 99),
+    p999Ms: percentileSorted(xs, 99.9),
+    maxMs: xs[xs.length - 1] ?? Number.NaN,
+    meanMs: xs.length > 0 ? sum / xs.length : Number.NaN,
+  };
+}
+
+function errorText(e: unknown): string {
+  const m = e instanceof Error ? e.message : String(e);
+  return m.length > 120 ? `${m.slice(0, 120)}...` : m;
+}
+
+/**
+ * Runs one phase: `spec.clients` workers for `warmupMs`, then a measured window of `durationMs`
+ * (an operation counts when it started and ended inside it), then waits for the requests in
+ * flight. Which key a worker uses: uncontended phases give worker w its own keys (k = w, w + C,
+ * w + 2C, ... below 1,000, in turn), so CAS never conflicts between workers; reads pick keys at
+ * random; the contended variant picks one of the first 10 keys at random.
+ */
+export async function runPhase(sys: KvSystem, spec: PhaseSpec, leaderIndex: number, timing: { readonly warmupMs: number; readonly durationMs: number }): Promise<PhaseResult> {
+  const nodes = sys.nodeNames.length;
+  const ops: KvOps[] = sys.nodeNames.map((_, i) => sys.ops(i));
+  let stop = false;
+  let measureStart = Number.POSITIVE_INFINITY;
+  let measureEnd = Number.POSITIVE_INFINITY;
+  const latencies: number[] = [];
+  const writeLatencies: number[] = [];
+  let okOps = 0;
+  let attempts = 0;
+  let conflicts = 0;
+  let errors = 0;
+  const errorSamples: Record<string, number> = {};
+  const inWindow = (t0: number, t1: number): boolean => t0 >= measureStart && t1 <= measureEnd;
+
+  const worker = async (w: number): Promise<void> => {
+    const node = ops[spec.target === 'leader' ? leaderIndex : w % nodes] as KvOps;
+    const ownKeys: number[] = [];
+    for (let k = w % spec.keys; k < spec.keys; k += spec.clients) ownKeys.push(k);
+    for (let seq = 0; !stop; seq++) {
+      const key =
+        spec.kind === 'read' || spec.kind === 'cas-contended' || ownKeys.length === 0 ? Math.floor(Math.random() * spec.keys) : (ownKeys[seq % ownKeys.length] as number);
+      const t0 = now();
+      try {
+        switch (spec.kind) {
+          case 'read': {
+            await node.read(key);
+            const t1 = now();
+            if (inWindow(t0, t1)) {
+              okOps++;
+              latencies.push(t1 - t0);
+            }
+            break;
+          }
+          case 'put': {
+            await node.put(key, makeValue(w, seq));
+            const t1 = now();
+            if (inWindow(t0, t1)) {
+              okOps++;
+              latencies.push(t1 - t0);
+            }
+            break;
+          }
+          case 'cas':
+          case 'cas-contended': {
+            const version = await node.read(key);
+            const tw = now();
+            const applied = await node.cas(key, version, makeValue(w, seq));
+            const t1 = now();
+            if (inWindow(t0, t1)) {
+              attempts++;
+              latencies.push(t1 - t0);
+              writeLatencies.push(t1 - tw);
+              if (applied) okOps++;
+              else conflicts++;
+            }
+            break;
+          }
+        }
+      } catch (e) {
+        errors++;
+        const m = errorText(e);
+        errorSamples[m] = (errorSamples[m] ?? 0) + 1;
+        // A failing node would otherwise be hammered in a tight loop.
+        await sleep(10);
+      }
+    }
+  };
+
+  const workers = Array.from({ length: spec.clients }, (_, w) => worker(w));
+  await sleep(timing.warmupMs);
+  const f0 = await fsyncAll(sys);
+  const cpu0 = process.cpuUsage();
+  const srv0 = serverCpu(sys);
+  const machine0 = machineBusySeconds() ?? Number.NaN;
+  measureStart = now();
+  await sleep(timing.durationMs);
+  measureEnd = now();
+  const cpu1 = process.cpuUsage(cpu0);
+  const srv1 = serverCpu(sys);
+  const machine1 = machineBusySeconds() ?? Number.NaN;
+  const rss = serverRss(sys);
+  const f1 = await fsyncAll(sys);
+  stop = true;
+  await Promise.all(workers);
+
+  const seconds = (measureEnd - measureStart) / 1000;
+  const fsyncCount = f1.map((f, i) => (f && f0[i] ? f.count - (f0[i] as FsyncCounter).count : Number.NaN));
+  const fsyncSeconds = f1.map((f, i) => (f && f0[i] ? f.seconds - (f0[i] as FsyncCounter).seconds : Number.NaN));
+  const serverCpuPct = srv1.map((s, i) => ((s - (srv0[i] ?? Number.NaN)) / seconds) * 100);
+  const loadgenCpuPct = ((cpu1.user + cpu1.system) / 1e6 / seconds) * 100;
+  const serverCpuPctTotal = serverCpuPct.reduce((a, b) => a + b, 0);
+  return {
+    id: spec.id,
+    kind: spec.kind,
+    clients: spec.clients,
+    target: spec.target,
+    keys: spec.keys,
+    leader: sys.nodeNames[leaderIndex] ?? '?',
+    leaderIndex,
+    seconds,
+    ops: okOps,
+    opsPerSec: okOps / seconds,
+    latency: summarize(latencies),
+    writeLatency: spec.kind === 'cas' || spec.kind === 'cas-contended' ? summarize(writeLatencies) : undefined,
+    attempts,
+    conflicts,
+    conflictRate: attempts > 0 ? conflicts / attempts : 0,
+    errors,
+    errorSamples,
+    loadgenCpuPct,
+    serverCpuPct,
+    serverCpuPctTotal,
+    otherCpuPct: Math.max(0, ((machine1 - machine0) / seconds) * 100 - loadgenCpuPct - serverCpuPctTotal),
+    serverRssMiB: rss,
+    fsyncsPerSec: fsyncCount.map((c) => c / seconds),
+    fsyncMeanMs: fsyncCount.map((c, i) => ((fsyncSeconds[i] ?? Number.NaN) / c) * 1000),
+  };
+}
+
+/** Writes every key once (64 at a time), so reads and CAS rounds find them. */
+export async function preload(sys: KvSystem, leaderIndex: number): Promise<void> {
+  const node = sys.ops(leaderIndex);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    for (let k = next++; k < KEY_COUNT; k = next++) await node.put(k, makeValue(0, k));
+  };
+  await Promise.all(Array.from({ length: 64 }, () => worker()));
+}
+
+// ---- Failover ------------------------------------------------------------------------------
+
+export interface FailoverTrial {
+  readonly killed: string;
+  /** From the SIGKILL to the first acknowledged write sent after it. */
+  readonly ms: number;
+  readonly newLeader: string;
+  /** Probe writes sent after the kill, and how many of those failed. */
+  readonly probesSent: number;
+  readonly probesFailed: number;
+}
+
+export interface FailoverOptions {
+  /** A probe write goes to every surviving node this often. */
+  readonly probeEveryMs: number;
+  /** Deadline of one probe write. */
+  readonly probeTimeoutMs: number;
+  /** Give up on a trial after this long without an acknowledged write. */
+  readonly giveUpMs: number;
+}
+
+/**
+ * One failover trial: probe writes (unconditional, one key) go to every node every
+ * `probeEveryMs`; once they are being acknowledged the leader is SIGKILLed, and the trial
+ * measures the time from the kill to the first acknowledgement of a probe sent after it. The
+ * same probing for both systems, so neither's client retry policy is measured, only how soon
+ * the cluster can acknowledge a write again. Then the killed node is restarted and the
+ * cluster waited on until every node agrees on the leader and has caught up.
+ */
+export async function failoverTrial(sys: KvSystem, opts: FailoverOptions): Promise<FailoverTrial> {
+  const leader = await sys.waitHealthy(60_000);
+  const survivors = sys.nodeNames.map((_, i) => i).filter((i) => i !== leader);
+  let seq = 0;
+  let killAt = Number.POSITIVE_INFINITY;
+  let firstAck = Number.POSITIVE_INFINITY;
+  let acksBeforeKill = 0;
+  let sent = 0;
+  let failed = 0;
+  const inflight = new Set<Promise<void>>();
+  const probe = (i: number): void => {
+    const sentAt = now();
+    const afterKill = sentAt >= killAt;
+    if (afterKill) sent++;
+    const p = sys
+      .ops(i)
+      .put(-1, makeValue(i, seq++), opts.probeTimeoutMs)
+      .then(
+        () => {
+          if (afterKill) firstAck = Math.min(firstAck, now());
+          else acksBeforeKill++;
+        },
+        () => {
+          if (afterKill) failed++;
+        },
+      )
+      .finally(() => inflight.delete(p));
+    inflight.add(p);
+  };
+  let probing = true;
+  const prober = (async (): Promise<void> => {
+    while (probing) {
+      for (const i of survivors) probe(i);
+      await sleep(opts.probeEveryMs);
+    }
+  })();
+  try {
+    // Writes are being acknowledged through the survivors before the kill.
+    const ready = now() + 10_000;
+    while (acksBeforeKill < survivors.length && now() < ready) await sleep(opts.probeEveryMs);
+    if (acksBeforeKill === 0) throw new Error(`${sys.name}: no probe write was acknowledged before the kill`);
+    killAt = now();
+    await sys.kill9(leader);
+    const deadline = killAt + opts.giveUpMs;
+    while (firstAck === Number.POSITIVE_INFINITY && now() < deadline) await sleep(5);
+    if (firstAck === Number.POSITIVE_INFINITY) throw new Error(`${sys.name}: no write acknowledged within ${opts.giveUpMs} ms of killing the leader ${sys.nodeNames[leader] ?? '?'}`);
+  } finally {
+    probing = false;
+    await prober;
+    await Promise.all(inflight);
+  }
+  const killed = sys.nodeNames[leader] ?? '?';
+  // The survivors' view of the new leader, then bring the killed node back.
+  const hs = await Promise.all(survivors.map((i) => sys.health(i)));
+  const newLeader = hs.find((h) => h.isLeader)?.name ?? hs[0]?.leader ?? '?';
+  sys.restart(leader);
+  sys.resetClients();
+  await sys.waitHealthy(120_000);
+  return { killed, ms: firstAck - killAt, newLeader, probesSent: sent, probesFailed: failed };
+}
