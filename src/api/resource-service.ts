@@ -1,4 +1,4 @@
-import { ulid } from 'ulid';
+import { ulid } from './ids.js';
 import { CairnError, ErrorCode, isCairnError, parseErrorCode, type Clock, type Revision } from '../base/index.js';
 import { MessageType, type ApplyResult, type DeleteCommand, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
 import type { Coordinator, Consistency } from '../replica/index.js';

@@ -1,5 +1,5 @@
 import { crc32 } from 'node:zlib';
-import { ulid } from 'ulid';
+import { ulid } from './ids.js';
 import { CairnError, ErrorCode, type Clock } from '../base/index.js';
 import { MessageType } from '../fsm/index.js';
 import type { Coordinator } from '../replica/index.js';
