@@ -122,3 +122,38 @@ t.test('a failing disk stops the node: nothing further is acknowledged', async (
   t.equal(get(leader, 'after'), undefined, 'never applied');
   await t.rejects(leader.coordinator.propose(MessageType.ResourceWrite, writeBody('later', { name: 'L' })), { code: 'UNAVAILABLE' });
 });
+
+t.test("the leader sends appends while its own disk write runs (thesis §10.2.1); it acknowledges only once durable", async (t) => {
+  const c = new LocalCluster({ seed: 5 });
+  t.teardown(() => c.close());
+  await c.bootstrap(['n1', 'n2', 'n3']);
+  const leader = await c.waitForLeader();
+  await leader.coordinator.propose(MessageType.ResourceWrite, writeBody('warm', { name: 'W' }));
+  const followers = [...c.nodes.values()].filter((n) => n.id !== leader.id);
+  for (const f of followers) await waitUntil(() => get(f, 'warm') !== undefined, 5000, `${f.id} to apply warm`);
+  // Hold the leader's next log write until released.
+  let release: () => void = () => {};
+  const gate = new Promise<void>((r) => (release = r));
+  let held = 0;
+  const store = leader.logStore;
+  const append = store.append.bind(store);
+  store.append = async (b) => {
+    if (b.entries.length > 0 && held === 0) {
+      held++;
+      await gate;
+    }
+    return append(b);
+  };
+  const before = leader.replica.status().lastIndex;
+  let acked = false;
+  const write = leader.coordinator.propose(MessageType.ResourceWrite, writeBody('early', { name: 'E' })).then((r) => {
+    acked = true;
+    return r;
+  });
+  for (const f of followers) await waitUntil(() => f.replica.status().lastIndex > before, 5000, `${f.id} to receive the entry while the leader's write is held`);
+  t.equal(held, 1, "the leader's own write is still held");
+  t.notOk(acked, 'nothing is acknowledged before the leader made it durable');
+  t.equal(get(leader, 'early'), undefined, 'nor applied on the leader');
+  release();
+  t.same(resourceOf(await write).data, { name: 'E' }, 'acknowledged once durable');
+});

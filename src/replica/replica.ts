@@ -277,8 +277,16 @@ export class Replica<Result = unknown, R = unknown> {
     try {
       while (!this.closed && !this.failure && this.raw.hasReady()) {
         const rd = this.raw.ready();
+        // Raft thesis §10.2.1: a leader's appends, heartbeats and snapshot chunks go out while
+        // its own disk write runs (it counts its own entries toward commit only once durable
+        // and applies only durable entries), so a commit costs one fsync round, not two in a
+        // row. Votes, responses and everything else wait for the write they vouch for.
+        const early: Message[] = [];
+        const late: Message[] = [];
+        for (const m of rd.messages) (m.type === 'app' || m.type === 'heartbeat' || m.type === 'snap' ? early : late).push(m);
+        if (early.length > 0) this.opts.transport.send(early);
         await this.persist(rd);
-        this.opts.transport.send(rd.messages);
+        if (late.length > 0) this.opts.transport.send(late);
         this.apply(rd);
         this.raw.advance(rd);
         this.maybeSnapshot();
