@@ -11,6 +11,7 @@ import { CliError, ExitCode } from './errors.js';
 import { registerOperatorCommands } from './operator.js';
 import { registerResourceCommands } from './resource.js';
 import { registerSnapshotCommands } from './snapshot.js';
+import { registerStreamingCommands } from './streaming.js';
 
 function packageVersion(): string {
   try {
@@ -43,6 +44,7 @@ export function buildProgram(io: CliIo, agentDeps: () => Promise<AgentDeps>, set
   registerOperatorCommands(program, io);
   registerSnapshotCommands(program, io);
   registerResourceCommands(program, io);
+  registerStreamingCommands(program, io);
   return program;
 }
 

@@ -60,7 +60,7 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 
 // ---- Shared options ---------------------------------------------------------------------------
 
-interface ResourceOptions {
+export interface ResourceOptions {
   readonly endpoints: readonly string[];
   readonly json: boolean;
   readonly timeoutMs: number;
@@ -101,7 +101,7 @@ function positiveInteger(value: string): number {
 const collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value];
 
 /** Adds --endpoint (repeatable), --json and --timeout. */
-function withResourceOptions(cmd: Command, io: CliIo): Command {
+export function withResourceOptions(cmd: Command, io: CliIo): Command {
   const fromEnv = io.env[GRPC_ENDPOINT_ENV];
   return cmd
     .option(
@@ -114,7 +114,7 @@ function withResourceOptions(cmd: Command, io: CliIo): Command {
     .addHelpText('after', fromEnv === undefined || fromEnv === '' ? '' : `\n$${GRPC_ENDPOINT_ENV} is set: the default endpoint is ${fromEnv}.`);
 }
 
-function resourceOptions(cmd: Command, io: CliIo): ResourceOptions {
+export function resourceOptions(cmd: Command, io: CliIo): ResourceOptions {
   const opts = cmd.opts<{ endpoint?: string[]; json?: boolean; timeout: number }>();
   const fromEnv = io.env[GRPC_ENDPOINT_ENV];
   const endpoints =
@@ -370,7 +370,7 @@ export function displayName(id: ResourceId): string {
 /** Generations are ULIDs whose first 10 characters are a timestamp: the random tail tells them apart. */
 export const shortGeneration = (g: string): string => (g.length > 10 ? g.slice(-8) : g);
 
-const dash = (s: string): string => (s === '' ? '-' : s);
+export const dash = (s: string): string => (s === '' ? '-' : s);
 
 function contactText(ms: number | undefined): string {
   return ms === undefined ? 'no leader known' : `${ms} ms ago${ms === 0 ? ' (this node leads)' : ''}`;
@@ -426,7 +426,7 @@ export function formatList(resources: readonly Resource[], revision: string, las
 
 // ---- Calls and their failures -----------------------------------------------------------------
 
-interface Call {
+export interface Call {
   readonly options: ResourceOptions;
   /** Whether the call changes state: an unknown outcome is then reported as such. */
   readonly write: boolean;
@@ -465,7 +465,7 @@ export function clientFailure(e: CairnClientError, call: Call): CliError {
 type ClientModule = typeof import('../client/index.js');
 
 /** Runs `fn` with a client of the command's endpoints, closing it after; client errors become CliErrors. */
-async function withClient<T>(call: Call, fn: (client: CairnClient) => Promise<T>): Promise<T> {
+export async function withClient<T>(call: Call, fn: (client: CairnClient) => Promise<T>): Promise<T> {
   const mod: ClientModule = await import('../client/index.js');
   const client = new mod.CairnClient({ endpoints: call.options.endpoints, timeoutMs: call.options.timeoutMs });
   try {

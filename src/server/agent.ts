@@ -23,6 +23,7 @@ import { makeConfig, type Config, type PlantedBugs } from '../raft/index.js';
 import { Coordinator, Replica } from '../replica/index.js';
 import type { Resource } from '../store/index.js';
 import { EventPublisher } from '../stream/index.js';
+import { registerStreamingTypes } from '../types/index.js';
 import { derivedClusterId, newClusterId, readClusterId, writeClusterId } from './cluster-id.js';
 import type { AgentConfig } from './config.js';
 import { TimedLogStore } from './timed-log-store.js';
@@ -156,6 +157,7 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
   });
   const registry = new TypeRegistry();
   if (config.demoTypes || config.dev) registerDemoTypes(registry);
+  registerStreamingTypes(registry); // built-in: the streaming.v1 domain (src/types)
   const resources = new ResourceService(() => coordinator, registry, systemClock);
   const watches = new WatchService(() => publisher, resources, {
     clock: systemClock,
