@@ -101,3 +101,28 @@ t.test('three agents form a cluster over gRPC; a write sent to a follower commit
   const bad = await fetch(`http://${follower.httpAddress}/v1/snapshot`, { method: 'PUT', body: saved.subarray(0, saved.length - 1) });
   t.equal(bad.status, 400, 'a truncated snapshot is refused');
 });
+
+t.test('connections accepted on the gRPC port have TCP_NODELAY set (grpc-js leaves Nagle on for them)', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-agent-'));
+  const agent = await startAgent(
+    { ...AGENT_DEFAULTS, nodeId: 'n1', dataDir: dir, grpcAddr: '127.0.0.1:0', advertiseAddr: '127.0.0.1:0', httpAddr: '127.0.0.1:0', bootstrap: true, logLevel: 'silent' },
+    { logger: createLogger({ level: 'silent', nodeId: 'n1' }) },
+  );
+  const setNoDelay = net.Socket.prototype.setNoDelay;
+  const seen: Array<{ local: number | undefined; on: boolean | undefined }> = [];
+  net.Socket.prototype.setNoDelay = function (this: net.Socket, on?: boolean) {
+    seen.push({ local: this.localPort, on });
+    return setNoDelay.call(this, on);
+  };
+  t.teardown(async () => {
+    net.Socket.prototype.setNoDelay = setNoDelay;
+    await agent.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  const port = Number(agent.grpcAddress.split(':').at(-1));
+  const socket = net.connect(port, '127.0.0.1');
+  t.teardown(() => socket.destroy());
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  await waitUntil(() => seen.some((s) => s.local === port && s.on !== false), 5000, 'TCP_NODELAY on the accepted socket');
+  t.pass('the server side of the connection (local port = the gRPC port) turned Nagle off');
+});

@@ -1,4 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
+import { EventEmitter } from 'node:events';
 import type { Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CairnError, ErrorCode, NO_NODE, SeededRandom, nodeId, type NodeId, type Revision } from '../base/index.js';
@@ -106,6 +107,23 @@ function bindGrpc(server: grpc.Server, addr: string): Promise<string> {
   });
 }
 
+/**
+ * Turns off Nagle's algorithm on the gRPC port's accepted connections. grpc-js sets TCP_NODELAY
+ * on the connections it makes but not on those its server accepts, so small HTTP/2 frames
+ * (Raft acks, answers) could wait for a delayed ACK. grpc-js offers no option for it: this
+ * reaches its (private) list of HTTP/2 servers, and does nothing if that changes.
+ */
+function noDelayOnAccept(server: grpc.Server, logger: PinoLogger): void {
+  const servers = (server as unknown as { http2Servers?: unknown }).http2Servers;
+  if (!(servers instanceof Map)) {
+    logger.debug({}, 'cannot set TCP_NODELAY on the gRPC port: grpc-js internals changed');
+    return;
+  }
+  for (const s of servers.keys()) {
+    if (s instanceof EventEmitter) s.on('connection', (socket: unknown) => (socket as { setNoDelay?: (on: boolean) => void }).setNoDelay?.(true));
+  }
+}
+
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms).unref());
 
 /**
@@ -185,6 +203,7 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
   let httpAddress: string;
   try {
     grpcAddress = await bindGrpc(grpcServer, config.grpcAddr);
+    noDelayOnAccept(grpcServer, logger);
     httpAddress = await listen(httpServer, config.httpAddr);
   } catch (e) {
     grpcServer.forceShutdown();
