@@ -1,5 +1,16 @@
 export { placeReplicas, checkManualAssignment, type PlacementInput, type PlacementResult, type ReplicaRow } from './streaming/scheduler.js';
-export type { ControllerSpec, ReconcileContext, ReconcileResult, WatchedType } from './runtime/types.js';
+export type { ControllerSpec, ReconcileContext, ReconcileResult, TypeScope, WatchedType } from './runtime/types.js';
+export { WorkQueue, WORK_QUEUE_DEFAULTS, type WorkQueueOptions } from './runtime/work-queue.js';
+export { TokenBucket } from './runtime/token-bucket.js';
+export { ControllerRunner, RUNNER_DEFAULTS, type ControllerRunnerOptions } from './runtime/controller-runner.js';
+export { ControllerManager, type ControllerManagerOptions } from './runtime/manager.js';
+export { ControllerMetrics, controllerMetrics, type QueueGauges, type ReconcileOutcome } from './runtime/metrics.js';
+export { writeStatus, sameConditions, statusUpToDate, type WriteStatusOptions, type WriteStatusOutcome } from './runtime/status.js';
+export { LeaderGate, runWhileLeader, type Stoppable } from './runtime/leader-gate.js';
+export { runWithLock, lockIdentity, LOCK_DEFAULTS, type LeaseClient, type LockHandle, type LockOptions } from './runtime/lease-lock.js';
+export { cacheSpecFor, probeScope } from './runtime/scope.js';
+export { hostClock, hostTimers } from './runtime/system-time.js';
+export { demoArtistController, DEMO_ARTIST_CONTROLLER } from './demo/artist-controller.js';
 export { streamingControllers, STREAMING_DEFAULTS, type StreamingOptions } from './streaming/controllers.js';
 export { decideLiveness, spuIdConflicts, type HeartbeatMemory, type LivenessDecision, type LivenessInput } from './streaming/liveness.js';
 export { planSpuGroup, managedSpuSpec, type SpuGroupPlan, type SpuGroupView, type SpuView } from './streaming/spu-group.js';

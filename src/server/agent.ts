@@ -16,7 +16,9 @@ import {
   addWatchRoutes,
   createHttpServer,
   registerDemoTypes,
+  registerLeaseType,
 } from '../api/index.js';
+import { demoArtistController, type ControllerManager, type ControllerSpec } from '../controller/index.js';
 import { ClientPool, GrpcForwarder, GrpcTransport, addClusterService, type HelloResponseMsg } from '../forwarding/index.js';
 import { Fsm, type ApplyResult } from '../fsm/index.js';
 import { FileSnapshotStore, LevelLogStore, createLogger, openDataDir, systemClock, systemTimers, type DataDir, type PinoLogger } from '../platform/index.js';
@@ -25,6 +27,7 @@ import { Coordinator, Replica } from '../replica/index.js';
 import type { Resource } from '../store/index.js';
 import { EventPublisher } from '../stream/index.js';
 import { registerStreamingTypes } from '../types/index.js';
+import { LeaderControllers } from './leader-controllers.js';
 import { derivedClusterId, newClusterId, readClusterId, writeClusterId } from './cluster-id.js';
 import type { AgentConfig } from './config.js';
 import { TimedLogStore } from './timed-log-store.js';
@@ -46,6 +49,8 @@ export interface Agent {
   publisher(): EventPublisher | undefined;
   readonly metrics: Metrics;
   readonly logger: PinoLogger;
+  /** The built-in controllers' manager, while this node leads and runs them. */
+  controllerManager(): ControllerManager | undefined;
   /** Graceful stop: hand over leadership, finish in-flight requests, close files. Idempotent. */
   close(): Promise<void>;
 }
@@ -62,6 +67,11 @@ export interface StartAgentOptions {
     watches: WatchService;
     agentConfig: AgentConfig;
   }) => void;
+  /**
+   * Built-in controllers: they run in this process while this node is the Raft leader (over a
+   * client connected to this node), and stop when it loses leadership.
+   */
+  readonly controllers?: readonly ControllerSpec[];
 }
 
 const PLANTED_BUG_FLAGS: Record<string, keyof PlantedBugs> = {
@@ -176,6 +186,7 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
   const registry = new TypeRegistry();
   if (config.demoTypes || config.dev) registerDemoTypes(registry);
   registerStreamingTypes(registry); // built-in: the streaming.v1 domain (src/types)
+  registerLeaseType(registry);
   const resources = new ResourceService(() => coordinator, registry, systemClock);
   const watches = new WatchService(() => publisher, resources, {
     clock: systemClock,
@@ -212,6 +223,11 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
     throw e;
   }
   const advertise = config.advertiseAddr.endsWith(':0') ? grpcAddress : config.advertiseAddr;
+
+  // Leader-only controllers: driven by role changes once the node serves (after `ready`).
+  const controllerSpecs = [...(opts.controllers ?? []), ...(config.demoControllers ? [demoArtistController()] : [])];
+  const leaderControllers = controllerSpecs.length > 0 ? new LeaderControllers({ controllers: controllerSpecs, grpcAddress, logger, registry: metrics.registry }) : undefined;
+  let serving = false;
   logger.info({ grpc: grpcAddress, http: httpAddress, dataDir: config.dataDir }, 'listening');
 
   const hello = (address: string): Promise<HelloResponseMsg> =>
@@ -336,9 +352,10 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
       tickMs: config.tickMs,
       snapshotEveryEntries: config.snapshotEntries,
       raft: { electionTimeoutTicks: config.electionTicks, heartbeatTimeoutTicks: config.heartbeatTicks, plantedBugs: bugs },
-      onRoleChange: ({ leader }) => {
+      onRoleChange: ({ role, leader }) => {
         if (leader !== NO_NODE && leader !== lastLeader) metrics.leaderChanges.inc();
         if (leader !== NO_NODE) lastLeader = leader;
+        if (serving && !closing) leaderControllers?.setLeader(role === 'leader');
       },
       ...(bootstrap ? { bootstrap } : {}),
     });
@@ -363,6 +380,8 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
       }
     });
     publisher = pub;
+    serving = true;
+    if (!closing) leaderControllers?.setLeader(replica.status().role === 'leader');
     logger.info({ cluster: clusterId }, 'replica running');
     if (joining || (config.join.length > 0 && !replica.status().config.members.some((m) => m.id === self))) void joinCluster();
   })();
@@ -371,6 +390,8 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
   async function shutdown(): Promise<void> {
     clearInterval(promoter);
     clearInterval(watchTicker);
+    // Controllers first: they stop on their own terms rather than through broken streams.
+    await leaderControllers?.close();
     // Watchers are told at once (UNAVAILABLE: resume on another node), before the handover.
     watches.close();
     const c = coordinator;
@@ -432,6 +453,7 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
     watches,
     publisher: () => publisher,
     coordinator: () => coordinator,
+    controllerManager: () => leaderControllers?.manager,
     close: () => (closing ??= shutdown()),
   };
 }

@@ -24,6 +24,8 @@ export interface AgentConfig {
   readonly dev: boolean;
   /** Register the demo resource types (implied by dev). */
   readonly demoTypes: boolean;
+  /** Run the demo controller (a status on every demo.v1.Artist) on the leader. Needs demoTypes. */
+  readonly demoControllers: boolean;
   /** pino level: fatal, error, warn, info, debug, trace, silent. Default info. */
   readonly logLevel: string;
   /** Milliseconds per Raft tick. Default 100 (election timeout 10-20 ticks). */
@@ -55,6 +57,7 @@ export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertise
   join: [],
   dev: false,
   demoTypes: false,
+  demoControllers: false,
   logLevel: 'info',
   tickMs: 100,
   electionTicks: 10,

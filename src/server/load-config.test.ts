@@ -114,6 +114,7 @@ t.test('every option can be set from flags, env and file with the same names', a
     join: { flag: 'n1:7500,n3:7500', file: ['n1:7500', 'n3:7500'], want: ['n1:7500', 'n3:7500'] },
     dev: { flag: 'false', file: false, want: false },
     demoTypes: { flag: 'true', file: true, want: true },
+    demoControllers: { flag: 'true', file: true, want: true },
     logLevel: { flag: 'trace', file: 'trace', want: 'trace' },
     tickMs: { flag: '7', file: 7, want: 7 },
     electionTicks: { flag: '20', file: 20, want: 20 },
@@ -176,6 +177,7 @@ t.test('errors name the option and the source of the bad value', async (t) => {
   t.same(problems(t, [...BASE, '--log-level', 'loud']), ["--log-level must be one of fatal, error, warn, info, debug, trace, silent, got 'loud' (from the command line)"]);
   t.same(problems(t, BASE, { CAIRN_DEV: 'maybe' }), ["--dev must be true or false, got 'maybe' (from CAIRN_DEV)"]);
   t.same(problems(t, [...BASE, '--planted-bugs', 'ok,not ok']), ["--planted-bugs entries must be names (letters, digits, '.', '_', '-'), got 'not ok' (from the command line)"]);
+  t.same(problems(t, [...BASE, '--demo-controllers']), ['--demo-controllers needs the demo types: add --demo-types (or --dev) (from the command line)']);
 });
 
 t.test('booleans: --flag, --flag=true|false, and 1/0/yes/no/on/off in the environment', async (t) => {
@@ -184,6 +186,9 @@ t.test('booleans: --flag, --flag=true|false, and 1/0/yes/no/on/off in the enviro
   for (const v of ['1', 'true', 'YES', 'on']) t.equal(load([], { CAIRN_DEV: v }).dev, true, v);
   for (const v of ['0', 'false', 'No', 'off']) t.equal(load(BASE, { CAIRN_DEV: v }).dev, false, v);
   t.equal(load([...BASE, '--demo-types']).demoTypes, true);
+  t.equal(load([...BASE, '--demo-types', '--demo-controllers']).demoControllers, true);
+  t.equal(load(['--dev', '--demo-controllers']).demoControllers, true, '--dev gives the demo types the controller needs');
+  t.equal(load(['--dev']).demoControllers, false, 'not implied by --dev: it writes statuses');
 });
 
 t.test('--dev is a single node: no --join, no --bootstrap-expect', async (t) => {

@@ -53,6 +53,7 @@ const OPTIONS: readonly OptionSpec[] = [
   { key: 'join', kind: 'list' },
   { key: 'dev', kind: 'boolean' },
   { key: 'demoTypes', kind: 'boolean' },
+  { key: 'demoControllers', kind: 'boolean' },
   { key: 'logLevel', kind: 'string' },
   { key: 'tickMs', kind: 'positive' },
   { key: 'electionTicks', kind: 'positive' },
@@ -421,6 +422,10 @@ function resolve(raw: Map<keyof AgentConfig, Raw>, input: LoadAgentConfigInput, 
     }
   }
 
+  const demoTypes = t.demoTypes?.value ?? dev;
+  const demoControllers = t.demoControllers?.value ?? AGENT_DEFAULTS.demoControllers;
+  if (demoControllers && !demoTypes) problems.push(`--demo-controllers needs the demo types: add --demo-types (or --dev) (${where(t.demoControllers)})`);
+
   if (problems.length > 0 || nodeId === undefined || dataDir === undefined || advertiseAddr === undefined) return undefined;
   return {
     nodeId,
@@ -432,7 +437,8 @@ function resolve(raw: Map<keyof AgentConfig, Raw>, input: LoadAgentConfigInput, 
     bootstrapExpect,
     join,
     dev,
-    demoTypes: t.demoTypes?.value ?? dev,
+    demoTypes,
+    demoControllers,
     logLevel,
     tickMs: t.tickMs?.value ?? AGENT_DEFAULTS.tickMs,
     electionTicks,

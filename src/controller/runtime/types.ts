@@ -1,4 +1,5 @@
 import type { CairnClient, Informer, Resource } from '../../client/index.js';
+import type { Logger } from '../../replica/index.js';
 
 /**
  * The contract between the controller runtime (src/controller/runtime) and the controllers
@@ -6,12 +7,21 @@ import type { CairnClient, Informer, Resource } from '../../client/index.js';
  * `partition/namespace/name` (client `keyOf`, `resourceKey`).
  */
 
+/**
+ * A type's scope (as registered): which tenancy fields its resources have. The runtime's caches
+ * follow every partition and namespace of the type; it learns the scope from the server when a
+ * spec does not say.
+ */
+export type TypeScope = 'cluster' | 'partition' | 'namespace';
+
 /** A type the controller watches besides the one it manages, and how a change maps to work. */
 export interface WatchedType {
   /** `group.version.Kind`, e.g. `streaming.v1.Spu`. */
   readonly type: string;
   /** Keys of the managed type to reconcile when a resource of this type changes (added, updated or deleted). */
   readonly map: (changed: Resource<unknown>) => readonly string[];
+  /** The type's scope; default: asked of the server at start. */
+  readonly scope?: TypeScope;
 }
 
 export interface ReconcileContext {
@@ -22,6 +32,10 @@ export interface ReconcileContext {
   nowMs(): number;
   /** Aborted when the controller stops (leadership lost, lock lost, shutdown). */
   readonly signal: AbortSignal;
+  /** The controller's name (its status key); set by the runtime. */
+  readonly controllerName?: string;
+  /** The runtime's logger, for the controller's own lines; set by the runtime. */
+  readonly logger?: Logger;
 }
 
 export interface ReconcileResult {
@@ -39,4 +53,8 @@ export interface ControllerSpec {
   reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult | void>;
   /** Enqueue every cached key of the managed type this often (ms). Default: the runtime's. */
   readonly resyncMs?: number;
+  /** The managed type's scope; default: asked of the server at start. */
+  readonly managedScope?: TypeScope;
+  /** Keys reconciled at once (never the same key twice). Default: the runtime's (1). */
+  readonly workers?: number;
 }

@@ -1,0 +1,1 @@
+export { ManualTime } from './manual-time.js';
