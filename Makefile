@@ -44,9 +44,10 @@ sim: build
 	node dist/cluster-test/sim/cli.js swarm --seeds $(SEEDS)
 
 # A single node with embedded defaults: bootstraps itself, registers the demo types, keeps
-# its data in ./cairn-data, serves gRPC on 127.0.0.1:7500 and HTTP on 127.0.0.1:7501.
+# its data in ./cairn-data, serves gRPC on 127.0.0.1:7500 and HTTP on 127.0.0.1:7501, and runs
+# the built-in streaming controllers (--controllers, as production deployments do).
 run: build
-	node bin/cairn agent --dev
+	node bin/cairn agent --dev --controllers
 
 # The simulator's narrated demo run (elections, partitions, crashes, snapshots).
 sim-demo: build

@@ -109,7 +109,7 @@ cmd_start() {
     for j in $(seq 1 "$n"); do
       [ "$j" = "$k" ] || join+=("$HOST:$(grpc_port "$j")")
     done
-    local args=(agent --node-id "$id" --data-dir "$DIR/$id" --grpc-addr "$HOST:$(grpc_port "$k")" --http-addr "$HOST:$(http_port "$k")" --bootstrap-expect "$n" --demo-types)
+    local args=(agent --node-id "$id" --data-dir "$DIR/$id" --grpc-addr "$HOST:$(grpc_port "$k")" --http-addr "$HOST:$(http_port "$k")" --bootstrap-expect "$n" --demo-types --controllers)
     if [ ${#join[@]} -gt 0 ]; then
       args+=(--join "$(IFS=,; echo "${join[*]}")")
     fi

@@ -47,6 +47,8 @@ export const AGENT_FLAG_HELP: readonly (readonly [string, string])[] = [
   ['--join <host:port,...>', "other nodes' gRPC addresses, to form or join a cluster (repeatable)"],
   ['--dev', 'a single node: bootstraps itself, registers the demo types, data in ./cairn-data'],
   ['--demo-types', 'register the demo resource types (implied by --dev)'],
+  ['--controllers', 'run the built-in streaming.v1 controllers (SPUs, SPU groups, topics, partitions) on the leader; off by default, pass it in production'],
+  ['--spu-timeout-ms <ms>', 'with --controllers: an SPU silent for this long is Offline (default 10000)'],
   ['--demo-controllers', 'run the demo controller on the leader: a status on every demo.v1.Artist (needs --demo-types)'],
   ['--log-level <level>', 'fatal, error, warn, info, debug, trace or silent (default info)'],
   ['--tick-ms <ms>', 'milliseconds per Raft tick (default 100)'],

@@ -18,7 +18,7 @@ import {
   registerDemoTypes,
   registerLeaseType,
 } from '../api/index.js';
-import { demoArtistController, type ControllerManager, type ControllerSpec } from '../controller/index.js';
+import { demoArtistController, streamingControllers, type ControllerManager, type ControllerSpec } from '../controller/index.js';
 import { ClientPool, GrpcForwarder, GrpcTransport, addClusterService, type HelloResponseMsg } from '../forwarding/index.js';
 import { Fsm, type ApplyResult } from '../fsm/index.js';
 import { FileSnapshotStore, LevelLogStore, createLogger, openDataDir, systemClock, systemTimers, type DataDir, type PinoLogger } from '../platform/index.js';
@@ -225,7 +225,11 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
   const advertise = config.advertiseAddr.endsWith(':0') ? grpcAddress : config.advertiseAddr;
 
   // Leader-only controllers: driven by role changes once the node serves (after `ready`).
-  const controllerSpecs = [...(opts.controllers ?? []), ...(config.demoControllers ? [demoArtistController()] : [])];
+  const controllerSpecs = [
+    ...(opts.controllers ?? []),
+    ...(config.controllers ? streamingControllers({ logger, spuTimeoutMs: config.spuTimeoutMs }) : []),
+    ...(config.demoControllers ? [demoArtistController()] : []),
+  ];
   const leaderControllers = controllerSpecs.length > 0 ? new LeaderControllers({ controllers: controllerSpecs, grpcAddress, logger, registry: metrics.registry }) : undefined;
   let serving = false;
   logger.info({ grpc: grpcAddress, http: httpAddress, dataDir: config.dataDir }, 'listening');

@@ -26,6 +26,14 @@ export interface AgentConfig {
   readonly demoTypes: boolean;
   /** Run the demo controller (a status on every demo.v1.Artist) on the leader. Needs demoTypes. */
   readonly demoControllers: boolean;
+  /**
+   * Run the built-in streaming.v1 controllers (SPU liveness, SPU groups, topics, partitions) on
+   * the leader. Off by default for now; production deployments (and `make run`, `make cluster`,
+   * docker-compose.yml) turn it on.
+   */
+  readonly controllers: boolean;
+  /** With `controllers`: an SPU whose heartbeat has not changed for this long (ms) is Offline. Default 10,000. */
+  readonly spuTimeoutMs: number;
   /** pino level: fatal, error, warn, info, debug, trace, silent. Default info. */
   readonly logLevel: string;
   /** Milliseconds per Raft tick. Default 100 (election timeout 10-20 ticks). */
@@ -58,6 +66,8 @@ export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertise
   dev: false,
   demoTypes: false,
   demoControllers: false,
+  controllers: false,
+  spuTimeoutMs: 10_000, // STREAMING_DEFAULTS.spuTimeoutMs (a test keeps them equal)
   logLevel: 'info',
   tickMs: 100,
   electionTicks: 10,

@@ -2,6 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
+import { STREAMING_DEFAULTS } from '../controller/index.js';
 import { AGENT_DEFAULTS, type AgentConfig } from './config.js';
 import { AGENT_FLAGS, ConfigError, envName, flagName, loadAgentConfig, parseHostPort, type LoadAgentConfigInput } from './load-config.js';
 
@@ -115,6 +116,8 @@ t.test('every option can be set from flags, env and file with the same names', a
     dev: { flag: 'false', file: false, want: false },
     demoTypes: { flag: 'true', file: true, want: true },
     demoControllers: { flag: 'true', file: true, want: true },
+    controllers: { flag: 'true', file: true, want: true },
+    spuTimeoutMs: { flag: '2500', file: 2500, want: 2500 },
     logLevel: { flag: 'trace', file: 'trace', want: 'trace' },
     tickMs: { flag: '7', file: 7, want: 7 },
     electionTicks: { flag: '20', file: 20, want: 20 },
@@ -177,6 +180,7 @@ t.test('errors name the option and the source of the bad value', async (t) => {
   t.same(problems(t, [...BASE, '--log-level', 'loud']), ["--log-level must be one of fatal, error, warn, info, debug, trace, silent, got 'loud' (from the command line)"]);
   t.same(problems(t, BASE, { CAIRN_DEV: 'maybe' }), ["--dev must be true or false, got 'maybe' (from CAIRN_DEV)"]);
   t.same(problems(t, [...BASE, '--planted-bugs', 'ok,not ok']), ["--planted-bugs entries must be names (letters, digits, '.', '_', '-'), got 'not ok' (from the command line)"]);
+  t.same(problems(t, [...BASE, '--spu-timeout-ms', '0']), ["--spu-timeout-ms must be a positive integer, got '0' (from the command line)"]);
   t.same(problems(t, [...BASE, '--demo-controllers']), ['--demo-controllers needs the demo types: add --demo-types (or --dev) (from the command line)']);
 });
 
@@ -189,6 +193,11 @@ t.test('booleans: --flag, --flag=true|false, and 1/0/yes/no/on/off in the enviro
   t.equal(load([...BASE, '--demo-types', '--demo-controllers']).demoControllers, true);
   t.equal(load(['--dev', '--demo-controllers']).demoControllers, true, '--dev gives the demo types the controller needs');
   t.equal(load(['--dev']).demoControllers, false, 'not implied by --dev: it writes statuses');
+  t.equal(load(['--dev']).controllers, false, '--controllers is off by default');
+  t.equal(load(['--dev']).spuTimeoutMs, STREAMING_DEFAULTS.spuTimeoutMs, "--spu-timeout-ms defaults to the controllers' own default");
+  t.equal(load(['--dev', '--controllers']).controllers, true);
+  t.equal(load(['--dev'], { CAIRN_CONTROLLERS: 'true' }).controllers, true);
+  t.equal(load(['--dev', '--controllers=false'], { CAIRN_CONTROLLERS: 'true' }).controllers, false, 'the flag beats the environment');
 });
 
 t.test('--dev is a single node: no --join, no --bootstrap-expect', async (t) => {

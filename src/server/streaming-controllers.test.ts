@@ -32,7 +32,9 @@ import { startAgent, type Agent } from './agent.js';
  * (src/controller/runtime/types.ts): one shared informer factory over the client, a
  * deduplicating queue worked one key at a time, requeueAfter on an injected clock that only the
  * test moves (so SPU timeouts are exact, not slept), and errors retried after a short delay.
- * (Here rather than in src/controller: `controller` may not import `server`.)
+ * (Here rather than in src/controller: `controller` may not import `server`.) The same
+ * controllers under the real runtime, on the leader of real agent processes with kill -9 of
+ * the leader: cluster-test/cluster/streaming-controllers.test.ts.
  */
 
 const SPU_TIMEOUT_MS = 10_000;

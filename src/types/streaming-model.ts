@@ -16,6 +16,12 @@ import { LIMITS } from '../api/index.js';
 
 export const STREAMING_GROUP = 'streaming';
 export const STREAMING_VERSION = 'v1';
+/**
+ * Every streaming.v1 type is cluster-scoped (SPU ids and topic names are global, as in Fluvio).
+ * The controllers declare it to the runtime (`managedScope`, `WatchedType.scope`) rather than
+ * have it probed from the server at every start.
+ */
+export const STREAMING_SCOPE = 'cluster' as const;
 
 export const SPU_TYPE = 'streaming.v1.Spu';
 export const SPU_GROUP_TYPE = 'streaming.v1.SpuGroup';

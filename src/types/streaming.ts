@@ -1,6 +1,6 @@
 import type { ProposedResource, TypeRegistry } from '../api/index.js';
 import type { Resource } from '../store/index.js';
-import { partitionName, STREAMING_GROUP, STREAMING_VERSION } from './streaming-model.js';
+import { partitionName, STREAMING_GROUP, STREAMING_SCOPE, STREAMING_VERSION } from './streaming-model.js';
 
 /**
  * Registers the streaming.v1 types (Fluvio's SC model: SPUs, SPU groups, topics, partitions).
@@ -120,7 +120,7 @@ function validatePartition(res: ProposedResource): string | undefined {
 }
 
 export function registerStreamingTypes(registry: TypeRegistry): void {
-  const base = { group: STREAMING_GROUP, groupVersion: STREAMING_VERSION, scope: 'cluster' } as const;
+  const base = { group: STREAMING_GROUP, groupVersion: STREAMING_VERSION, scope: STREAMING_SCOPE } as const;
   registry.register({
     ...base,
     kind: 'Spu',

@@ -17,6 +17,7 @@ import {
   SPU_TYPE,
   SpuResolution,
   StatusKey,
+  STREAMING_SCOPE,
   type ConditionView,
   type PartitionSpec,
   type SpuSpec,
@@ -48,9 +49,11 @@ export function partitionController(opts: PartitionControllerOptions): Controlle
   return {
     name: StatusKey.partition,
     managedType: PARTITION_TYPE,
+    managedScope: STREAMING_SCOPE,
     watches: [
       {
         type: SPU_TYPE,
+        scope: STREAMING_SCOPE,
         map: (changed) => {
           const id = (changed.data as Partial<SpuSpec>).id;
           return caches

@@ -54,9 +54,12 @@ export function isAlreadyExists(e: unknown): boolean {
 /**
  * The caches of the controller's latest reconcile, for its watch mappers: the contract's
  * `map(changed)` sees only the changed resource, but "which waiting topics does this SPU
- * wake?" needs the topic cache. Before the first reconcile the mapper finds nothing, which
- * loses nothing: the runtime enqueues every key of the managed type when it starts, and those
- * reconciles read the caches as they are then.
+ * wake?" needs the topic cache. Before the first reconcile of a session (a start, a new
+ * leader, a restart of the caches) the mapper finds nothing, or the previous session's closed
+ * cache (readable, stale): that can only queue a key whose reconcile finds nothing to do, or
+ * miss one that is queued anyway, since the runtime queues every key of the managed type when
+ * its caches first fill, before any reconcile, and those reconciles read the caches as they
+ * are then.
  */
 export class LatestCaches {
   private ctx: ReconcileContext | undefined;

@@ -4,7 +4,7 @@
  * under `streaming.v1.spu-controller`. See liveness.ts for how heartbeats are judged.
  */
 import { keyOf, type Resource } from '../../client/index.js';
-import { heartbeatToken, resolutionCondition, resolutionOf, SPU_TYPE, StatusKey, type SpuSpec } from '../../types/index.js';
+import { heartbeatToken, resolutionCondition, resolutionOf, SPU_TYPE, StatusKey, STREAMING_SCOPE, type SpuSpec } from '../../types/index.js';
 import type { ControllerSpec, ReconcileContext, ReconcileResult } from '../runtime/types.js';
 import { decideLiveness, spuIdConflicts, type HeartbeatMemory } from './liveness.js';
 import { LatestCaches, writeStatusIfChanged, type StreamingLogger } from './shared.js';
@@ -21,10 +21,12 @@ export function spuController(opts: SpuControllerOptions): ControllerSpec {
   return {
     name: StatusKey.spu,
     managedType: SPU_TYPE,
+    managedScope: STREAMING_SCOPE,
     watches: [
       {
         // An SPU that changes or goes may free (or take) the id of another: look at those again.
         type: SPU_TYPE,
+        scope: STREAMING_SCOPE,
         map: (changed) => {
           const id = (changed.data as Partial<SpuSpec>).id;
           return caches

@@ -8,7 +8,7 @@
  * create-only (version 0) with the group as owner, so deleting the group deletes its SPUs.
  */
 import { keyOf, type Resource } from '../../client/index.js';
-import { resolutionCondition, SPU_GROUP_TYPE, SPU_TYPE, StatusKey, type SpuGroupSpec, type SpuSpec } from '../../types/index.js';
+import { resolutionCondition, SPU_GROUP_TYPE, SPU_TYPE, StatusKey, STREAMING_SCOPE, type SpuGroupSpec, type SpuSpec } from '../../types/index.js';
 import type { ControllerSpec, ReconcileContext, ReconcileResult } from '../runtime/types.js';
 import { isAlreadyExists, LatestCaches, ownerKeyOf, writeStatusIfChanged, type StreamingLogger } from './shared.js';
 import { planSpuGroup, type SpuGroupView, type SpuView } from './spu-group.js';
@@ -38,10 +38,12 @@ export function spuGroupController(opts: SpuGroupControllerOptions = {}): Contro
   return {
     name: StatusKey.spuGroup,
     managedType: SPU_GROUP_TYPE,
+    managedScope: STREAMING_SCOPE,
     watches: [
       {
         // Its own SPUs (created, changed, deleted by hand), and SPUs of others that take or free its ids.
         type: SPU_TYPE,
+        scope: STREAMING_SCOPE,
         map: (changed) => [
           ...new Set([
             ...ownerKeyOf(changed, SPU_GROUP_TYPE),

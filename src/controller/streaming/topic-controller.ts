@@ -15,6 +15,7 @@ import {
   SPU_TYPE,
   SpuResolution,
   StatusKey,
+  STREAMING_SCOPE,
   TOPIC_TYPE,
   TopicResolution,
   type PartitionSpec,
@@ -44,16 +45,18 @@ export function topicController(opts: TopicControllerOptions): ControllerSpec {
   return {
     name: StatusKey.topic,
     managedType: TOPIC_TYPE,
+    managedScope: STREAMING_SCOPE,
     watches: [
       {
         type: SPU_TYPE,
+        scope: STREAMING_SCOPE,
         map: () =>
           caches
             .list<TopicSpec>(TOPIC_TYPE)
             .filter((t) => resolutionOf(t, StatusKey.topic) !== TopicResolution.Provisioned)
             .map(keyOf),
       },
-      { type: PARTITION_TYPE, map: (changed) => ownerKeyOf(changed, TOPIC_TYPE) },
+      { type: PARTITION_TYPE, scope: STREAMING_SCOPE, map: (changed) => ownerKeyOf(changed, TOPIC_TYPE) },
     ],
     async reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult | void> {
       caches.bind(ctx);
