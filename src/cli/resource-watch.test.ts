@@ -51,7 +51,7 @@ interface Running {
   readonly child: ChildProcessWithoutNullStreams;
   out(): string;
   err(): string;
-  /** Waits until stdout satisfies `cond` (fails with what it has after 20 s). */
+  /** Waits until stdout satisfies `cond` (fails with what it has after 60 s: a loaded CI machine starts processes slowly). */
   until(cond: (out: string) => boolean, what: string): Promise<void>;
   exited: Promise<number | null>;
 }
@@ -74,7 +74,7 @@ function spawnCairn(t: Test, args: readonly string[]): Running {
     err: () => err,
     exited,
     async until(cond, what) {
-      for (const end = Date.now() + 20_000; !cond(out); ) {
+      for (const end = Date.now() + 60_000; !cond(out); ) {
         if (Date.now() > end || child.exitCode !== null) throw new Error(`waiting for ${what}: stdout ${JSON.stringify(out)}, stderr ${JSON.stringify(err)}`);
         await new Promise((r) => setTimeout(r, 20));
       }
