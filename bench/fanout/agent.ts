@@ -121,16 +121,24 @@ export class AgentProcess {
     }
   }
 
-  /** A scrape of /metrics (a loaded node can be slow to answer: 30 s). */
-  async metrics(): Promise<string> {
-    const r = await httpGet(`${this.httpUrl}/metrics`, 30_000);
-    if (r.status !== 200) throw new Error(`GET /metrics answered ${r.status}: ${r.body.slice(0, 200)}`);
-    return r.body;
+  /**
+   * A scrape of /metrics, or undefined when the node does not answer in `timeoutMs`: a node
+   * saturated by watchers can leave its HTTP port unanswered for many seconds, and that must
+   * cost the benchmark a figure, not the run.
+   */
+  async metrics(timeoutMs = 10_000): Promise<string | undefined> {
+    try {
+      const r = await httpGet(`${this.httpUrl}/metrics`, timeoutMs);
+      return r.status === 200 ? r.body : undefined;
+    } catch {
+      return undefined;
+    }
   }
 
-  /** One sample of /metrics (undefined when absent). */
+  /** One sample of /metrics (undefined when absent or when the node did not answer). */
   async metric(name: string, labels: Readonly<Record<string, string>> = {}): Promise<number | undefined> {
-    return metricValue(await this.metrics(), name, labels);
+    const text = await this.metrics();
+    return text === undefined ? undefined : metricValue(text, name, labels);
   }
 
   /** SIGTERM, then SIGKILL if it has not exited after `graceMs`. */

@@ -25,7 +25,8 @@ export interface PhaseSpec {
 
 export interface PhaseResult extends PhaseSpec {
   readonly connectMs: number;
-  readonly memory: { readonly before: ServerMemory; readonly connected: ServerMemory; readonly underLoad: ServerMemory };
+  /** The node's memory: before the watchers connect, once they have, at the end of the window, and once they are gone again. */
+  readonly memory: { readonly before: ServerMemory; readonly connected: ServerMemory; readonly underLoad: ServerMemory; readonly afterClose?: ServerMemory };
   readonly rssPerWatcherBytes: number;
   readonly heapPerWatcherBytes: number;
   /**
@@ -74,8 +75,6 @@ export interface Results {
   readonly machine: Machine;
   readonly settings: Readonly<Record<string, number | readonly number[]>>;
   readonly loadAverage: { readonly start: number; readonly end: number };
-  readonly seed: { readonly keys: number; readonly ms: number; readonly revision: number };
-  readonly listResponse: Readonly<Record<Transport, { readonly bytes: number; readonly resources: number }>>;
   readonly phases: readonly PhaseResult[];
   readonly table: string;
 }

@@ -8,6 +8,7 @@ import { ARTIST } from './watchers.js';
 import { artistData, artistName, type RunCommand, type RunReply, type SeedCommand, type SeedReply, type WriterCommand, type WriterReply } from './writer.js';
 
 let client: CairnClient | undefined;
+let clientEndpoint = '';
 /** Writes made by this process so far: every write's data differs from every earlier one, so none is a no-op. */
 let writesMade = 0;
 
@@ -18,7 +19,12 @@ const reply = (r: WriterReply): void => {
 const ref = (key: number): { type: string; name: string; tenancy: { namespace: string } } => ({ type: ARTIST, name: artistName(key), tenancy: { namespace: 'default' } });
 
 async function seed(cmd: SeedCommand): Promise<SeedReply> {
-  client ??= new CairnClient({ endpoints: [cmd.endpoint], timeoutMs: 30_000 });
+  // Each phase has a node of its own: a client for this one.
+  if (client === undefined || clientEndpoint !== cmd.endpoint) {
+    client?.close();
+    client = new CairnClient({ endpoints: [cmd.endpoint], timeoutMs: 30_000 });
+    clientEndpoint = cmd.endpoint;
+  }
   const c = client;
   const t0 = monoMs();
   let next = 0;
