@@ -28,6 +28,8 @@ export interface ChartOptions {
   readonly xLog?: boolean;
   readonly yLog?: boolean;
   readonly series: readonly ChartSeries[];
+  /** Short lines printed under the legend (what the points cannot show). */
+  readonly notes?: readonly string[];
   /** Pixels. Default 720 x 420. */
   readonly width?: number;
   readonly height?: number;
@@ -42,7 +44,8 @@ export function ticks(lo: number, hi: number, log: boolean): number[] {
   if (log) {
     const out: number[] = [];
     for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++) {
-      for (const m of [1, 2, 5]) {
+      // 1-2-5 steps; only powers of ten over more than three decades, where they would crowd.
+      for (const m of hi / lo > 1e3 ? [1] : [1, 2, 5]) {
         const v = m * 10 ** e;
         if (v >= lo * 0.999 && v <= hi * 1.001) out.push(v);
       }
@@ -79,9 +82,9 @@ function bounds(vals: readonly number[], log: boolean): [number, number] {
 
 /** The chart as an SVG document. Points that are not finite (or not positive on a log axis) are left out. */
 export function lineChartSvg(o: ChartOptions): string {
-  const W = o.width ?? 720;
+  const W = o.width ?? 820;
   const H = o.height ?? 420;
-  const m = { left: 72, right: 170, top: o.subtitle !== undefined ? 56 : 40, bottom: 52 };
+  const m = { left: 72, right: 230, top: o.subtitle !== undefined ? 56 : 40, bottom: 52 };
   const pw = W - m.left - m.right;
   const ph = H - m.top - m.bottom;
   const xLog = o.xLog === true;
@@ -135,7 +138,8 @@ export function lineChartSvg(o: ChartOptions): string {
     out.push(`<line x1="${lx}" y1="${ly}" x2="${lx + 24}" y2="${ly}" stroke="${color}" stroke-width="2"${dash}/>`);
     out.push(`<text x="${lx + 30}" y="${ly + 4}">${esc(s.name)}</text>`);
   });
-  if (all.some((p) => p.lowerBound === true)) out.push(`<text x="${m.left + pw + 14}" y="${m.top + 8 + o.series.length * 20 + 8}" fill="#555">hollow: at least (not all delivered)</text>`);
+  const notes = [...(all.some((p) => p.lowerBound === true) ? ['hollow: at least this', '(not all delivered)'] : []), ...(o.notes ?? [])];
+  notes.forEach((n, i) => out.push(`<text x="${m.left + pw + 14}" y="${m.top + 16 + o.series.length * 20 + i * 15}" fill="#555">${esc(n)}</text>`));
   out.push('</svg>');
   return `${out.join('\n')}\n`;
 }

@@ -66,7 +66,8 @@ const S = {
   /** After the last answer: how long the watchers may take to catch up before what is missing counts as undelivered. */
   drainTimeoutMs: QUICK ? 5_000 : 15_000,
   connectTimeoutMs: 180_000,
-  maxInFlight: 256,
+  /** Writes waiting for answers, at most: 20 s of the schedule, so a slow node faces the offered rate rather than a writer that stops. */
+  maxInFlight: 4_000,
   pollIntervalS: 1,
   seedConcurrency: 32,
 } as const;

@@ -93,8 +93,9 @@ export function tables(phases: readonly PhaseResult[]): string {
     ['watchers', 'writes/s', 'delivered', 'ack-to-recv p50', 'p99', 'send-to-recv p50', 'p99', 'write ack p50', 'drain', 'verdict'],
     phases.map((p) => [
       label(p),
-      `${num(p.achievedRatePerSec, 1)}${p.rateHeld ? '' : ' (missed)'}`,
-      pct(p.deliveredFraction * 100, 2),
+      `${num(p.achievedRatePerSec, 1)}${p.rateHeld ? '' : ' (missed)'}${p.writer.failed > 0 ? `, ${num(p.writer.failed)} failed` : ''}`,
+      // No write sent in the window was answered: nothing to join deliveries to.
+      p.measuredWrites === 0 ? 'no write answered' : pct(p.deliveredFraction * 100, 2),
       lat(p.latencyFromAckMs.p50, p),
       lat(p.latencyFromAckMs.p99, p),
       lat(p.latencyFromSendMs.p50, p),
@@ -106,7 +107,7 @@ export function tables(phases: readonly PhaseResult[]): string {
     [0, 9],
   );
   const resources = formatColumns(
-    ['watchers', 'node CPU', 'node CPU wait', 'node events/s', 'received/s', 'watchers CPU', 'watchers CPU wait', 'watchers ELU', 'writer CPU', 'RSS/watcher', 'heap/watcher', 'RSS connected', 'ended early'],
+    ['watchers', 'node CPU', 'node CPU wait', 'node events/s', 'received/s', 'watchers CPU', 'watchers CPU wait', 'watchers ELU', 'writer CPU', 'RSS/watcher', 'heap/watcher', 'RSS connected', 'RSS, heap under load', 'ended early'],
     phases.map((p) => [
       label(p),
       pct(p.serverCpuPercent),
@@ -120,6 +121,7 @@ export function tables(phases: readonly PhaseResult[]): string {
       kib(p.rssPerWatcherBytes),
       kib(p.heapPerWatcherBytes),
       mib(p.memory.connected.rssBytes),
+      `${mib(p.memory.underLoad.rssBytes)}, ${mib(p.memory.underLoad.heapUsedBytes)}`,
       Object.entries(p.watcherTotals.ended)
         .map(([k, v]) => `${k} ${v}`)
         .join(', ') || '0',
@@ -150,14 +152,25 @@ export function chart(phases: readonly PhaseResult[], subtitle: string): string 
     series.push({ name: 'HTTP p99 (from send)', points: pts(http, (p) => p.latencyFromSendMs.p99), color: '#2ca02c' });
     series.push({ name: 'HTTP p50 (from send)', points: pts(http, (p) => p.latencyFromSendMs.p50), color: '#2ca02c', dashed: true });
   }
-  return lineChartSvg({ title: 'Cairn watch delivery latency vs watchers (200 writes/s, one node)', subtitle, xLabel: 'watchers', yLabel: 'latency (ms)', xLog: true, yLog: true, series });
+  const notes = phases.filter((p) => p.measuredWrites === 0).flatMap((p) => [`${p.transport} x ${num(p.watchers)}: no point,`, 'no write of its window answered']);
+  return lineChartSvg({ title: 'Cairn watch delivery latency vs watchers (200 writes/s, one node)', subtitle, xLabel: 'watchers', yLabel: 'latency (ms)', xLog: true, yLog: true, series, notes });
 }
 
 
 /**
- * A results file read back. JSON has no NaN or Infinity (both are saved as null): a percentile
- * that fell on undelivered events becomes +Infinity again, any other null NaN.
+ * A results file read back. JSON has no NaN or Infinity (both are saved as null): in a
+ * percentiles object a null is +Infinity when some deliveries were missing (it fell on them)
+ * and NaN when there was nothing to rank; any other null is NaN.
  */
 export function parseResults(text: string): Results {
-  return JSON.parse(text, (k: string, v: unknown) => (v === null ? (['p50', 'p90', 'p99', 'max'].includes(k) ? Number.POSITIVE_INFINITY : Number.NaN) : v)) as Results;
+  const P_KEYS = ['p50', 'p90', 'p99', 'max'];
+  return JSON.parse(text, (_k: string, v: unknown) => {
+    if (v === null) return Number.NaN;
+    if (typeof v === 'object' && !Array.isArray(v) && 'missing' in v && 'p50' in v) {
+      const o = v as Record<string, unknown>;
+      const missing = typeof o['missing'] === 'number' ? o['missing'] : 0;
+      for (const k of P_KEYS) if (Number.isNaN(o[k]) && missing > 0) o[k] = Number.POSITIVE_INFINITY;
+    }
+    return v;
+  }) as Results;
 }
