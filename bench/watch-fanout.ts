@@ -406,7 +406,9 @@ async function main(): Promise<void> {
     );
     const resultsDir = fileURLToPath(new URL('../../bench/results/', import.meta.url));
     await mkdir(resultsDir, { recursive: true });
-    const stem = `watch-fanout-${startedAt.slice(0, 10)}${QUICK ? '-quick' : ''}`;
+    // Other watcher counts than the default go to a file of their own, beside the standard run's.
+    const custom = flag('--watchers') !== undefined || flag('--http') !== undefined ? `-${specs.map((p) => `${p.transport}${p.watchers}`).join('-')}` : '';
+    const stem = `watch-fanout-${startedAt.slice(0, 10)}${QUICK ? '-quick' : ''}${custom}`;
     const results: Results = {
       benchmark: 'watch-fanout',
       mode: QUICK ? 'quick' : 'full',
