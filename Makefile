@@ -5,7 +5,7 @@ NPM_STAMP := node_modules/.cairn-install-stamp
 SEEDS ?= 10000
 TAP_JOBS ?= 2
 
-.PHONY: install build proto lint test test-unit sim sim-demo run clean bench
+.PHONY: install build proto lint test test-unit sim sim-demo run clean bench bench-watch
 
 $(NPM_STAMP): package.json package-lock.json
 	@command -v node >/dev/null || { echo "node (20 or newer) is required" >&2; exit 1; }
@@ -52,6 +52,12 @@ run: build
 # The simulator's narrated demo run (elections, partitions, crashes, snapshots).
 sim-demo: build
 	node dist/cluster-test/sim/cli.js demo
+
+# The watch fan-out benchmark (bench/README.md): one real node, 200 writes/s, 100 / 1,000 /
+# 10,000 gRPC watchers and 100 HTTP ones; about 4 minutes, QUICK=1 under 2. A program, not a
+# test: never part of `make test`. Writes bench/results/watch-fanout-<date>[-quick].{json,svg}.
+bench-watch: build
+	QUICK=$(QUICK) node dist/bench/watch-fanout.js
 
 clean:
 	rm -rf dist

@@ -77,7 +77,7 @@ export function median(xs: readonly number[]): number {
 }
 
 /** Nearest-rank percentile of an already sorted array (p in 0..100). */
-export function percentileSorted(sorted: readonly number[], p: number): number {
+export function percentileSorted(sorted: ArrayLike<number>, p: number): number {
   if (sorted.length === 0) return Number.NaN;
   const rank = Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length)));
   return sorted[rank - 1] ?? Number.NaN;
@@ -115,4 +115,13 @@ export function formatColumns(headers: readonly string[], rows: readonly (readon
   const line = (r: readonly string[]): string => `| ${headers.map((_, c) => cell(r[c] ?? '', c)).join(' | ')} |`;
   const rule = `|${widths.map((w, c) => `${'-'.repeat(w + 1)}${right[c] === true ? ':' : '-'}`).join('|')}|`;
   return [line(headers), rule, ...rows.map(line)].join('\n');
+}
+
+/** A plain-text table with a header row; the first column and those listed in `leftAligned` are left-aligned, the rest right-aligned. */
+export function formatAligned(head: readonly string[], rows: readonly (readonly string[])[], leftAligned: readonly number[] = [0]): string {
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const left = (i: number): boolean => leftAligned.includes(i);
+  const line = (r: readonly string[]): string => `| ${widths.map((w, i) => (left(i) ? (r[i] ?? '').padEnd(w) : (r[i] ?? '').padStart(w))).join(' | ')} |`;
+  const rule = `|${widths.map((w, i) => (left(i) ? '-'.repeat(w + 2) : `${'-'.repeat(w + 1)}:`)).join('|')}|`;
+  return [line(head), rule, ...rows.map(line)].join('\n');
 }

@@ -1,0 +1,207 @@
+/**
+ * The fan-out benchmark's pure helpers (the benchmark itself is not part of `make test`): the
+ * cheap event decoders against the server's own encoders, the latency join, percentiles, byte
+ * accounting, pacing, the /proc and /metrics parsers, the verdict and the chart.
+ */
+import t from 'tap';
+import { encodeWatchEvent, watchEventLine, type WatchEvent } from '../../src/api/index.js';
+import type { Revision } from '../../src/base/index.js';
+import type { Resource } from '../../src/store/index.js';
+import { lineChartSvg, ticks } from './line-chart.js';
+import { formatAligned } from '../report.js';
+import { metricValue, parseProcStat, parseProcStatus, parseSchedStat } from './proc.js';
+import { parseResults } from './results.js';
+import { compareBytes, cpuPercent, DeliveryLog, dueAtMs, joinLatencies, percentiles, verdictOf, writesDue } from './stats.js';
+import { decodeNdjsonHeader, decodeWatchEventHeader, EventKind, LineSplitter } from './wire.js';
+import { artistData } from './writer.js';
+
+const rev = (n: number): Revision => n as Revision;
+
+function artist(name: string, version: number): Resource {
+  return {
+    id: { type: { group: 'demo', groupVersion: 'v1', kind: 'Artist' }, tenancy: { partition: 'default', namespace: 'default' }, name, uid: '01JTESTUID0000000000000000' },
+    owner: null,
+    version: rev(version),
+    generation: '01JTESTGEN0000000000000000',
+    metadata: {},
+    finalizers: [],
+    deletionTimestamp: null,
+    data: artistData(1, 7, 256),
+    status: {},
+  };
+}
+
+t.test('the gRPC header decoder reads what the server encodes', async (t) => {
+  const events: [WatchEvent, EventKind][] = [
+    [{ kind: 'change', watch: 3, revision: rev(123_456_789), resource: artist('a', 123_456_789) }, EventKind.change],
+    [{ kind: 'delete', watch: 0, revision: rev(42), resource: artist('b', 41) }, EventKind.delete],
+    [{ kind: 'tail', watch: 1, revision: rev(9) }, EventKind.tail],
+    [{ kind: 'bookmark', revision: rev(1_000_001) }, EventKind.bookmark],
+  ];
+  for (const [ev, kind] of events) {
+    const h = decodeWatchEventHeader(encodeWatchEvent(ev));
+    t.same(h, { kind, revision: ev.revision }, ev.kind);
+  }
+  const full = encodeWatchEvent(events[0]?.[0] as WatchEvent);
+  t.throws(() => decodeWatchEventHeader(full.subarray(0, 12)), /runs past the end/, 'a truncated message is an error, not a wrong answer');
+});
+
+t.test('the NDJSON header decoder reads what the server writes, across chunk boundaries', async (t) => {
+  const lines = [
+    watchEventLine({ kind: 'change', watch: 0, revision: rev(77), resource: artist('a', 77) }),
+    watchEventLine({ kind: 'bookmark', revision: rev(80) }),
+    watchEventLine({ kind: 'delete', watch: 2, revision: rev(81), resource: artist('a', 77) }),
+  ].join('');
+  const split = new LineSplitter();
+  const got: string[] = [];
+  for (let i = 0; i < lines.length; i += 50) got.push(...split.push(lines.slice(i, i + 50)));
+  t.same(
+    got.map(decodeNdjsonHeader),
+    [
+      { kind: EventKind.change, revision: 77 },
+      { kind: EventKind.bookmark, revision: 80 },
+      { kind: EventKind.delete, revision: 81 },
+    ],
+  );
+  t.same(decodeNdjsonHeader('{"type":"error","watch":0,"code":"SLOW_CONSUMER","message":"x","revision":"5"}').kind, EventKind.error);
+  t.throws(() => decodeNdjsonHeader('not json'), /not understood/);
+});
+
+t.test('deliveries join their writes: latency from ack and from send, bytes, what is outside', async (t) => {
+  const log = new DeliveryLog();
+  const writes = [
+    { revision: 10, sentMs: 100, ackedMs: 105 },
+    { revision: 11, sentMs: 110, ackedMs: 112 },
+  ];
+  log.push(9, 99, 400); // a warm-up write: outside the measured set
+  log.push(10, 104, 400); // the event beat the writer's answer: -1 ms from ack
+  log.push(10, 108, 400);
+  log.push(11, 120, 401);
+  const j = joinLatencies(log, writes);
+  t.same([...j.fromAckMs], [-1, 3, 8]);
+  t.same([...j.fromSendMs], [4, 8, 10]);
+  t.equal(j.delivered, 3);
+  t.equal(j.deliveredBytes, 1201);
+  t.equal(j.outside, 1);
+});
+
+t.test('the delivery log keeps every sample across its chunks', async (t) => {
+  const log = new DeliveryLog();
+  const n = 70_000; // more than one 65,536-sample chunk
+  for (let i = 0; i < n; i++) log.push(i, i * 2, 3);
+  t.equal(log.size, n);
+  let count = 0;
+  let ok = true;
+  log.forEach((r, at, b) => {
+    if (r !== count || at !== count * 2 || b !== 3) ok = false;
+    count++;
+  });
+  t.equal(count, n);
+  t.ok(ok, 'values come back in order');
+  log.clear();
+  t.equal(log.size, 0);
+});
+
+t.test('percentiles are nearest-rank', async (t) => {
+  const xs = Float64Array.from({ length: 100 }, (_, i) => i + 1);
+  t.same(percentiles(xs), { p50: 50, p90: 90, p99: 99, max: 100, count: 100, missing: 0 });
+  // 100 delivered, 100 never came: the median is the slowest delivery, p90 is "never".
+  const lost = percentiles(xs, 100);
+  t.equal(lost.p50, 100);
+  t.equal(lost.p90, Number.POSITIVE_INFINITY);
+  t.equal(percentiles(new Float64Array(0), 5).p50, Number.POSITIVE_INFINITY, 'nothing delivered: every percentile is never');
+  const one = percentiles(Float64Array.of(7));
+  t.equal(one.p99, 7);
+  t.ok(Number.isNaN(percentiles(new Float64Array(0)).p50), 'no samples: NaN, not 0');
+});
+
+t.test('byte accounting: watch traffic per change against polling List every second', async (t) => {
+  // 100 watchers got 1,000 changes of 400 bytes each; a List response is 400 KB; 200 changes/s.
+  const c = compareBytes({ watchBytes: 100 * 1_000 * 400, changes: 1_000, listResponseBytes: 400_000, clients: 100, pollIntervalS: 1, changesPerSec: 200 });
+  t.equal(c.watchBytesPerChange, 40_000);
+  t.equal(c.pollBytesPerChange, 200_000); // 100 x 400 KB per second over 200 changes
+  t.equal(c.pollOverWatch, 5);
+  t.ok(Number.isNaN(compareBytes({ watchBytes: 0, changes: 0, listResponseBytes: 1, clients: 1, pollIntervalS: 1, changesPerSec: 0 }).watchBytesPerChange));
+});
+
+t.test('a results file reads back with its infinities and NaNs', async (t) => {
+  const saved = JSON.stringify({ phases: [{ lost: percentiles(Float64Array.of(1, 2), 2), none: percentiles(new Float64Array(0)), bytes: Number.NaN }] });
+  const back = parseResults(saved) as unknown as { phases: { lost: { p50: number; p99: number }; none: { p50: number }; bytes: number }[] };
+  const p = back.phases[0];
+  t.equal(p?.lost.p50, 2);
+  t.equal(p?.lost.p99, Number.POSITIVE_INFINITY, 'a percentile on missing deliveries is +Infinity again');
+  t.ok(Number.isNaN(p?.none.p50), 'nothing to rank stays NaN');
+  t.ok(Number.isNaN(p?.bytes));
+});
+
+t.test('open-loop pacing: write k is due at k / rate', async (t) => {
+  t.equal(writesDue(-1, 200), 0);
+  t.equal(writesDue(0, 200), 1);
+  t.equal(writesDue(4.99, 200), 1);
+  t.equal(writesDue(5, 200), 2);
+  t.equal(writesDue(999.9, 200), 200);
+  t.equal(dueAtMs(200, 200), 1000);
+  t.equal(cpuPercent(500, 1000), 50);
+});
+
+t.test('writes carry data of the asked size, different every time', async (t) => {
+  t.equal(JSON.stringify(artistData(12, 3, 256)).length, 256);
+  t.equal(JSON.stringify(artistData(12, 123_456, 256)).length, 256);
+  t.not(JSON.stringify(artistData(12, 3, 256)), JSON.stringify(artistData(12, 4, 256)));
+});
+
+t.test('/proc and /metrics parsers', async (t) => {
+  // A command name with spaces and a parenthesis must not shift the fields.
+  const stat = '4242 (node (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 1234 567 0 0 20 0 11 0 1000 0 0';
+  t.same(parseProcStat(stat), { ticks: 1234 + 567 });
+  t.same(parseProcStatus('Name:\tnode\nVmHWM:\t  204800 kB\nVmRSS:\t  102400 kB\n'), { rssBytes: 102_400 * 1024, peakRssBytes: 204_800 * 1024 });
+  t.same(parseSchedStat('123456 7890 12\n'), { runNs: 123_456, waitNs: 7_890 });
+  const text = [
+    '# HELP cairn_watch_streams Open watch streams.',
+    'cairn_watch_streams 12',
+    'cairn_watch_streams_ended_total{code="OK"} 3',
+    'cairn_watch_streams_ended_total{code="SLOW_CONSUMER"} 4',
+    'cairn_process_nodejs_heap_space_size_used_bytes{space="old"} 1000',
+  ].join('\n');
+  t.equal(metricValue(text, 'cairn_watch_streams'), 12, 'not confused by a longer name with the same prefix');
+  t.equal(metricValue(text, 'cairn_watch_streams_ended_total', { code: 'SLOW_CONSUMER' }), 4);
+  t.equal(metricValue(text, 'cairn_process_nodejs_heap_space_size_used_bytes', { space: 'old' }), 1000);
+  t.equal(metricValue(text, 'cairn_watch_streams_ended_total'), undefined, 'no unlabelled sample');
+});
+
+t.test('the verdict names the limit', async (t) => {
+  t.equal(verdictOf({ keepsUp: true, serverCpuPercent: 99, serverCpuWaitPercent: 0, elu: 1 }), 'keeps up');
+  t.match(verdictOf({ keepsUp: false, serverCpuPercent: 95, serverCpuWaitPercent: 0, elu: 0.3 }), /node-bound/);
+  // Busy 60% and waiting 35% for a CPU other work held: it wanted a whole core.
+  t.match(verdictOf({ keepsUp: false, serverCpuPercent: 60, serverCpuWaitPercent: 35, elu: 0.3 }), /node-bound \(node busy 60% \+ waiting for a CPU 35%\)/);
+  t.match(verdictOf({ keepsUp: false, serverCpuPercent: 40, serverCpuWaitPercent: 0, elu: 0.95 }), /load-generator-bound/);
+  t.match(verdictOf({ keepsUp: false, serverCpuPercent: 95, serverCpuWaitPercent: 0, elu: 0.95 }), /both saturated/);
+  t.match(verdictOf({ keepsUp: false, serverCpuPercent: 30, serverCpuWaitPercent: 20, elu: 0.2 }), /neither process saturated/);
+  t.match(verdictOf({ keepsUp: false, serverCpuPercent: 95, serverCpuWaitPercent: Number.NaN, elu: 0.2 }), /node-bound/, 'without schedstat, CPU alone decides');
+});
+
+t.test('chart and table', async (t) => {
+  t.same(ticks(100, 10_000, true), [100, 200, 500, 1000, 2000, 5000, 10_000]);
+  t.same(ticks(0, 10, false), [0, 2, 4, 6, 8, 10]);
+  const svg = lineChartSvg({
+    title: 'T <1>',
+    xLabel: 'watchers',
+    yLabel: 'ms',
+    xLog: true,
+    yLog: true,
+    series: [
+      { name: 'p99', points: [{ x: 100, y: 2 }, { x: 1000, y: 20 }, { x: 10_000, y: 2000 }] },
+      // A negative latency cannot go on a log axis: left out, not drawn at the edge.
+      { name: 'p50', points: [{ x: 100, y: -1 }, { x: 1000, y: 5 }], dashed: true },
+    ],
+  });
+  t.match(svg, /^<svg /);
+  t.match(svg, /T &lt;1&gt;/, 'text is escaped');
+  t.equal((svg.match(/<polyline /g) ?? []).length, 1, 'a series with one usable point has no line');
+  t.equal((svg.match(/<circle /g) ?? []).length, 4);
+  t.ok(svg.trimEnd().endsWith('</svg>'));
+  const bounded = lineChartSvg({ title: 't', xLabel: 'x', yLabel: 'y', series: [{ name: 's', points: [{ x: 1, y: 1 }, { x: 2, y: 5000, lowerBound: true }] }] });
+  t.match(bounded, /fill="white"[^>]*><title>s: 2 -&gt; &gt;= 5,000</, 'a lower bound is drawn hollow and labelled as one');
+  t.match(bounded, /hollow: at least this/);
+  t.equal(formatAligned(['a', 'b'], [['x', '1']]), '| a | b |\n|---|--:|\n| x | 1 |');
+});
