@@ -227,18 +227,33 @@ function encodedResource(r: Resource): Uint8Array {
 
 const EMPTY = {};
 
+/** Encoded change/delete events by resource version, then by kind, watch index and revision (a few per version). */
+const encodedEvents = new WeakMap<Resource, Map<string, Buffer>>();
+
 /** One WatchEvent message. A resource's bytes are appended as field 3 (change) or 4 (delete): protobuf allows any field order. */
 export function encodeWatchEvent(ev: WatchEvent): Buffer {
   const codec = pb.WatchEvent as unknown as MessageCodec;
   switch (ev.kind) {
     case 'change':
     case 'delete': {
+      // The same event goes to every watcher of the resource's type: encode it once per
+      // (kind, watch index, revision) and hand every watcher the same bytes.
+      let perResource = encodedEvents.get(ev.resource);
+      if (perResource === undefined) {
+        perResource = new Map();
+        encodedEvents.set(ev.resource, perResource);
+      }
+      const key = `${ev.kind === 'change' ? 'c' : 'd'}${ev.watch}:${ev.revision}`;
+      const cached = perResource.get(key);
+      if (cached !== undefined) return cached;
       const head = codec.encode({ watch: ev.watch, revision: String(ev.revision) }).finish();
       const body = encodedResource(ev.resource);
       const w = protobuf.Writer.create();
       w.uint32(ev.kind === 'change' ? (3 << 3) | 2 : (4 << 3) | 2).bytes(body);
       const tail = w.finish();
-      return Buffer.concat([head, tail]);
+      const out = Buffer.concat([head, tail]);
+      perResource.set(key, out);
+      return out;
     }
     case 'tail':
       return Buffer.from(codec.encode({ watch: ev.watch, revision: String(ev.revision), tail: EMPTY }).finish());
