@@ -62,6 +62,8 @@ export interface WatchServiceOptions {
   /** A quiet stream gets a bookmark this often (ms). Default 5,000. */
   readonly bookmarkIntervalMs?: number;
   readonly metrics?: WatchMetricsHooks;
+  /** Events handed to transports per event-loop turn, over all streams, before yielding. Default 4,096. */
+  readonly fanoutEventsPerTurn?: number;
 }
 
 interface WatchState {
@@ -133,10 +135,13 @@ export class WatchSession {
   schedule(): void {
     if (this.scheduled || this.closed || this.waitingDrain) return;
     this.scheduled = true;
-    setImmediate(() => {
-      this.scheduled = false;
-      this.pump();
-    });
+    this.service.enqueue(this);
+  }
+
+  /** @internal Called by the service's fan-out loop: one pump; returns the events handed over. */
+  run(): number {
+    this.scheduled = false;
+    return this.pump();
   }
 
   /** Whether every watch is live and nothing waits to be sent: a bookmark would be true now. */
@@ -167,8 +172,8 @@ export class WatchSession {
     return best;
   }
 
-  private pump(): void {
-    if (this.closed || this.waitingDrain) return;
+  private pump(): number {
+    if (this.closed || this.waitingDrain) return 0;
     const now = this.service.clock.monotonicMs();
     const batch: WatchEvent[] = [];
     let bytes = 0;
@@ -206,12 +211,13 @@ export class WatchSession {
           this.write(batch, now);
           const code = END_TO_ERROR[ev.code];
           this.finish(new CairnError(code, ev.message, { watch: st.index, revision: String(ev.revision) }), st.index);
-          return;
+          return batch.length;
         }
       }
     }
     if (batch.length > 0) this.write(batch, now);
     if (!this.waitingDrain && this.states.some((s) => s.sub.queued > 0)) this.schedule();
+    return batch.length;
   }
 
   private write(batch: readonly WatchEvent[], nowMs: number): void {
@@ -251,6 +257,11 @@ export class WatchSession {
 export class WatchService {
   private readonly sessions = new Set<WatchSession>();
   private closing = false;
+  private runnable: WatchSession[] = [];
+  private turnScheduled = false;
+  /** Fan-out turns run so far (for tests). */
+  turns = 0;
+  readonly fanoutEventsPerTurn: number;
   readonly clock: Clock;
   readonly bookmarkIntervalMs: number;
 
@@ -261,6 +272,7 @@ export class WatchService {
   ) {
     this.clock = opts.clock;
     this.bookmarkIntervalMs = opts.bookmarkIntervalMs ?? 5_000;
+    this.fanoutEventsPerTurn = opts.fanoutEventsPerTurn ?? 4_096;
   }
 
   get activeSessions(): number {
@@ -299,6 +311,36 @@ export class WatchService {
   close(): void {
     this.closing = true;
     this.publisher()?.close();
+  }
+
+  /**
+   * @internal The fan-out loop: sessions with events to send wait in one queue, and each turn
+   * of the event loop hands over at most `fanoutEventsPerTurn` events before yielding, so
+   * however many watchers there are, Raft messages, proposals and reads get their turns in
+   * between (watchers that cannot be served in time fall behind and end as slow consumers,
+   * rather than writes stalling).
+   */
+  enqueue(s: WatchSession): void {
+    this.runnable.push(s);
+    if (!this.turnScheduled) {
+      this.turnScheduled = true;
+      setImmediate(() => this.turn());
+    }
+  }
+
+  private turn(): void {
+    this.turnScheduled = false;
+    let budget = this.fanoutEventsPerTurn;
+    let i = 0;
+    // Sessions enqueued during this turn (by a pump that could not finish) go to the next one.
+    const end = this.runnable.length;
+    for (; i < end && budget > 0; i++) budget -= (this.runnable[i] as WatchSession).run();
+    this.runnable.splice(0, i);
+    this.turns++;
+    if (this.runnable.length > 0 && !this.turnScheduled) {
+      this.turnScheduled = true;
+      setImmediate(() => this.turn());
+    }
   }
 
   /** @internal */
