@@ -306,14 +306,17 @@ export class EventPublisher {
     if (records.length === 0) return;
     const topics = new Set<string>();
     for (const rec of records) topics.add(topicOf(rec.resource.id.type.group, rec.resource.id.type.kind));
+    // One event object per record, shared by every subscriber it goes to (events are read-only):
+    // with thousands of watchers, allocating one per subscriber dominated the fan-out.
+    const events: StreamEvent[] = records.map((rec) => ({ type: rec.kind === 'delete' ? 'delete' : 'change', revision, resource: rec.resource }));
     for (const topic of topics) {
       const set = this.byTopic.get(topic);
       if (!set) continue;
       for (const sub of [...set]) {
         if (sub.waitingFor !== undefined || caughtUpHere?.has(sub)) continue;
-        for (const rec of records) {
-          if (!matches(sub.filter, rec.resource)) continue;
-          sub.push({ type: rec.kind === 'delete' ? 'delete' : 'change', revision, resource: rec.resource }, limit, now);
+        for (let i = 0; i < records.length; i++) {
+          if (!matches(sub.filter, (records[i] as ChangeRecord).resource)) continue;
+          sub.push(events[i] as StreamEvent, limit, now);
           if (sub.ended) {
             this.slowConsumersEnded++;
             break;
