@@ -9,7 +9,8 @@
  * tables and tc qdiscs live inside them and go with them) and links `cj<hex4>*`.
  */
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, openSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
@@ -55,17 +56,40 @@ function quiet(cmd: string, args: readonly string[]): void {
   }
 }
 
+/** A run's owner file holds the harness's pid, so a second harness leaves a live run alone. */
+export function ownerFile(runId: string): string {
+  return path.join(os.tmpdir(), `cairn-jepsen-${runId}.owner`);
+}
+
+/** True when the harness process that made run `runId` is still alive. */
+function ownerAlive(runId: string): boolean {
+  try {
+    const pid = Number(readFileSync(ownerFile(runId), 'utf8').trim());
+    if (!Number.isSafeInteger(pid) || pid <= 0) return false;
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** `cairn-j1a2b-n3` -> `1a2b`; `cj1a2bv3` -> `1a2b`. */
+function runIdOf(name: string): string {
+  return name.startsWith(NS_PREFIX) ? name.slice(NS_PREFIX.length, NS_PREFIX.length + 4) : name.slice(2, 6);
+}
+
 /**
  * Removes every namespace and link a run of this harness made (by name prefix): kills the
  * processes inside each namespace, deletes the namespaces (their nftables tables and qdiscs
- * go with them), then the bridges and veths. Returns what it removed.
+ * go with them), then the bridges and veths. With `only`, that run's; without, every run whose
+ * harness is no longer alive (a crashed one). Returns what it removed.
  */
 export function cleanupLeftovers(only?: string): string[] {
   const removed: string[] = [];
-  const nsPrefix = only === undefined ? NS_PREFIX : `${NS_PREFIX}${only}-`;
+  const mine = (name: string): boolean => (only !== undefined ? runIdOf(name) === only : !ownerAlive(runIdOf(name)));
   let names: string[] = [];
   try {
-    names = sh('ip', ['netns', 'list']).split('\n').map((l) => l.split(' ')[0] ?? '').filter((n) => n.startsWith(nsPrefix));
+    names = sh('ip', ['netns', 'list']).split('\n').map((l) => l.split(' ')[0] ?? '').filter((n) => n.startsWith(NS_PREFIX) && mine(n));
   } catch {
     names = [];
   }
@@ -93,10 +117,12 @@ export function cleanupLeftovers(only?: string): string[] {
     links = [];
   }
   for (const l of links) {
-    if (!LINK_RE.test(l) || (only !== undefined && !l.startsWith(`cj${only}`))) continue;
+    if (!LINK_RE.test(l) || !mine(l)) continue;
     quiet('ip', ['link', 'del', l]);
     removed.push(`link ${l}`);
   }
+  const ids = new Set([...names, ...links.filter((l) => LINK_RE.test(l) && mine(l))].map(runIdOf));
+  for (const id of only !== undefined ? [only] : ids) rmSync(ownerFile(id), { force: true });
   return removed;
 }
 
@@ -220,6 +246,7 @@ export class Hosts {
     if (!/^[0-9a-f]{4}$/.test(runId)) throw new Error(`runId must be 4 hex digits, got ${runId}`);
     const h = new Hosts(runId, `10.201.${(parseInt(runId, 16) % 250) + 1}`);
     installExitHook(h);
+    writeFileSync(ownerFile(runId), `${process.pid}\n`);
     mkdirSync(o.dir, { recursive: true });
     try {
       sh('ip', ['link', 'add', h.bridge, 'type', 'bridge']);

@@ -5,7 +5,7 @@
 // Needs root, iproute2 and nftables (setup.sh), so it is named *.netns-test.ts: scripts/run-tests.sh
 // (make test) only picks up *.test.js. Run it with `make cluster-test-selftest` or
 // `npx tap dist/cluster-test/jepsen/run.netns-test.js` after make build.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -82,4 +82,36 @@ t.test('20 s of partitions and kill -9 on 3 nodes: the register history is linea
   const again = checkHistory(parseJsonLines(readFileSync(path.join(r.dir, 'history.jsonl'), 'utf8')));
   t.equal(again.valid, true, 'history.jsonl re-checked from disk');
   t.notOk(execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' }).includes(NS_PREFIX), 'no namespace left after the run');
+});
+
+t.test('after a crash (kill -9) of the harness, the next cleanup removes its hosts; a live run is left alone', { skip }, async (t) => {
+  const hostsJs = new URL('./hosts.js', import.meta.url).href;
+  const script = `const { Hosts } = await import(${JSON.stringify(hostsJs)}); const h = Hosts.create({ nodes: 2, dir: ${JSON.stringify(path.join(results, 'crash'))} }); h.startAll(); console.log(h.runId); setInterval(() => {}, 1000);`;
+  const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  t.teardown(() => child.kill('SIGKILL'));
+  const runId = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /^([0-9a-f]{4})$/m.exec(out);
+      if (m?.[1] !== undefined) resolve(m[1]);
+    });
+    child.once('exit', () => reject(new Error(`harness child exited before building its hosts: ${out}`)));
+  });
+  t.teardown(() => cleanupLeftovers(runId));
+  const listed = (): string => execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' });
+  t.ok(listed().includes(`${NS_PREFIX}${runId}-n1`), 'the child built its namespaces');
+  t.notOk(cleanupLeftovers().some((r) => r.includes(runId)), 'a run whose harness is alive is not touched');
+  t.ok(listed().includes(`${NS_PREFIX}${runId}-n1`), 'still there');
+  const pids = execFileSync('ip', ['netns', 'pids', `${NS_PREFIX}${runId}-n1`], { encoding: 'utf8' }).trim();
+  t.match(pids, /^\d+$/, `an agent runs in n1 (${pids})`);
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGKILL');
+  await exited;
+  t.ok(listed().includes(`${NS_PREFIX}${runId}-n1`), 'the crashed harness left its namespaces behind');
+  const removed = cleanupLeftovers();
+  t.ok(removed.some((r) => r.startsWith(`netns ${NS_PREFIX}${runId}-n1 (killed ${pids})`)), `removed: ${removed.join('; ')}`);
+  t.ok(removed.some((r) => r === `link cj${runId}br`), 'and its bridge');
+  t.notOk(listed().includes(`${NS_PREFIX}${runId}`), 'no namespace of the crashed run is left');
+  t.notOk(execFileSync('ip', ['-o', 'link', 'show'], { encoding: 'utf8' }).includes(`cj${runId}`), 'no link of the crashed run is left');
 });

@@ -15,7 +15,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { checkHistory, formatAnomaly } from '../checker/linearizability.js';
 import { checkSet } from '../checker/set-checker.js';
-import { Hosts } from './hosts.js';
+import { cleanupLeftovers, Hosts } from './hosts.js';
 import { findLeader, Nemesis, type AppliedFault } from './nemesis.js';
 import { countStatuses, renderSvg } from './report.js';
 import { describeFault, makeSchedule, parseNemeses } from './schedule.js';
@@ -162,8 +162,15 @@ async function main(): Promise<void> {
       workload: { type: 'string', default: 'register,set' },
       seed: { type: 'string' },
       results: { type: 'string' },
+      cleanup: { type: 'boolean', default: false },
     },
   });
+  if (values.cleanup === true) {
+    // Only remove what earlier runs left behind (after a crash of the harness), then stop.
+    const removed = cleanupLeftovers();
+    process.stdout.write(removed.length === 0 ? 'cluster-test: nothing left over\n' : `cluster-test: removed ${removed.join('; ')}\n`);
+    return;
+  }
   const seed = values.seed !== undefined ? Number(values.seed) : Math.floor(Math.random() * 2 ** 31);
   if (!Number.isSafeInteger(seed) || seed < 0) throw new Error(`--seed must be a non-negative integer, got ${String(values.seed)}`);
   const r = await runJepsen({
