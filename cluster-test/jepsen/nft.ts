@@ -48,3 +48,35 @@ export function partitionPlan(all: readonly string[], side: readonly string[]): 
   for (const a of all) plan.set(a, all.filter((b) => inSide.has(a) !== inSide.has(b)));
   return plan;
 }
+
+/** The table of the packet-loss fallback of the netem nemesis (kernels without sch_netem). */
+export const NFT_LOSS_TABLE = 'cairn_jepsen_loss';
+
+/**
+ * Drops `percent`% of the packets in and out of `dev`, at random (nftables `numgen random`):
+ * the netem nemesis's loss where the kernel has no netem qdisc. Replaces any earlier one.
+ */
+export function lossRules(dev: string, percent: number): string {
+  if (!/^[a-z0-9]+$/.test(dev)) throw new Error(`bad device name ${dev}`);
+  if (!Number.isInteger(percent) || percent < 0 || percent > 100) throw new Error(`loss must be an integer percentage, got ${String(percent)}`);
+  return [
+    `table inet ${NFT_LOSS_TABLE}`,
+    `delete table inet ${NFT_LOSS_TABLE}`,
+    `table inet ${NFT_LOSS_TABLE} {`,
+    '  chain input {',
+    '    type filter hook input priority 0; policy accept;',
+    `    iifname "${dev}" numgen random mod 100 < ${percent} drop`,
+    '  }',
+    '  chain output {',
+    '    type filter hook output priority 0; policy accept;',
+    `    oifname "${dev}" numgen random mod 100 < ${percent} drop`,
+    '  }',
+    '}',
+    '',
+  ].join('\n');
+}
+
+/** Removes the loss table (nothing if absent). */
+export function healLossRules(): string {
+  return `table inet ${NFT_LOSS_TABLE}\ndelete table inet ${NFT_LOSS_TABLE}\n`;
+}
