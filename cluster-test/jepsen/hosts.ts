@@ -1,0 +1,316 @@
+/**
+ * The test hosts: N network namespaces `cairn-j<run>-n<i>`, each with one veth pair whose outer
+ * end is enslaved to a bridge `cj<run>br` in the root namespace, addresses 10.201.<b>.11.. on
+ * the nodes and .1 on the bridge (the harness, in the root namespace, talks to the nodes over it).
+ * Each namespace runs one `cairn agent` process.
+ *
+ * Everything made here carries the run's name prefix, so `cleanupLeftovers` finds it again after
+ * a crash of the harness: namespaces `cairn-j*` (their processes are killed first; nftables
+ * tables and tc qdiscs live inside them and go with them) and links `cj<hex4>*`.
+ */
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { fileURLToPath } from 'node:url';
+
+const execFileAsync = promisify(execFile);
+
+/** The checkout: dist/cluster-test/jepsen/hosts.js -> ../../../ */
+export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+export const CAIRN_BIN = path.join(REPO_ROOT, 'bin', 'cairn');
+
+export const NS_PREFIX = 'cairn-j';
+const LINK_RE = /^cj[0-9a-f]{4}(br|v\d+|p\d+)$/;
+export const GRPC_PORT = 7500;
+export const HTTP_PORT = 7501;
+
+/** Runs a command, throwing with its stderr on failure. */
+export async function run(cmd: string, args: readonly string[], input?: string): Promise<string> {
+  if (input === undefined) {
+    const { stdout } = await execFileAsync(cmd, args, { encoding: 'utf8' });
+    return stdout;
+  }
+  return new Promise((resolve, reject) => {
+    const c = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    c.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    c.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    c.on('error', reject);
+    c.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} ${args.join(' ')} exited ${String(code)}: ${err.trim()}`))));
+    c.stdin.end(input);
+  });
+}
+
+function sh(cmd: string, args: readonly string[]): string {
+  return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+function quiet(cmd: string, args: readonly string[]): void {
+  try {
+    sh(cmd, args);
+  } catch {
+    // already gone
+  }
+}
+
+/** A run's owner file holds the harness's pid, so a second harness leaves a live run alone. */
+export function ownerFile(runId: string): string {
+  return path.join(os.tmpdir(), `cairn-jepsen-${runId}.owner`);
+}
+
+/** True when the harness process that made run `runId` is still alive. */
+function ownerAlive(runId: string): boolean {
+  try {
+    const pid = Number(readFileSync(ownerFile(runId), 'utf8').trim());
+    if (!Number.isSafeInteger(pid) || pid <= 0) return false;
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** `cairn-j1a2b-n3` -> `1a2b`; `cj1a2bv3` -> `1a2b`. */
+function runIdOf(name: string): string {
+  return name.startsWith(NS_PREFIX) ? name.slice(NS_PREFIX.length, NS_PREFIX.length + 4) : name.slice(2, 6);
+}
+
+/**
+ * Removes every namespace and link a run of this harness made (by name prefix): kills the
+ * processes inside each namespace, deletes the namespaces (their nftables tables and qdiscs
+ * go with them), then the bridges and veths. With `only`, that run's; without, every run whose
+ * harness is no longer alive (a crashed one). Returns what it removed.
+ */
+export function cleanupLeftovers(only?: string): string[] {
+  const removed: string[] = [];
+  const mine = (name: string): boolean => (only !== undefined ? runIdOf(name) === only : !ownerAlive(runIdOf(name)));
+  let names: string[] = [];
+  try {
+    names = sh('ip', ['netns', 'list']).split('\n').map((l) => l.split(' ')[0] ?? '').filter((n) => n.startsWith(NS_PREFIX) && mine(n));
+  } catch {
+    names = [];
+  }
+  for (const ns of names) {
+    let pids: string[] = [];
+    try {
+      pids = sh('ip', ['netns', 'pids', ns]).split('\n').filter((p) => /^\d+$/.test(p));
+    } catch {
+      pids = [];
+    }
+    for (const p of pids) {
+      try {
+        process.kill(Number(p), 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+    quiet('ip', ['netns', 'del', ns]);
+    removed.push(`netns ${ns}${pids.length > 0 ? ` (killed ${pids.join(',')})` : ''}`);
+  }
+  let links: string[] = [];
+  try {
+    links = sh('ip', ['-o', 'link', 'show']).split('\n').map((l) => (l.split(': ')[1] ?? '').split('@')[0] ?? '');
+  } catch {
+    links = [];
+  }
+  for (const l of links) {
+    if (!LINK_RE.test(l) || !mine(l)) continue;
+    quiet('ip', ['link', 'del', l]);
+    removed.push(`link ${l}`);
+  }
+  const ids = new Set([...names, ...links.filter((l) => LINK_RE.test(l) && mine(l))].map(runIdOf));
+  for (const id of only !== undefined ? [only] : ids) rmSync(ownerFile(id), { force: true });
+  return removed;
+}
+
+export interface ExitInfo {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+}
+
+/** Environment a node must not inherit: CAIRN_* and the test runner's (tap's loader in NODE_OPTIONS). */
+const INHERITED_NOT = /^(CAIRN_|NODE_OPTIONS$|NODE_V8_COVERAGE$|TAP|_TAPJS)/;
+
+export class Host {
+  private child: ChildProcess | undefined;
+  private exited: Promise<ExitInfo> | undefined;
+  private exitInfo: ExitInfo | undefined;
+  paused = false;
+
+  constructor(
+    readonly index: number,
+    readonly id: string,
+    readonly ns: string,
+    readonly ip: string,
+    readonly dir: string,
+  ) {}
+
+  get grpcAddr(): string {
+    return `${this.ip}:${GRPC_PORT}`;
+  }
+  get url(): string {
+    return `http://${this.ip}:${HTTP_PORT}`;
+  }
+  get logFile(): string {
+    return path.join(this.dir, `${this.id}.log`);
+  }
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+  running(): boolean {
+    return this.child !== undefined && this.exitInfo === undefined;
+  }
+
+  /** `ip netns exec NS env -u NODE_OPTIONS node bin/cairn agent ...`: both exec, so the pid is node's. */
+  start(peers: readonly string[], expect: number): void {
+    if (this.running()) throw new Error(`${this.id} is already running`);
+    const args = [
+      'netns', 'exec', this.ns, 'env', '-u', 'NODE_OPTIONS', process.execPath, CAIRN_BIN, 'agent',
+      '--node-id', this.id,
+      '--data-dir', path.join(this.dir, this.id),
+      '--grpc-addr', this.grpcAddr,
+      '--http-addr', `${this.ip}:${HTTP_PORT}`,
+      '--demo-types',
+      '--bootstrap-expect', String(expect),
+      ...(peers.length > 0 ? ['--join', peers.join(',')] : []),
+    ];
+    const env: Record<string, string> = {};
+    for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !INHERITED_NOT.test(k)) env[k] = v;
+    const fd = openSync(this.logFile, 'a');
+    let child: ChildProcess;
+    try {
+      child = spawn('ip', args, { cwd: REPO_ROOT, env, stdio: ['ignore', fd, fd] });
+    } finally {
+      closeSync(fd);
+    }
+    this.child = child;
+    this.exitInfo = undefined;
+    this.paused = false;
+    this.exited = new Promise<ExitInfo>((resolve) => {
+      child.once('error', () => resolve((this.exitInfo = { code: null, signal: null })));
+      child.once('exit', (code, signal) => resolve((this.exitInfo = { code, signal })));
+    });
+  }
+
+  signal(sig: NodeJS.Signals): void {
+    if (this.child !== undefined && this.running()) this.child.kill(sig);
+  }
+
+  async kill9(): Promise<ExitInfo | undefined> {
+    if (!this.running() || this.exited === undefined) return this.exitInfo;
+    this.child?.kill('SIGKILL');
+    this.paused = false;
+    return this.exited;
+  }
+
+  /** Runs a command inside this host's namespace. */
+  exec(cmd: string, args: readonly string[], input?: string): Promise<string> {
+    return run('ip', ['netns', 'exec', this.ns, cmd, ...args], input);
+  }
+}
+
+export interface HostsOptions {
+  readonly nodes: number;
+  /** Where node data dirs and logs go. */
+  readonly dir: string;
+  /** 4 hex digits; random by default. */
+  readonly runId?: string;
+}
+
+/** The namespaces, bridge and veths of one run, and their agents. */
+export class Hosts {
+  readonly hosts: Host[] = [];
+  readonly bridge: string;
+  readonly bridgeIp: string;
+  private cleaned = false;
+
+  private constructor(
+    readonly runId: string,
+    readonly subnet: string,
+  ) {
+    this.bridge = `cj${runId}br`;
+    this.bridgeIp = `${subnet}.1`;
+  }
+
+  /**
+   * Cleans up leftovers of earlier runs, then builds the network. Registers an exit and signal
+   * hook that tears everything down even if the caller never gets to `close()`.
+   */
+  static create(o: HostsOptions): Hosts {
+    const left = cleanupLeftovers();
+    if (left.length > 0) process.stderr.write(`cluster-test: removed leftovers of an earlier run: ${left.join('; ')}\n`);
+    const runId = o.runId ?? Math.floor(Math.random() * 0x10000).toString(16).padStart(4, '0');
+    if (!/^[0-9a-f]{4}$/.test(runId)) throw new Error(`runId must be 4 hex digits, got ${runId}`);
+    const h = new Hosts(runId, `10.201.${(parseInt(runId, 16) % 250) + 1}`);
+    installExitHook(h);
+    writeFileSync(ownerFile(runId), `${process.pid}\n`);
+    mkdirSync(o.dir, { recursive: true });
+    try {
+      sh('ip', ['link', 'add', h.bridge, 'type', 'bridge']);
+      sh('ip', ['addr', 'add', `${h.bridgeIp}/24`, 'dev', h.bridge]);
+      sh('ip', ['link', 'set', h.bridge, 'up']);
+      for (let i = 0; i < o.nodes; i++) {
+        const ns = `${NS_PREFIX}${runId}-n${i + 1}`;
+        const v = `cj${runId}v${i + 1}`;
+        const p = `cj${runId}p${i + 1}`;
+        const ip = `${h.subnet}.${11 + i}`;
+        sh('ip', ['netns', 'add', ns]);
+        sh('ip', ['link', 'add', v, 'type', 'veth', 'peer', 'name', p]);
+        sh('ip', ['link', 'set', p, 'netns', ns]);
+        sh('ip', ['link', 'set', v, 'master', h.bridge]);
+        sh('ip', ['link', 'set', v, 'up']);
+        sh('ip', ['-n', ns, 'link', 'set', p, 'name', 'eth0']);
+        sh('ip', ['-n', ns, 'addr', 'add', `${ip}/24`, 'dev', 'eth0']);
+        sh('ip', ['-n', ns, 'link', 'set', 'eth0', 'up']);
+        sh('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
+        h.hosts.push(new Host(i, `n${i + 1}`, ns, ip, o.dir));
+      }
+    } catch (e) {
+      h.closeSync();
+      throw e;
+    }
+    return h;
+  }
+
+  /** Starts every agent with --bootstrap-expect N --join <the others>. */
+  startAll(): void {
+    for (const h of this.hosts) this.start(h);
+  }
+
+  start(h: Host): void {
+    h.start(this.hosts.filter((o) => o !== h).map((o) => o.grpcAddr), this.hosts.length);
+  }
+
+  /** Kills every agent and removes the namespaces and links. Idempotent. */
+  closeSync(): string[] {
+    if (this.cleaned) return [];
+    this.cleaned = true;
+    for (const h of this.hosts) {
+      h.signal('SIGCONT');
+      h.signal('SIGKILL');
+    }
+    live.delete(this);
+    return cleanupLeftovers(this.runId);
+  }
+}
+
+const live = new Set<Hosts>();
+let hooked = false;
+
+function installExitHook(h: Hosts): void {
+  live.add(h);
+  if (hooked) return;
+  hooked = true;
+  process.on('exit', () => {
+    for (const x of [...live]) x.closeSync();
+  });
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.once(sig, () => {
+      for (const x of [...live]) x.closeSync();
+      process.kill(process.pid, sig);
+    });
+  }
+}
