@@ -1,12 +1,12 @@
 import t, { type Test } from 'tap';
 import { mkdtemp, rm } from 'node:fs/promises';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { CairnClient, isCairnClientError, isOutcomeUnknown, type Resource } from '../client/index.js';
 import { createLogger } from '../platform/index.js';
 import { AGENT_DEFAULTS, type AgentConfig } from './config.js';
 import { startAgent, type Agent } from './agent.js';
+import { freePort, waitUntil } from './testing/net.js';
 
 /**
  * The client library against real agents in this process: the public gRPC API as the agent
@@ -20,25 +20,6 @@ interface Counter {
   members: number;
 }
 const counterId = { type: 'demo.v2.Artist', name: 'counter' };
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function waitUntil(cond: () => boolean, ms: number, what: string): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 /** Agents and clients of one test, closed together at its end: clients first, then agents (in parallel), then the data. */
 class Fixture {

@@ -1,6 +1,5 @@
 import t, { type Test } from 'tap';
 import { mkdtemp, rm } from 'node:fs/promises';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import {
@@ -16,6 +15,7 @@ import {
 import { createLogger } from '../platform/index.js';
 import { AGENT_DEFAULTS, type AgentConfig } from './config.js';
 import { startAgent, type Agent } from './agent.js';
+import { freePort, waitUntil } from './testing/net.js';
 
 /**
  * Client watches, materialized views and informers against real agents in this process
@@ -32,25 +32,6 @@ interface Artist {
 }
 const ARTIST = 'demo.v1.Artist';
 const ALBUM = 'demo.v1.Album';
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function waitUntil(cond: () => boolean, ms: number, what: string): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 class Fixture {
   readonly agents: Agent[] = [];

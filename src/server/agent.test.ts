@@ -7,25 +7,7 @@ import { MessageType, type ApplyResult } from '../fsm/index.js';
 import { createLogger } from '../platform/index.js';
 import { AGENT_DEFAULTS, type AgentConfig } from './config.js';
 import { startAgent, type Agent } from './agent.js';
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function waitUntil(cond: () => boolean, ms: number, what: string): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+import { freePort, waitUntil } from './testing/net.js';
 
 let seq = 0;
 function body(name: string): Record<string, unknown> {

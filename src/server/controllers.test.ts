@@ -1,6 +1,5 @@
 import t, { type Test } from 'tap';
 import { mkdtemp, rm } from 'node:fs/promises';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { LEASE_TYPE, type LeaseData } from '../api/index.js';
@@ -10,6 +9,7 @@ import { createLogger } from '../platform/index.js';
 import { AGENT_DEFAULTS, type AgentConfig } from './config.js';
 import { startAgent, type Agent, type StartAgentOptions } from './agent.js';
 import { loopbackAddress } from './leader-controllers.js';
+import { freePort } from './testing/net.js';
 
 /**
  * The controller runtime against real agents in this process (here rather than in
@@ -20,17 +20,6 @@ import { loopbackAddress } from './leader-controllers.js';
 
 const ARTIST = 'demo.v1.Artist';
 const ALBUM = 'demo.v1.Album';
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function until<T>(what: string, ms: number, probe: () => T | undefined | Promise<T | undefined>): Promise<T> {
   const end = Date.now() + ms;

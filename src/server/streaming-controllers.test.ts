@@ -1,6 +1,5 @@
 import t from 'tap';
 import { mkdtemp, rm } from 'node:fs/promises';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { CairnClient, keyOf, type Informer, type Resource, type SharedInformerFactory } from '../client/index.js';
@@ -20,6 +19,7 @@ import {
 } from '../types/index.js';
 import { AGENT_DEFAULTS, type AgentConfig } from './config.js';
 import { startAgent, type Agent } from './agent.js';
+import { freePort } from './testing/net.js';
 
 /**
  * The streaming.v1 controllers end to end against a real 3-node cluster in this process: the
@@ -39,17 +39,6 @@ import { startAgent, type Agent } from './agent.js';
 
 const SPU_TIMEOUT_MS = 10_000;
 const MAX_LAG = 100;
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 20_000): Promise<void> {
   const end = Date.now() + ms;
