@@ -22,6 +22,11 @@ export interface CoordinatorOptions {
   readonly requestTimeoutMs?: number;
   /** Told about each proposal's outcome (for metrics). */
   readonly onProposal?: (outcome: 'ok' | 'refused' | 'unavailable' | 'unknown') => void;
+  /**
+   * Planted bug `stale-follower-read` (test use only): linearizable reads skip the ReadIndex
+   * round and answer from the local state, which may be stale on a lagging or partitioned node.
+   */
+  readonly plantedStaleRead?: boolean;
 }
 
 /** Errors after which the operation was certainly not applied, so trying again (elsewhere) is safe. */
@@ -70,7 +75,7 @@ export class Coordinator {
    * Stale: the local state as it is, with how fresh it might be.
    */
   async read<T>(consistency: Consistency, fn: (store: StoreReader) => T): Promise<ReadOutcome<T>> {
-    if (consistency === 'linearizable') await this.replica.readIndex();
+    if (consistency === 'linearizable' && this.opts.plantedStaleRead !== true) await this.replica.readIndex();
     const store = this.fsm.store;
     return { value: fn(store), revision: store.revision, lastLeaderContactMs: this.replica.basicStatus().lastLeaderContactMs };
   }

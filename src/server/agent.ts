@@ -22,8 +22,8 @@ import { demoArtistController, streamingControllers, type ControllerManager, typ
 import { ClientPool, GrpcForwarder, GrpcTransport, addClusterService, type HelloResponseMsg } from '../forwarding/index.js';
 import { Fsm, type ApplyResult } from '../fsm/index.js';
 import { FileSnapshotStore, LevelLogStore, createLogger, openDataDir, systemClock, systemTimers, type DataDir, type PinoLogger } from '../platform/index.js';
-import { makeConfig, type Config, type PlantedBugs } from '../raft/index.js';
-import { Coordinator, Replica } from '../replica/index.js';
+import { makeConfig, type Config } from '../raft/index.js';
+import { Coordinator, Replica, type Transport } from '../replica/index.js';
 import type { Resource } from '../store/index.js';
 import { EventPublisher } from '../stream/index.js';
 import { registerStreamingTypes } from '../types/index.js';
@@ -31,6 +31,7 @@ import { LeaderControllers } from './leader-controllers.js';
 import { derivedClusterId, newClusterId, readClusterId, writeClusterId } from './cluster-id.js';
 import type { AgentConfig } from './config.js';
 import { TimedLogStore } from './timed-log-store.js';
+import { AckBeforeFsyncLogStore, parsePlantedBugs, skipNthChange, WATCH_SKIP_NTH } from './planted-bugs.js';
 
 export interface Agent {
   readonly nodeId: NodeId;
@@ -72,22 +73,24 @@ export interface StartAgentOptions {
    * client connected to this node), and stop when it loses leadership.
    */
   readonly controllers?: readonly ControllerSpec[];
+  /**
+   * Test hook: while it returns true, every Raft message this node sends or receives is dropped
+   * (a network partition of the Raft traffic; client requests still reach the node).
+   */
+  readonly raftPartitioned?: () => boolean;
 }
 
-const PLANTED_BUG_FLAGS: Record<string, keyof PlantedBugs> = {
-  'double-vote': 'doubleVote',
-  'commit-old-term': 'commitOldTermByCount',
-  'read-index-without-heartbeat': 'readIndexWithoutHeartbeat',
-};
-
-function plantedBugs(names: readonly string[]): PlantedBugs {
-  const out: { -readonly [K in keyof PlantedBugs]?: boolean } = {};
-  for (const n of names) {
-    const key = PLANTED_BUG_FLAGS[n];
-    if (!key) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `unknown planted bug ${JSON.stringify(n)}; known: ${Object.keys(PLANTED_BUG_FLAGS).join(', ')}`);
-    out[key] = true;
-  }
-  return out;
+/** The transport, with the `raftPartitioned` test hook in front of it. */
+function partitionable(inner: Transport, cut: () => boolean): Transport {
+  return {
+    send: (messages) => {
+      if (!cut()) inner.send(messages);
+    },
+    onMessage: (handler) => inner.onMessage((m) => {
+      if (!cut()) handler(m);
+    }),
+    close: () => inner.close(),
+  };
 }
 
 function splitHostPort(addr: string): { host: string; port: number } {
@@ -145,8 +148,8 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 export async function startAgent(config: AgentConfig, opts: StartAgentOptions = {}): Promise<Agent> {
   const self = nodeId(config.nodeId);
   const logger = opts.logger ?? createLogger({ level: config.logLevel, nodeId: self });
-  const bugs = plantedBugs(config.plantedBugs);
-  if (config.plantedBugs.length > 0) logger.warn({ bugs: config.plantedBugs }, 'PLANTED BUGS ARE ON: this node is deliberately unsafe (test use only)');
+  const bugs = parsePlantedBugs(config.plantedBugs);
+  if (config.plantedBugs.length > 0) logger.warn({ bugs: config.plantedBugs, ...(bugs.watchSkipEvent ? { watchSkipNth: WATCH_SKIP_NTH } : {}) }, 'PLANTED BUGS ARE ON: this node is deliberately unsafe (test use only)');
   const dataDir: DataDir = await openDataDir({ path: config.dataDir, nodeId: self, logger });
 
   let clusterId = (await readClusterId(config.dataDir)) ?? '';
@@ -341,7 +344,8 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
       onMalformedEntry: (type, index, message) => logger.error({ type, index, message }, 'refused a malformed log entry'),
     });
     transport = new GrpcTransport({ self, clusterId: () => clusterId, addressOf, pool, logger });
-    const logStore = await LevelLogStore.open({ dataDir: config.dataDir, logger });
+    const levelLogStore = await LevelLogStore.open({ dataDir: config.dataDir, logger });
+    const logStore = bugs.ackBeforeFsync ? new AckBeforeFsyncLogStore(levelLogStore) : levelLogStore;
     const snapshotStore = await FileSnapshotStore.open({ dataDir: config.dataDir, logger });
     replica = await Replica.open<ApplyResult, Resource>({
       id: self,
@@ -350,12 +354,12 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
       timers: systemTimers,
       logStore: new TimedLogStore(logStore, metrics),
       snapshotStore,
-      transport,
+      transport: opts.raftPartitioned ? partitionable(transport, opts.raftPartitioned) : transport,
       stateMachine: fsm,
       logger,
       tickMs: config.tickMs,
       snapshotEveryEntries: config.snapshotEntries,
-      raft: { electionTimeoutTicks: config.electionTicks, heartbeatTimeoutTicks: config.heartbeatTicks, plantedBugs: bugs },
+      raft: { electionTimeoutTicks: config.electionTicks, heartbeatTimeoutTicks: config.heartbeatTicks, plantedBugs: bugs.raft },
       onRoleChange: ({ role, leader }) => {
         if (leader !== NO_NODE && leader !== lastLeader) metrics.leaderChanges.inc();
         if (leader !== NO_NODE) lastLeader = leader;
@@ -363,7 +367,7 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
       },
       ...(bootstrap ? { bootstrap } : {}),
     });
-    coordinator = new Coordinator(replica, fsm, { forwarder, onProposal: (outcome) => metrics.proposals.inc({ outcome }) });
+    coordinator = new Coordinator(replica, fsm, { forwarder, onProposal: (outcome) => metrics.proposals.inc({ outcome }), plantedStaleRead: bugs.staleFollowerRead });
     // Every applied entry's changes, in commit order, feed this node's watch streams. Created
     // in the same turn as the subscription, so no applied entry falls between the two.
     const pub = new EventPublisher(
@@ -376,8 +380,9 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
         bookmarkIntervalMs: Number.POSITIVE_INFINITY,
       },
     );
+    const skip = bugs.watchSkipEvent ? skipNthChange<Resource>() : undefined;
     coordinator.subscribe((e) => {
-      if (e.kind === 'changes') pub.publish(e.index as number as Revision, e.changes);
+      if (e.kind === 'changes') pub.publish(e.index as number as Revision, skip ? skip(e.changes) : e.changes);
       else {
         pub.reset(e.index as number as Revision);
         logger.info({ index: e.index }, 'state replaced: every watch stream was ended with RESET');

@@ -1,3 +1,4 @@
 export * from './config.js';
 export * from './load-config.js';
 export { startAgent, type Agent, type StartAgentOptions } from './agent.js';
+export { PLANTED_BUG_NAMES, WATCH_SKIP_NTH, ACK_BEFORE_FSYNC_DELAY_MS } from './planted-bugs.js';
