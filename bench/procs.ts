@@ -9,7 +9,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
+import { freePorts } from '../src/server/testing/index.js';
 import { performance } from 'node:perf_hooks';
 
 const live = new Set<ChildProcess>();
@@ -47,27 +47,8 @@ export function registerTempDir(dir: string): void {
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 export const now = (): number => performance.now();
 
-/** `n` distinct free TCP ports on 127.0.0.1 (all held open until every one is chosen). */
-export async function freePorts(n: number): Promise<number[]> {
-  const servers: Server[] = [];
-  try {
-    const ports: number[] = [];
-    for (let i = 0; i < n; i++) {
-      const s = createServer();
-      servers.push(s);
-      await new Promise<void>((resolve, reject) => {
-        s.once('error', reject);
-        s.listen(0, '127.0.0.1', () => resolve());
-      });
-      const a = s.address();
-      if (a === null || typeof a === 'string') throw new Error('no port assigned');
-      ports.push(a.port);
-    }
-    return ports;
-  } finally {
-    await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
-  }
-}
+/** `n` distinct free TCP ports on 127.0.0.1 (shared with the agent tests). */
+export { freePorts };
 
 /** Polls `probe` every `everyMs` until it returns a value (not undefined) or the deadline passes. */
 export async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>, lastSeen: () => string = () => '', everyMs = 50): Promise<T> {

@@ -20,7 +20,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer, type Server } from 'node:net';
+import { freePorts } from '../../src/server/testing/index.js';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -63,27 +63,8 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
   });
 }
 
-/** `n` distinct free TCP ports on 127.0.0.1 (all held open until every one is chosen). */
-export async function freePorts(n: number): Promise<number[]> {
-  const servers: Server[] = [];
-  try {
-    const ports: number[] = [];
-    for (let i = 0; i < n; i++) {
-      const s = createServer();
-      servers.push(s);
-      await new Promise<void>((resolve, reject) => {
-        s.once('error', reject);
-        s.listen(0, '127.0.0.1', () => resolve());
-      });
-      const a = s.address();
-      if (a === null || typeof a === 'string') throw new Error('no port assigned');
-      ports.push(a.port);
-    }
-    return ports;
-  } finally {
-    await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
-  }
-}
+/** `n` distinct free TCP ports on 127.0.0.1 (shared with the agent tests). */
+export { freePorts };
 
 // ---- HTTP -----------------------------------------------------------------------------------
 

@@ -21,12 +21,13 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import t, { type Test } from 'tap';
 import { createLogger } from '../../src/platform/index.js';
-import { AGENT_DEFAULTS, startAgent, WATCH_SKIP_NTH, type Agent, type AgentConfig } from '../../src/server/index.js';
+import { startAgent, WATCH_SKIP_NTH, type Agent } from '../../src/server/index.js';
+import { clusterConfigs } from '../../src/server/testing/index.js';
 import { HistoryRecorder } from '../checker/history.js';
 import { checkHistory, formatAnomaly } from '../checker/linearizability.js';
 import { checkSet, type SetAdd } from '../checker/set-checker.js';
 import { checkWatcher, formatWatchAnomaly, type CommittedChange } from '../checker/watch-checker.js';
-import { ARTIST, Cluster, describeResult, field, freePorts, list, put, request, until } from '../cluster/harness.js';
+import { ARTIST, Cluster, describeResult, field, list, put, request, until } from '../cluster/harness.js';
 import { projectResource, TrackedWatch, WatchStream } from '../cluster/watch-client.js';
 
 // ---- stale-follower-read ---------------------------------------------------------------------
@@ -45,24 +46,9 @@ async function staleReadScenario(t: Test, bug: boolean): Promise<StaleReadRun> {
     await Promise.all(agents.map((a) => a.close()));
     await rm(dir, { recursive: true, force: true });
   });
-  const ports = await freePorts(3);
-  const addrs = ports.map((p) => `127.0.0.1:${p}`);
   const cut = new Set<string>();
-  for (let i = 0; i < 3; i++) {
-    const id = `n${i + 1}`;
-    const cfg: AgentConfig = {
-      ...AGENT_DEFAULTS,
-      nodeId: id,
-      dataDir: path.join(dir, id),
-      grpcAddr: addrs[i] as string,
-      advertiseAddr: addrs[i] as string,
-      httpAddr: '127.0.0.1:0',
-      bootstrapExpect: 3,
-      join: addrs.filter((_, k) => k !== i),
-      demoTypes: true,
-      tickMs: 20,
-      plantedBugs: bug ? ['stale-follower-read'] : [],
-    };
+  for (const cfg of await clusterConfigs(dir, 3, { plantedBugs: bug ? ['stale-follower-read'] : [] })) {
+    const id = cfg.nodeId;
     agents.push(await startAgent(cfg, { logger: createLogger({ level: 'error', nodeId: id }), raftPartitioned: () => cut.has(id) }));
   }
   await Promise.all(agents.map((a) => a.ready));

@@ -6,7 +6,7 @@ import { silentLogger, type Consistency, type Logger } from '../replica/index.js
 import { grpcErrorOf, toCairnError } from './errors.js';
 import type { Resource } from '../store/index.js';
 import { resourceToJson, type ResourceIdJson, type ResourceJson, type StatusJson } from './resource-json.js';
-import { checkRequestId, LIMITS, type CallContext, type ResourceService } from './resource-service.js';
+import { bearerToken, checkRequestId, LIMITS, type CallContext, type ResourceService } from './resource-service.js';
 import type { WatchEvent, WatchService } from './watch.js';
 
 /**
@@ -359,7 +359,7 @@ const DEADLINE_MARGIN_MS = 50;
 
 function context(call: grpc.ServerUnaryCall<unknown, unknown>, requestId = ''): CallContext {
   const auth = call.metadata.get('authorization')[0];
-  const token = typeof auth === 'string' && auth.startsWith('Bearer ') ? auth.slice(7) : undefined;
+  const token = bearerToken(auth);
   const deadline = call.getDeadline();
   const at = deadline instanceof Date ? deadline.getTime() : deadline;
   const timeoutMs = Number.isFinite(at) ? Math.max(1, Math.floor(at - Date.now() - DEADLINE_MARGIN_MS)) : undefined;
@@ -407,7 +407,7 @@ function watchList(watches: WatchService | undefined, logger: Logger): grpc.hand
       const d = call.request;
       if (!d.ok) throw invalid(d.error);
       const auth = call.metadata.get('authorization')[0];
-      const token = typeof auth === 'string' && auth.startsWith('Bearer ') ? auth.slice(7) : undefined;
+      const token = bearerToken(auth);
       let ended = false;
       const session = watches.open(
         d.value.watches.map((w) => ({

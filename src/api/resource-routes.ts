@@ -1,7 +1,7 @@
 import { CairnError, ErrorCode } from '../base/index.js';
 import type { Consistency } from '../replica/index.js';
 import type { HttpRequest, Router } from './http-server.js';
-import { checkRequestId, type CallContext, type ResourceService } from './resource-service.js';
+import { bearerToken, checkRequestId, type CallContext, type ResourceService } from './resource-service.js';
 import type { ResourceIdJson } from './resource-json.js';
 
 function invalid(msg: string): CairnError {
@@ -48,7 +48,7 @@ function context(req: HttpRequest): CallContext {
   const key = req.headers['idempotency-key'];
   const requestId = checkRequestId(typeof key === 'string' ? key : undefined);
   const auth = req.headers['authorization'];
-  const token = typeof auth === 'string' && auth.startsWith('Bearer ') ? auth.slice(7) : undefined;
+  const token = bearerToken(auth);
   return { requestId, token };
 }
 

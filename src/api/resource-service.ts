@@ -2,7 +2,7 @@ import { ulid } from './ids.js';
 import { CairnError, ErrorCode, isCairnError, parseErrorCode, type Clock, type Revision } from '../base/index.js';
 import { MessageType, type ApplyResult, type DeleteCommand, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
 import type { Coordinator, Consistency } from '../replica/index.js';
-import { WILDCARD, type Condition, type JsonValue, type Resource, type ResourceId, type StatusEntry, type Tenancy, type TypeRef } from '../store/index.js';
+import { WILDCARD, type Condition, type JsonValue, type ListQuery, type Resource, type ResourceId, type StatusEntry, type Tenancy, type TypeRef } from '../store/index.js';
 import type { AccessVerb, ProposedResource, RegisteredType, TypeRegistry } from './registry.js';
 import { parseTypeString } from './registry.js';
 import { resourceToJson, type ResourceIdJson, type ResourceJson } from './resource-json.js';
@@ -61,6 +61,11 @@ export function parseVersion(v: unknown, what = 'version'): Revision | undefined
   const n = Number(v);
   if (!Number.isSafeInteger(n)) throw invalid(`${what} is out of range`);
   return n as Revision;
+}
+
+/** The token of an `authorization: Bearer <token>` header or metadata value; undefined otherwise. */
+export function bearerToken(auth: unknown): string | undefined {
+  return typeof auth === 'string' && auth.startsWith('Bearer ') ? auth.slice(7) : undefined;
 }
 
 /** An idempotency key (HTTP Idempotency-Key, gRPC request_id): empty means none. */
@@ -212,15 +217,8 @@ export interface ListRequest {
   readonly consistency?: Consistency;
 }
 
-/** What a List or a Watch selects (the store's list query without the owner). */
-export interface ListFilter {
-  readonly group: string;
-  readonly kind: string;
-  readonly groupVersion?: string;
-  readonly partition: string;
-  readonly namespace: string;
-  readonly namePrefix?: string;
-}
+/** What a List or a Watch selects: the store's list query without the owner. */
+export type ListFilter = Omit<ListQuery, 'ownerUid'>;
 
 export interface CallContext {
   /** Idempotency key: a retried call with the same id is applied once. */

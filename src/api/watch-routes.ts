@@ -2,6 +2,7 @@ import type * as http from 'node:http';
 import { CairnError, ErrorCode } from '../base/index.js';
 import { errorBody } from './errors.js';
 import type { HttpRequest, Router } from './http-server.js';
+import { bearerToken } from './resource-service.js';
 import { resourceJsonText, WATCH_LIMITS, type WatchEvent, type WatchService, type WatchSpec } from './watch.js';
 
 const WATCH_FIELDS = ['type', 'partition', 'namespace', 'name_prefix', 'gt_revision', 'at_tail'] as const;
@@ -58,15 +59,11 @@ export function addWatchRoutes(router: Router, watches: WatchService): void {
     if (extra !== undefined) throw invalid(`unknown query parameter ${JSON.stringify(extra)}; a watch takes its options in the body`);
     const specs = parseWatchBody(req);
     const auth = req.headers['authorization'];
-    const token = typeof auth === 'string' && auth.startsWith('Bearer ') ? auth.slice(7) : undefined;
-    let started = false;
+    const token = bearerToken(auth);
+    // The session sends nothing before open() returns (its first pump is a later turn), so the
+    // headers written just after it always come first.
     const session = watches.open(specs, { token }, {
       send(events) {
-        if (!started) {
-          started = true;
-          res.writeHead(200, { 'content-type': 'application/json;stream=watch', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
-          res.flushHeaders();
-        }
         let text = '';
         for (const ev of events) text += watchEventLine(ev);
         return res.write(text);
@@ -78,10 +75,6 @@ export function addWatchRoutes(router: Router, watches: WatchService): void {
         return ev.kind === 'change' || ev.kind === 'delete' ? resourceJsonText(ev.resource).length + 64 : 64;
       },
       end(error) {
-        if (!started) {
-          started = true;
-          res.writeHead(200, { 'content-type': 'application/json;stream=watch', 'cache-control': 'no-store' });
-        }
         if (error) {
           const body = errorBody(error).error;
           res.end(`${JSON.stringify({ type: 'error', ...body })}\n`);
@@ -96,11 +89,8 @@ export function addWatchRoutes(router: Router, watches: WatchService): void {
       },
     });
     // Headers go out at once, so a client sees the stream open even before the first event.
-    if (!started) {
-      started = true;
-      res.writeHead(200, { 'content-type': 'application/json;stream=watch', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
-      res.flushHeaders();
-    }
+    res.writeHead(200, { 'content-type': 'application/json;stream=watch', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
+    res.flushHeaders();
     res.on('close', () => session.close());
     return { status: 'streamed' };
   });

@@ -4,9 +4,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { CairnClient, isCairnClientError, isOutcomeUnknown, type Resource } from '../client/index.js';
 import { createLogger } from '../platform/index.js';
-import { AGENT_DEFAULTS, type AgentConfig } from './config.js';
 import { startAgent, type Agent } from './agent.js';
-import { freePort, waitUntil } from './testing/net.js';
+import { clusterConfigs, devConfig, waitUntil } from './testing/index.js';
 
 /**
  * The client library against real agents in this process: the public gRPC API as the agent
@@ -53,17 +52,7 @@ class Fixture {
 
 /** A single node like `cairn agent --dev`, on ports the OS picks. */
 async function devAgent(f: Fixture): Promise<Agent> {
-  const cfg: AgentConfig = {
-    ...AGENT_DEFAULTS,
-    nodeId: 'dev',
-    dataDir: f.dir,
-    grpcAddr: '127.0.0.1:0',
-    advertiseAddr: '127.0.0.1:0',
-    httpAddr: '127.0.0.1:0',
-    bootstrap: true,
-    dev: true,
-    tickMs: 20,
-  };
+  const cfg = devConfig(f.dir);
   const agent = await startAgent(cfg, { logger: createLogger({ level: 'error', nodeId: cfg.nodeId }) });
   f.agents.push(agent);
   await agent.ready;
@@ -73,21 +62,7 @@ async function devAgent(f: Fixture): Promise<Agent> {
 
 /** Three nodes forming a cluster with --bootstrap-expect 3; resolves with the leader once there is one. */
 async function threeAgents(f: Fixture): Promise<Agent> {
-  const ports = await Promise.all([0, 1, 2].map(async () => ({ grpc: await freePort(), http: await freePort() })));
-  const addrs = ports.map((p) => `127.0.0.1:${p.grpc}`);
-  for (let i = 0; i < 3; i++) {
-    const cfg: AgentConfig = {
-      ...AGENT_DEFAULTS,
-      nodeId: `n${i + 1}`,
-      dataDir: path.join(f.dir, `n${i + 1}`),
-      grpcAddr: addrs[i] as string,
-      advertiseAddr: addrs[i] as string,
-      httpAddr: `127.0.0.1:${(ports[i] as { http: number }).http}`,
-      bootstrapExpect: 3,
-      join: addrs.filter((_, k) => k !== i),
-      demoTypes: true,
-      tickMs: 20,
-    };
+  for (const cfg of await clusterConfigs(f.dir, 3)) {
     f.agents.push(await startAgent(cfg, { logger: createLogger({ level: 'error', nodeId: cfg.nodeId }) }));
   }
   await Promise.all(f.agents.map((a) => a.ready));

@@ -13,9 +13,9 @@ import {
   type WatchStream,
 } from '../client/index.js';
 import { createLogger } from '../platform/index.js';
-import { AGENT_DEFAULTS, type AgentConfig } from './config.js';
+import type { AgentConfig } from './config.js';
 import { startAgent, type Agent } from './agent.js';
-import { freePort, waitUntil } from './testing/net.js';
+import { clusterConfigs, devConfig, waitUntil } from './testing/index.js';
 
 /**
  * Client watches, materialized views and informers against real agents in this process
@@ -58,18 +58,7 @@ class Fixture {
 
 /** A single node like `cairn agent --dev`, with watch settings of the test's choosing. */
 async function devAgent(f: Fixture, watch: Partial<Pick<AgentConfig, 'watchWindowEvents' | 'watchBufferEvents' | 'watchBookmarkMs'>> = {}): Promise<Agent> {
-  const cfg: AgentConfig = {
-    ...AGENT_DEFAULTS,
-    nodeId: 'dev',
-    dataDir: path.join(f.dir, `dev${f.agents.length}`),
-    grpcAddr: '127.0.0.1:0',
-    advertiseAddr: '127.0.0.1:0',
-    httpAddr: '127.0.0.1:0',
-    bootstrap: true,
-    dev: true,
-    tickMs: 20,
-    ...watch,
-  };
+  const cfg = devConfig(path.join(f.dir, `dev${f.agents.length}`), watch);
   const agent = await startAgent(cfg, { logger: createLogger({ level: 'error', nodeId: cfg.nodeId }) });
   f.agents.push(agent);
   await agent.ready;
@@ -79,21 +68,7 @@ async function devAgent(f: Fixture, watch: Partial<Pick<AgentConfig, 'watchWindo
 
 /** Three nodes forming a cluster; resolves once there is a leader. */
 async function threeAgents(f: Fixture): Promise<void> {
-  const ports = await Promise.all([0, 1, 2].map(async () => ({ grpc: await freePort(), http: await freePort() })));
-  const addrs = ports.map((p) => `127.0.0.1:${p.grpc}`);
-  for (let i = 0; i < 3; i++) {
-    const cfg: AgentConfig = {
-      ...AGENT_DEFAULTS,
-      nodeId: `n${i + 1}`,
-      dataDir: path.join(f.dir, `n${i + 1}`),
-      grpcAddr: addrs[i] as string,
-      advertiseAddr: addrs[i] as string,
-      httpAddr: `127.0.0.1:${(ports[i] as { http: number }).http}`,
-      bootstrapExpect: 3,
-      join: addrs.filter((_, k) => k !== i),
-      demoTypes: true,
-      tickMs: 20,
-    };
+  for (const cfg of await clusterConfigs(f.dir, 3)) {
     f.agents.push(await startAgent(cfg, { logger: createLogger({ level: 'error', nodeId: cfg.nodeId }) }));
   }
   await Promise.all(f.agents.map((a) => a.ready));

@@ -5,9 +5,9 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { MessageType, type ApplyResult } from '../fsm/index.js';
 import { createLogger } from '../platform/index.js';
-import { AGENT_DEFAULTS, type AgentConfig } from './config.js';
+import { AGENT_DEFAULTS } from './config.js';
 import { startAgent, type Agent } from './agent.js';
-import { freePort, waitUntil } from './testing/net.js';
+import { clusterConfigs, waitUntil } from './testing/index.js';
 
 let seq = 0;
 function body(name: string): Record<string, unknown> {
@@ -24,25 +24,12 @@ function body(name: string): Record<string, unknown> {
 
 t.test('three agents form a cluster over gRPC; a write sent to a follower commits once and reads back everywhere', async (t) => {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-agent-'));
-  const ports = await Promise.all([0, 1, 2].map(async () => ({ grpc: await freePort(), http: await freePort() })));
-  const addrs = ports.map((p) => `127.0.0.1:${p.grpc}`);
   const agents: Agent[] = [];
   t.teardown(async () => {
     for (const a of agents) await a.close();
     await rm(dir, { recursive: true, force: true });
   });
-  for (let i = 0; i < 3; i++) {
-    const cfg: AgentConfig = {
-      ...AGENT_DEFAULTS,
-      nodeId: `n${i + 1}`,
-      dataDir: path.join(dir, `n${i + 1}`),
-      grpcAddr: addrs[i] as string,
-      advertiseAddr: addrs[i] as string,
-      httpAddr: `127.0.0.1:${(ports[i] as { http: number }).http}`,
-      bootstrapExpect: 3,
-      join: addrs.filter((_, k) => k !== i),
-      tickMs: 20,
-    };
+  for (const cfg of await clusterConfigs(dir, 3, { demoTypes: false })) {
     agents.push(await startAgent(cfg, { logger: createLogger({ level: 'warn', nodeId: cfg.nodeId }) }));
   }
   await Promise.all(agents.map((a) => a.ready));

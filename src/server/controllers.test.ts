@@ -9,7 +9,7 @@ import { createLogger } from '../platform/index.js';
 import { AGENT_DEFAULTS, type AgentConfig } from './config.js';
 import { startAgent, type Agent, type StartAgentOptions } from './agent.js';
 import { loopbackAddress } from './leader-controllers.js';
-import { freePort } from './testing/net.js';
+import { clusterConfigs } from './testing/index.js';
 
 /**
  * The controller runtime against real agents in this process (here rather than in
@@ -86,22 +86,8 @@ class Fixture {
   }
 
   async three(opts: StartAgentOptions): Promise<Agent[]> {
-    const ports = await Promise.all([0, 1, 2].map(async () => ({ grpc: await freePort(), http: await freePort() })));
-    const addrs = ports.map((p) => `127.0.0.1:${p.grpc}`);
     const agents: Agent[] = [];
-    for (let i = 0; i < 3; i++) {
-      const cfg: AgentConfig = {
-        ...AGENT_DEFAULTS,
-        nodeId: `n${i + 1}`,
-        dataDir: path.join(this.dir, `n${i + 1}`),
-        grpcAddr: addrs[i] as string,
-        advertiseAddr: addrs[i] as string,
-        httpAddr: `127.0.0.1:${(ports[i] as { http: number }).http}`,
-        bootstrapExpect: 3,
-        join: addrs.filter((_, k) => k !== i),
-        demoTypes: true,
-        tickMs: 20,
-      };
+    for (const cfg of await clusterConfigs(this.dir, 3)) {
       const a = await startAgent(cfg, { logger: createLogger({ level: 'error', nodeId: cfg.nodeId }), ...opts });
       agents.push(a);
       this.agents.push(a);

@@ -17,9 +17,8 @@ import {
   type PartitionSpec,
   type SpuSpec,
 } from '../types/index.js';
-import { AGENT_DEFAULTS, type AgentConfig } from './config.js';
 import { startAgent, type Agent } from './agent.js';
-import { freePort } from './testing/net.js';
+import { clusterConfigs } from './testing/index.js';
 
 /**
  * The streaming.v1 controllers end to end against a real 3-node cluster in this process: the
@@ -170,22 +169,10 @@ class Driver {
 
 const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-streaming-'));
 const agents: Agent[] = [];
-const ports = await Promise.all([0, 1, 2].map(async () => ({ grpc: await freePort(), http: await freePort() })));
-const addrs = ports.map((p) => `127.0.0.1:${p.grpc}`);
-for (let i = 0; i < 3; i++) {
-  const cfg: AgentConfig = {
-    ...AGENT_DEFAULTS,
-    nodeId: `n${i + 1}`,
-    dataDir: path.join(dir, `n${i + 1}`),
-    grpcAddr: addrs[i] as string,
-    advertiseAddr: addrs[i] as string,
-    httpAddr: `127.0.0.1:${(ports[i] as { http: number }).http}`,
-    bootstrapExpect: 3,
-    join: addrs.filter((_, k) => k !== i),
-    tickMs: 20,
-    // Quiet informers advance with bookmarks; the driver's settle() waits on every cache.
-    watchBookmarkMs: 100,
-  };
+// Quiet informers advance with bookmarks; the driver's settle() waits on every cache.
+const configs = await clusterConfigs(dir, 3, { demoTypes: false, watchBookmarkMs: 100 });
+const addrs = configs.map((c) => c.grpcAddr);
+for (const cfg of configs) {
   agents.push(await startAgent(cfg, { logger: createLogger({ level: 'error', nodeId: cfg.nodeId }) }));
 }
 await Promise.all(agents.map((a) => a.ready));

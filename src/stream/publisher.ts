@@ -255,14 +255,7 @@ export class EventPublisher {
     const hit = this.cache.get(key);
     if (hit && now - hit.atMs <= this.o.snapshotCacheMs && hit.revision >= this.compactedThrough) return hit;
     const view = this.source.current().snapshot();
-    const resources = view.list({
-      group: filter.group,
-      kind: filter.kind,
-      ...(filter.groupVersion !== undefined ? { groupVersion: filter.groupVersion } : {}),
-      partition: filter.partition,
-      namespace: filter.namespace,
-      ...(filter.namePrefix !== undefined ? { namePrefix: filter.namePrefix } : {}),
-    });
+    const resources = view.list(filter);
     this.snapshotBuilds++;
     const built: CachedSnapshot = { revision: view.revision, resources, atMs: now };
     this.cache.set(key, built);
@@ -312,7 +305,8 @@ export class EventPublisher {
     for (const topic of topics) {
       const set = this.byTopic.get(topic);
       if (!set) continue;
-      for (const sub of [...set]) {
+      // A subscriber ended mid-loop leaves the set; deleting during iteration is safe, no copy needed.
+      for (const sub of set) {
         if (sub.waitingFor !== undefined || caughtUpHere?.has(sub)) continue;
         for (let i = 0; i < records.length; i++) {
           if (!matches(sub.filter, (records[i] as ChangeRecord).resource)) continue;

@@ -1,18 +1,11 @@
 import type { Revision } from '../base/index.js';
-import type { Resource } from '../store/index.js';
+import type { ListQuery, Resource } from '../store/index.js';
 
-/** Which resources a subscription sees: a topic (type) and a subject (tenancy and name prefix). */
-export interface WatchFilter {
-  readonly group: string;
-  readonly kind: string;
-  /** Absent: every group version of the kind. */
-  readonly groupVersion?: string;
-  /** '*' matches every partition. */
-  readonly partition: string;
-  /** '*' matches every namespace. */
-  readonly namespace: string;
-  readonly namePrefix?: string;
-}
+/**
+ * Which resources a subscription sees: a topic (type) and a subject (tenancy with `*`
+ * wildcards, name prefix). The same selection as a List, without the owner.
+ */
+export type WatchFilter = Omit<ListQuery, 'ownerUid'>;
 
 export type EndCode = 'COMPACTED' | 'SLOW_CONSUMER' | 'RESET' | 'TIMEOUT' | 'CLOSED';
 

@@ -1,6 +1,5 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import * as http from 'node:http';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as v8 from 'node:v8';
@@ -10,7 +9,8 @@ import { resourceToJson, type ResourceJson } from '../../api/index.js';
 import { createLogger } from '../../platform/index.js';
 import type { ChangeRecord } from '../../store/index.js';
 import { startAgent, type Agent } from '../agent.js';
-import { AGENT_DEFAULTS, type AgentConfig } from '../config.js';
+import type { AgentConfig } from '../config.js';
+import { clusterConfigs, devConfig } from './agents.js';
 
 /**
  * Test support for the watch tests of this folder (watch-http.test.ts, watch-grpc.test.ts):
@@ -46,17 +46,6 @@ export function heapUsedAfterGc(): number {
   return process.memoryUsage().heapUsed;
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 /** Closes every agent of a test at its end (in parallel), then removes their data. */
 export class Agents {
   readonly all: Agent[] = [];
@@ -79,18 +68,7 @@ export class Agents {
   async dev(overrides: Partial<AgentConfig> = {}): Promise<Agent> {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-watch-'));
     this.dirs.push(dir);
-    const cfg: AgentConfig = {
-      ...AGENT_DEFAULTS,
-      nodeId: 'dev',
-      dataDir: dir,
-      grpcAddr: '127.0.0.1:0',
-      advertiseAddr: '127.0.0.1:0',
-      httpAddr: '127.0.0.1:0',
-      bootstrap: true,
-      dev: true,
-      tickMs: 20,
-      ...overrides,
-    };
+    const cfg = devConfig(dir, overrides);
     const agent = await startAgent(cfg, { logger: createLogger({ level: 'error', nodeId: cfg.nodeId }) });
     this.all.push(agent);
     await agent.ready;
@@ -102,23 +80,8 @@ export class Agents {
   async three(overrides: Partial<AgentConfig> = {}): Promise<Agent[]> {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-watch3-'));
     this.dirs.push(dir);
-    const ports = await Promise.all([0, 1, 2].map(async () => freePort()));
-    const addrs = ports.map((p) => `127.0.0.1:${p}`);
     const started: Agent[] = [];
-    for (let i = 0; i < 3; i++) {
-      const cfg: AgentConfig = {
-        ...AGENT_DEFAULTS,
-        nodeId: `n${i + 1}`,
-        dataDir: path.join(dir, `n${i + 1}`),
-        grpcAddr: addrs[i] as string,
-        advertiseAddr: addrs[i] as string,
-        httpAddr: '127.0.0.1:0',
-        bootstrapExpect: 3,
-        join: addrs.filter((_, k) => k !== i),
-        demoTypes: true,
-        tickMs: 20,
-        ...overrides,
-      };
+    for (const cfg of await clusterConfigs(dir, 3, overrides)) {
       const a = await startAgent(cfg, { logger: createLogger({ level: 'error', nodeId: cfg.nodeId }) });
       this.all.push(a);
       started.push(a);
