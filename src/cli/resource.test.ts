@@ -348,13 +348,14 @@ t.test('bad input: exit 2 when nothing was sent, exit 6 when the server refused 
 
 t.test('unreachable: connection refused exits 5; a write says nothing was sent', async (t) => {
   const port = await closedPort();
-  const read = await spawnCairn(['resource', 'read', 'demo.v1.Artist', 'korn', '--endpoint', `127.0.0.1:${port}`, '--timeout', '500']);
+  // 2 s, not less: on a loaded machine a shorter deadline can pass before the refusal is seen.
+  const read = await spawnCairn(['resource', 'read', 'demo.v1.Artist', 'korn', '--endpoint', `127.0.0.1:${port}`, '--timeout', '2000']);
   t.equal(read.code, ExitCode.UNAVAILABLE);
   t.equal(
     read.err,
-    `cairn: UNAVAILABLE: cannot connect to 127.0.0.1:${port} within 500 ms (ECONNREFUSED); is a cairn agent's gRPC API listening there? Set --endpoint or CAIRN_GRPC_ADDR\n`,
+    `cairn: UNAVAILABLE: cannot connect to 127.0.0.1:${port} within 2000 ms (ECONNREFUSED); is a cairn agent's gRPC API listening there? Set --endpoint or CAIRN_GRPC_ADDR\n`,
   );
-  const write = await cairn(['resource', 'write', 'demo.v1.Artist', 'korn', '--data', '{"name":"K"}', '--timeout', '500'], {}, `127.0.0.1:${port}`);
+  const write = await cairn(['resource', 'write', 'demo.v1.Artist', 'korn', '--data', '{"name":"K"}', '--timeout', '2000'], {}, `127.0.0.1:${port}`);
   t.equal(write.code, ExitCode.UNAVAILABLE);
   t.match(write.err, /; nothing was sent\n$/);
 });
