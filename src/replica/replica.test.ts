@@ -157,3 +157,43 @@ t.test("the leader sends appends while its own disk write runs (thesis §10.2.1)
   release();
   t.same(resourceOf(await write).data, { name: 'E' }, 'acknowledged once durable');
 });
+
+t.test('a committed write is answered while the next Ready\'s log write is still running (apply before persist)', async (t) => {
+  const c = new LocalCluster({ seed: 5 });
+  t.teardown(() => c.close());
+  await c.bootstrap(['n1', 'n2', 'n3']);
+  const leader = await c.waitForLeader();
+  await leader.coordinator.propose(MessageType.ResourceWrite, writeBody('warm2', { name: 'W' }));
+  // Every leader log write that carries entries waits for its own release, in order.
+  const gates: (() => void)[] = [];
+  const store = leader.logStore;
+  const append = store.append.bind(store);
+  store.append = async (b) => {
+    if (b.entries.length > 0) await new Promise<void>((r) => gates.push(r));
+    return append(b);
+  };
+  const acked = new Set<string>();
+  const propose = (name: string): Promise<unknown> =>
+    leader.coordinator.propose(MessageType.ResourceWrite, writeBody(name, { name })).then((r) => {
+      acked.add(name);
+      return r;
+    });
+  const a = propose('a');
+  await waitUntil(() => gates.length === 1, 5000, "the leader's write of a to be held");
+  const indexA = leader.replica.status().lastIndex;
+  // The followers make a durable and ack it: a commits without the leader.
+  await waitUntil(() => leader.replica.status().commit >= indexA, 5000, 'a to commit on the followers alone');
+  t.notOk(acked.has('a'), 'a is not answered while it is not durable on the leader');
+  const b = propose('b');
+  gates[0]?.();
+  // The next Ready carries a (now durable here and committed) and b's entry, whose write is held.
+  await waitUntil(() => gates.length === 2, 5000, "the leader's write of b to be held");
+  await waitUntil(() => acked.has('a'), 5000, 'a to be answered while the write of b is held');
+  t.same(get(leader, 'a')?.data, { name: 'a' }, 'a is applied');
+  t.notOk(acked.has('b'), 'b is not answered before it is durable');
+  t.equal(get(leader, 'b'), undefined, 'nor applied');
+  gates[1]?.();
+  await a;
+  await b;
+  t.ok(acked.has('b'), 'b answered once durable');
+});
