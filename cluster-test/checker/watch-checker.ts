@@ -57,6 +57,27 @@ export interface CommittedHistory {
   readonly changes: readonly CommittedChange[];
   /** Every change with a revision up to this one is in `changes`; nothing is known beyond it. */
   readonly completeThrough: number;
+  /**
+   * Absent: the history is complete, every change in (start.revision, completeThrough] is
+   * listed. Present: the history is what observers saw (watch-history.ts derives one), and only
+   * these ranges are known to hold every change of the keys their filter matches; elsewhere a
+   * committed change may be missing from it. Then a resource the history has but a watcher's
+   * initial state (or a List) lacks is compared only when the revisions since the history's
+   * last change of it are covered: otherwise an unobserved delete could explain it. What the
+   * history has is never in doubt, so `missing`, `phantom` and the rest are unaffected.
+   */
+  readonly coverage?: readonly CoverageRange[];
+}
+
+/**
+ * Every change of a key `filter` matches (of `key` only, when given) with afterRevision <
+ * revision <= throughRevision is in the history.
+ */
+export interface CoverageRange {
+  readonly filter: WatchFilterSpec;
+  readonly key?: WatchKey;
+  readonly afterRevision: number;
+  readonly throughRevision: number;
 }
 
 /**
@@ -168,6 +189,11 @@ export interface WatchCheckResult {
   readonly coveredThrough: number | undefined;
   /** How connections ended with an error event, by code. */
   readonly errors: Readonly<Record<string, number>>;
+  /**
+   * Resources an initial state lacked while the history had them, not reported because the
+   * history's coverage does not rule out an unobserved delete (CommittedHistory.coverage).
+   */
+  readonly uncertain: number;
 }
 
 export interface WatchCheckOptions {
@@ -244,10 +270,26 @@ export class HistoryIndex {
   private readonly startState = new Map<string, StateEntry>();
   /** Per identity, its changes in order (for "what did the history have near there"). */
   private readonly perKey = new Map<string, IndexedChange[]>();
+  /** Coverage ranges of one key, by identity; and those of a whole filter. */
+  private readonly keyedCoverage = new Map<string, CoverageRange[]>();
+  private readonly filterCoverage: CoverageRange[] | undefined;
 
   constructor(readonly history: CommittedHistory) {
     this.startRevision = history.start.revision;
     this.completeThrough = history.completeThrough;
+    if (history.coverage !== undefined) {
+      this.filterCoverage = [];
+      for (const r of history.coverage) {
+        if (r.throughRevision <= r.afterRevision) continue;
+        if (r.key === undefined) this.filterCoverage.push(r);
+        else {
+          const id = identity(r.key);
+          let l = this.keyedCoverage.get(id);
+          if (!l) this.keyedCoverage.set(id, (l = []));
+          l.push(r);
+        }
+      }
+    }
     if (history.completeThrough < history.start.revision) {
       throw new CairnError(ErrorCode.INVALID_ARGUMENT, `history completeThrough ${history.completeThrough} is before its start revision ${history.start.revision}`);
     }
@@ -310,6 +352,23 @@ export class HistoryIndex {
     return out;
   }
 
+  /**
+   * Whether every change of `key` with after < revision <= through is known to be in the
+   * history: always for a complete history; for one with coverage, when the ranges whose filter
+   * matches the key cover the interval together.
+   */
+  covers(key: WatchKey, after: number, through: number): boolean {
+    if (this.filterCoverage === undefined || through <= after) return true;
+    const ranges = [...(this.keyedCoverage.get(identity(key)) ?? []), ...this.filterCoverage.filter((r) => filterMatches(r.filter, key))].sort((a, b) => a.afterRevision - b.afterRevision);
+    let reached = after;
+    for (const r of ranges) {
+      if (r.afterRevision > reached) break;
+      reached = Math.max(reached, r.throughRevision);
+      if (reached >= through) return true;
+    }
+    return reached >= through;
+  }
+
   /** "the history changes it at 12 (upsert), 15 (delete)", the changes of a key nearest to `revision`. */
   near(id: string, revision: number): string {
     const l = this.perKey.get(id) ?? [];
@@ -347,14 +406,31 @@ function describeConnection(c: WatchConnection, i: number): string {
   return `connection ${i} (${from}${c.node !== undefined ? ` on ${c.node}` : ''})`;
 }
 
+/**
+ * A resource one side has and the other lacks is skipped (and counted) when `unsure.skip` says
+ * the side that has it (`unsure.side`, the history's) may be missing a later delete.
+ */
+interface Unsure {
+  readonly side: 'got' | 'want';
+  readonly skip: (e: StateEntry | Built) => boolean;
+  count: number;
+}
+
 /** How `got` differs from `want`, one phrase per key (`want` is called `noun`: committed, listed). */
-function diffStates(got: ReadonlyMap<string, Built | StateEntry>, want: ReadonlyMap<string, StateEntry>, noun: string, limit = 5): string[] {
+function diffStates(got: ReadonlyMap<string, Built | StateEntry>, want: ReadonlyMap<string, StateEntry>, noun: string, limit = 5, unsure?: Unsure): string[] {
   const out: string[] = [];
   const ids = new Set([...got.keys(), ...want.keys()]);
   for (const id of [...ids].sort()) {
     const g = got.get(id);
     const w = want.get(id);
     if (g && w && g.revision === w.revision && canonicalJson(g.value) === canonicalJson(w.value)) continue;
+    if (unsure) {
+      const only = unsure.side === 'got' ? (g && !w ? g : undefined) : (w && !g ? w : undefined);
+      if (only && unsure.skip(only)) {
+        unsure.count++;
+        continue;
+      }
+    }
     if (!g && w) out.push(`${describeKey(w.key)} absent, ${noun} at ${w.revision}`);
     else if (g && !w) out.push(`${describeKey(g.key)} present at ${g.revision}, ${noun} absent`);
     else if (g && w) {
@@ -390,6 +466,7 @@ export function checkWatcher(history: HistoryIndex | CommittedHistory, w: Watche
   const seen = new Map<string, { connection: number; event: number }>();
   let eventsChecked = 0;
   let resumes = 0;
+  let uncertain = 0;
 
   const seedFromHistory = (rev: number): Map<string, Built> => {
     const m = new Map<string, Built>();
@@ -588,6 +665,7 @@ export function checkWatcher(history: HistoryIndex | CommittedHistory, w: Watche
     resumes,
     coveredThrough: covered,
     errors,
+    uncertain,
   };
 
   function checkAgainstHistory(ev: Extract<ReceivedEvent, { type: 'change' | 'delete' }>, id: string, name: string, ci: number, ei: number, at: string): void {
@@ -625,7 +703,11 @@ export function checkWatcher(history: HistoryIndex | CommittedHistory, w: Watche
         rep.add({ kind: 'initial-state', connection: ci, event: ei, revision: b.revision, key: describeKey(b.key), message: `${at}: the initial state has ${describeKey(b.key)} at ${b.revision}, after its tail at ${tail}` });
       }
     }
-    const diff = diffStates(snapshot, h.stateAt(tail, w.filter), 'committed');
+    // With a derived history, a resource it has at r but the initial state lacks is a fault
+    // only if no unobserved delete can hide in (r, tail].
+    const unsure: Unsure = { side: 'want', skip: (e) => !h.covers(e.key, e.revision, tail), count: 0 };
+    const diff = diffStates(snapshot, h.stateAt(tail, w.filter), 'committed', 5, unsure);
+    uncertain += unsure.count;
     if (diff.length > 0) rep.add({ kind: 'initial-state', connection: ci, event: ei, revision: tail, message: `${at}: the initial state differs from the committed state at its tail ${tail}: ${diff.join('; ')}` });
   }
 }
@@ -651,6 +733,8 @@ export interface WatchersCheckResult {
   readonly eventsChecked: number;
   readonly connections: number;
   readonly resumes: number;
+  /** Summed over the watchers (WatchCheckResult.uncertain). */
+  readonly uncertain: number;
   readonly results: ReadonlyMap<string, WatchCheckResult>;
   /** Every anomaly of every watcher, in watcher order. */
   readonly anomalies: readonly WatchAnomaly[];
@@ -664,6 +748,7 @@ export function checkWatchers(history: CommittedHistory, watchers: readonly Watc
   let eventsChecked = 0;
   let connections = 0;
   let resumes = 0;
+  let uncertain = 0;
   for (const w of watchers) {
     const list = finalListFor?.(w);
     const r = checkWatcher(h, w, { ...(list ? { finalList: list } : {}), ...(maxAnomalies !== undefined ? { maxAnomalies } : {}) });
@@ -672,8 +757,9 @@ export function checkWatchers(history: CommittedHistory, watchers: readonly Watc
     eventsChecked += r.eventsChecked;
     connections += r.connections;
     resumes += r.resumes;
+    uncertain += r.uncertain;
   }
-  return { valid: anomalies.length === 0 && [...results.values()].every((r) => r.valid), watchers: watchers.length, eventsChecked, connections, resumes, results, anomalies };
+  return { valid: anomalies.length === 0 && [...results.values()].every((r) => r.valid), watchers: watchers.length, eventsChecked, connections, resumes, uncertain, results, anomalies };
 }
 
 /** `watcher w3, final-state: ...` */
@@ -791,7 +877,11 @@ export function checkAcknowledged(history: CommittedHistory, acks: readonly Ackn
   return { valid: problems.length === 0, checked, problems };
 }
 
-/** The history's state at the List's revision, restricted to `filter`, equals the List. Empty when it does. */
+/**
+ * The history's state at the List's revision, restricted to `filter`, equals the List. Empty when
+ * it does. With coverage (a derived history), a resource the history has at r and the List
+ * lacks is a difference only when (r, List revision] is covered for it.
+ */
 export function checkHistoryAgainstList(history: CommittedHistory, list: ListSnapshot, filter: WatchFilterSpec): string[] {
   const h = new HistoryIndex(history);
   if (list.revision > h.completeThrough || list.revision < h.startRevision) {
@@ -799,5 +889,5 @@ export function checkHistoryAgainstList(history: CommittedHistory, list: ListSna
   }
   const want = new Map<string, StateEntry>();
   for (const r of list.resources) if (filterMatches(filter, r.key)) want.set(identity(r.key), r);
-  return diffStates(h.stateAt(list.revision, filter), want, 'listed', 20);
+  return diffStates(h.stateAt(list.revision, filter), want, 'listed', 20, { side: 'got', skip: (e) => !h.covers(e.key, e.revision, list.revision), count: 0 });
 }

@@ -165,7 +165,7 @@ export class Host {
   }
 
   /** `ip netns exec NS env -u NODE_OPTIONS node bin/cairn agent ...`: both exec, so the pid is node's. */
-  start(peers: readonly string[], expect: number): void {
+  start(peers: readonly string[], expect: number, extraArgs: readonly string[] = []): void {
     if (this.running()) throw new Error(`${this.id} is already running`);
     const args = [
       'netns', 'exec', this.ns, 'env', '-u', 'NODE_OPTIONS', process.execPath, CAIRN_BIN, 'agent',
@@ -176,6 +176,7 @@ export class Host {
       '--demo-types',
       '--bootstrap-expect', String(expect),
       ...(peers.length > 0 ? ['--join', peers.join(',')] : []),
+      ...extraArgs,
     ];
     const env: Record<string, string> = {};
     for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !INHERITED_NOT.test(k)) env[k] = v;
@@ -218,6 +219,8 @@ export interface HostsOptions {
   readonly dir: string;
   /** 4 hex digits; random by default. */
   readonly runId?: string;
+  /** `--planted-bugs` for every agent (test only: cluster-test/jepsen/README.md, "Prove the checkers"). */
+  readonly plantedBugs?: readonly string[];
 }
 
 /** The namespaces, bridge and veths of one run, and their agents. */
@@ -226,6 +229,8 @@ export class Hosts {
   readonly bridge: string;
   readonly bridgeIp: string;
   private cleaned = false;
+  /** Flags every agent gets on every start (the planted bugs). */
+  private agentArgs: readonly string[] = [];
 
   private constructor(
     readonly runId: string,
@@ -245,6 +250,7 @@ export class Hosts {
     const runId = o.runId ?? Math.floor(Math.random() * 0x10000).toString(16).padStart(4, '0');
     if (!/^[0-9a-f]{4}$/.test(runId)) throw new Error(`runId must be 4 hex digits, got ${runId}`);
     const h = new Hosts(runId, `10.201.${(parseInt(runId, 16) % 250) + 1}`);
+    if (o.plantedBugs !== undefined && o.plantedBugs.length > 0) h.agentArgs = ['--planted-bugs', o.plantedBugs.join(',')];
     installExitHook(h);
     writeFileSync(ownerFile(runId), `${process.pid}\n`);
     mkdirSync(o.dir, { recursive: true });
@@ -281,7 +287,7 @@ export class Hosts {
   }
 
   start(h: Host): void {
-    h.start(this.hosts.filter((o) => o !== h).map((o) => o.grpcAddr), this.hosts.length);
+    h.start(this.hosts.filter((o) => o !== h).map((o) => o.grpcAddr), this.hosts.length, this.agentArgs);
   }
 
   /** Kills every agent and removes the namespaces and links. Idempotent. */

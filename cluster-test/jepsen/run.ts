@@ -2,11 +2,11 @@
  * The fault-harness runner (README.md):
  *
  *   node dist/cluster-test/jepsen/run.js --nodes 3 --time 30 --nemesis partition,kill,pause,netem \
- *     --workload register,set --seed S
+ *     --workload register,set,watch --seed S [--planted-bugs watch-skip-event]
  *
  * Builds the hosts (network namespaces, bridge), starts the agents, runs the workloads while the
  * nemesis follows the seeded schedule, heals everything, checks the histories and writes
- * results/<run>/{history.jsonl, set.jsonl, report.json, report.txt, timeline.svg, nodes/*.log}.
+ * results/<run>/{history.jsonl, set.jsonl, watch.jsonl, report.json, report.txt, timeline.svg, nodes/*.log}.
  * Exit code 0 when every checker says valid, 1 when one finds an anomaly, 2 on a harness error.
  */
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -15,10 +15,13 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { checkHistory, formatAnomaly } from '../checker/linearizability.js';
 import { checkSet } from '../checker/set-checker.js';
+import { checkWatchRun, formatWatchRun } from '../checker/watch-history.js';
+import { parseWatchLog } from '../checker/watch-log.js';
 import { cleanupLeftovers, Hosts } from './hosts.js';
 import { findLeader, Nemesis, type AppliedFault } from './nemesis.js';
 import { countStatuses, renderSvg } from './report.js';
 import { describeFault, makeSchedule, parseNemeses } from './schedule.js';
+import { WatchWorkload } from './watch-workload.js';
 import { RegisterWorkload, SetWorkload } from './workloads.js';
 
 export interface RunOptions {
@@ -29,6 +32,8 @@ export interface RunOptions {
   readonly seed: number;
   /** Defaults to cluster-test/jepsen/results under the checkout. */
   readonly resultsDir?: string;
+  /** `--planted-bugs` passed to every agent (to prove a checker catches them). */
+  readonly plantedBugs?: readonly string[];
   readonly log?: (line: string) => void;
 }
 
@@ -55,7 +60,7 @@ export async function runJepsen(o: RunOptions): Promise<RunResult> {
   const log = o.log ?? ((l: string) => process.stdout.write(`${l}\n`));
   const nemeses = parseNemeses(o.nemesis);
   const workloads = o.workload.split(',').map((w) => w.trim()).filter((w) => w !== '');
-  for (const w of workloads) if (w !== 'register' && w !== 'set') throw new Error(`unknown workload '${w}' (known: register, set)`);
+  for (const w of workloads) if (w !== 'register' && w !== 'set' && w !== 'watch') throw new Error(`unknown workload '${w}' (known: register, set, watch)`);
   if (o.nodes !== 3 && o.nodes !== 5) throw new Error(`--nodes must be 3 or 5, got ${o.nodes}`);
   const timeMs = o.timeS * 1000;
   const schedule = makeSchedule({ seed: o.seed, nodes: o.nodes, nemeses, timeMs });
@@ -66,7 +71,8 @@ export async function runJepsen(o: RunOptions): Promise<RunResult> {
   log(`cluster-test: seed ${o.seed} (replay with --seed ${o.seed}), ${o.nodes} nodes, ${o.timeS} s, nemesis ${nemeses.join(',') || 'none'}, workload ${workloads.join(',')}`);
   for (const s of schedule) log(`  schedule ${(s.startMs / 1000).toFixed(1)}-${(s.endMs / 1000).toFixed(1)} s: ${describeFault(s.fault)}`);
 
-  const hosts = Hosts.create({ nodes: o.nodes, dir: nodesDir });
+  const hosts = Hosts.create({ nodes: o.nodes, dir: nodesDir, ...(o.plantedBugs !== undefined ? { plantedBugs: o.plantedBugs } : {}) });
+  if (o.plantedBugs !== undefined && o.plantedBugs.length > 0) log(`cluster-test: PLANTED BUGS on every agent: ${o.plantedBugs.join(',')}`);
   try {
     log(`cluster-test: hosts ${hosts.hosts.map((h) => `${h.id}=${h.ns}@${h.ip}`).join(' ')}, bridge ${hosts.bridge}@${hosts.bridgeIp}`);
     hosts.startAll();
@@ -76,6 +82,9 @@ export async function runJepsen(o: RunOptions): Promise<RunResult> {
     const endpoints = hosts.hosts.map((h) => h.grpcAddr);
     const register = workloads.includes('register') ? new RegisterWorkload({ endpoints, seed: o.seed, now }) : undefined;
     const set = workloads.includes('set') ? new SetWorkload({ endpoints, seed: o.seed + 1, now, workers: 2 }) : undefined;
+    // Half the watchers start in the middle of the run; the others get their initial state before any write.
+    const watch = workloads.includes('watch') ? new WatchWorkload({ endpoints, nodeNames: hosts.hosts.map((h) => h.id), seed: o.seed + 2, now, lateStartWithinMs: [timeMs * 0.15, timeMs * 0.6] }) : undefined;
+    await watch?.start();
     register?.start();
     set?.start();
     const nemesis = new Nemesis(hosts, now);
@@ -100,12 +109,14 @@ export async function runJepsen(o: RunOptions): Promise<RunResult> {
     await nemesis.healAll();
     await register?.stop();
     await set?.stop();
+    await watch?.stop();
     const runEnd = now();
     log(`cluster-test: workload done at ${(runEnd / 1000).toFixed(1)} s; waiting for every node to be ready`);
     await until('every node ready after healing', 60_000, () => ready(hosts));
     const leader = await findLeader(hosts);
 
     const report: Record<string, unknown> = { seed: o.seed, nodes: o.nodes, timeS: o.timeS, nemesis: nemeses, workload: workloads, leaderAtEnd: leader?.id ?? null };
+    if (o.plantedBugs !== undefined && o.plantedBugs.length > 0) report['plantedBugs'] = o.plantedBugs;
     let valid: boolean | 'unknown' = true;
     const text: string[] = [`seed ${o.seed}: ${o.nodes} nodes, ${o.timeS} s, nemesis ${nemeses.join(',') || 'none'}, workload ${workloads.join(',')}`];
     if (register !== undefined) {
@@ -126,6 +137,47 @@ export async function runJepsen(o: RunOptions): Promise<RunResult> {
       if (!result.valid) valid = false;
       text.push(`set: ${result.valid ? 'valid' : 'INVALID'}; ${counts.ops} adds: ${counts.ok} ok, ${counts.fail} fail, ${counts.info} info; final read ${finalRead.length} (${result.recovered.length} info adds present); lost ${result.lost.length}, unexpected ${result.unexpected.length}, failed-but-present ${result.failedButPresent.length}, duplicated ${result.duplicated.length}`);
     }
+    if (watch !== undefined) {
+      // After every workload stopped: the final List, then every watcher up to its revision.
+      const behind = await watch.finish();
+      const logText = watch.toJsonLines();
+      writeFileSync(path.join(dir, 'watch.jsonl'), logText);
+      // Checked from what was written, so the file is enough to check the run again.
+      const parsed = parseWatchLog(logText);
+      const result = checkWatchRun(parsed.input);
+      const counts = countStatuses(watch.samples);
+      const writes = parsed.input.writes;
+      const ws = watch.watcherStats();
+      const d = result.derived;
+      report['watch'] = {
+        valid: result.valid,
+        ...counts,
+        writes: writes.length,
+        unknownWrites: d.unknownWrites,
+        unknownApplied: d.unknownApplied,
+        watchers: ws,
+        eventsChecked: result.watchers.eventsChecked,
+        initialStates: result.watchers.connections,
+        resets: result.resets,
+        droppedBookmarks: parsed.droppedBookmarks,
+        uncertain: result.watchers.uncertain,
+        history: { changes: d.changes, acknowledged: d.acknowledged, watched: d.watched, listed: d.listed, completeThrough: d.history.completeThrough, coverageRanges: d.history.coverage?.length ?? 0 },
+        finalList: { revision: parsed.input.finalList.revision, resources: parsed.input.finalList.resources.length },
+        behindAtEnd: behind,
+        errors: Object.fromEntries(watch.errors),
+        problems: d.problems,
+        anomalies: result.watchers.anomalies,
+      };
+      if (!result.valid) valid = false;
+      const lost = Object.entries(ws.lostBy).map(([k, v]) => `${k} x${v}`).join(', ') || 'none';
+      text.push(
+        `watch: ${result.valid ? 'valid' : 'INVALID'}; ${counts.ops} writes: ${counts.ok} ok, ${counts.fail} fail, ${counts.info} info (${d.unknownApplied} of the unknown upserts seen applied); ` +
+          `${ws.started} of ${ws.watchers} watchers started, ${result.watchers.eventsChecked} events checked, ${ws.resumes} resumes (lost streams: ${lost}), ${ws.resets} resets; ` +
+          `history ${d.changes} changes (${d.acknowledged} acknowledged, ${d.watched} watched, ${d.listed} in the final List at ${parsed.input.finalList.revision}), ${result.watchers.uncertain} uncertain comparisons skipped; ` +
+          `${d.problems.length} history problems, ${result.watchers.anomalies.length} watcher anomalies${behind.length > 0 ? `; behind at the end: ${behind.join(', ')}` : ''}`,
+      );
+      for (const l of formatWatchRun(result)) text.push(`  ${l}`);
+    }
     const faults = applied.map((a) => ({ nemesis: a.fault.nemesis, label: `${describeFault(a.fault)} (${a.note})`, start: a.startedAt, end: a.endedAt ?? runEnd }));
     report['faults'] = faults;
     report['nemesisErrors'] = errors;
@@ -134,9 +186,10 @@ export async function runJepsen(o: RunOptions): Promise<RunResult> {
     for (const f of faults) text.push(`  ${(f.start / 1000).toFixed(1)}-${(f.end / 1000).toFixed(1)} s: ${f.label}`);
     writeFileSync(path.join(dir, 'report.json'), JSON.stringify(report, null, 2) + '\n');
     writeFileSync(path.join(dir, 'report.txt'), text.join('\n') + '\n');
-    writeFileSync(path.join(dir, 'timeline.svg'), renderSvg([...(register?.samples ?? []), ...(set?.samples ?? [])], faults, runEnd, `seed ${o.seed}: ${nemeses.join(',')} / ${workloads.join(',')}`));
+    writeFileSync(path.join(dir, 'timeline.svg'), renderSvg([...(register?.samples ?? []), ...(set?.samples ?? []), ...(watch?.samples ?? [])], faults, runEnd, `seed ${o.seed}: ${nemeses.join(',')} / ${workloads.join(',')}`));
     register?.close();
     set?.close();
+    watch?.close();
     for (const l of text) log(l);
     log(`cluster-test: results in ${dir}`);
     return { valid, dir, report };
@@ -163,6 +216,7 @@ async function main(): Promise<void> {
       seed: { type: 'string' },
       results: { type: 'string' },
       cleanup: { type: 'boolean', default: false },
+      'planted-bugs': { type: 'string' },
     },
   });
   if (values.cleanup === true) {
@@ -180,6 +234,7 @@ async function main(): Promise<void> {
     workload: values.workload ?? '',
     seed,
     ...(values.results !== undefined ? { resultsDir: values.results } : {}),
+    ...(values['planted-bugs'] !== undefined ? { plantedBugs: values['planted-bugs'].split(',').map((b) => b.trim()).filter((b) => b !== '') } : {}),
   });
   process.exitCode = r.valid === true ? 0 : 1;
 }

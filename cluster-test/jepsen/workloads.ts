@@ -13,7 +13,7 @@ const NAMESPACE = 'default';
 
 /** One completed operation for the throughput/latency plot. */
 export interface Sample {
-  readonly workload: 'register' | 'set';
+  readonly workload: 'register' | 'set' | 'watch';
   readonly f: string;
   readonly start: number;
   readonly end: number;
