@@ -10,7 +10,6 @@
  */
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
@@ -56,9 +55,13 @@ function quiet(cmd: string, args: readonly string[]): void {
   }
 }
 
-/** A run's owner file holds the harness's pid, so a second harness leaves a live run alone. */
+/**
+ * A run's owner file holds the harness's pid, so a second harness leaves a live run alone. In
+ * /tmp itself, not os.tmpdir(): every harness on the machine must find every other's file, and
+ * TMPDIR may differ between them (a test runner may set its own).
+ */
 export function ownerFile(runId: string): string {
-  return path.join(os.tmpdir(), `cairn-jepsen-${runId}.owner`);
+  return path.join('/tmp', `cairn-jepsen-${runId}.owner`);
 }
 
 /** True when the harness process that made run `runId` is still alive. */
@@ -164,7 +167,10 @@ export class Host {
     return this.child !== undefined && this.exitInfo === undefined;
   }
 
-  /** `ip netns exec NS env -u NODE_OPTIONS node bin/cairn agent ...`: both exec, so the pid is node's. */
+  /**
+   * `ip netns exec NS env -u NODE_OPTIONS node bin/cairn agent ...`: both exec, so the pid is
+   * node's. `extraArgs` go last (the run's `--planted-bugs`, for instance).
+   */
   start(peers: readonly string[], expect: number, extraArgs: readonly string[] = []): void {
     if (this.running()) throw new Error(`${this.id} is already running`);
     const args = [
@@ -217,10 +223,10 @@ export interface HostsOptions {
   readonly nodes: number;
   /** Where node data dirs and logs go. */
   readonly dir: string;
-  /** 4 hex digits; random by default. */
+  /** 4 hex digits; by default a random one whose subnet no interface on this machine uses. */
   readonly runId?: string;
-  /** `--planted-bugs` for every agent (test only: cluster-test/jepsen/README.md, "Prove the checkers"). */
-  readonly plantedBugs?: readonly string[];
+  /** More `cairn agent` flags for every node, at every start (`--planted-bugs a,b`). */
+  readonly agentArgs?: readonly string[];
 }
 
 /** The namespaces, bridge and veths of one run, and their agents. */
@@ -229,12 +235,11 @@ export class Hosts {
   readonly bridge: string;
   readonly bridgeIp: string;
   private cleaned = false;
-  /** Flags every agent gets on every start (the planted bugs). */
-  private agentArgs: readonly string[] = [];
 
   private constructor(
     readonly runId: string,
     readonly subnet: string,
+    readonly agentArgs: readonly string[],
   ) {
     this.bridge = `cj${runId}br`;
     this.bridgeIp = `${subnet}.1`;
@@ -247,10 +252,9 @@ export class Hosts {
   static create(o: HostsOptions): Hosts {
     const left = cleanupLeftovers();
     if (left.length > 0) process.stderr.write(`cluster-test: removed leftovers of an earlier run: ${left.join('; ')}\n`);
-    const runId = o.runId ?? Math.floor(Math.random() * 0x10000).toString(16).padStart(4, '0');
+    const runId = o.runId ?? freeRunId();
     if (!/^[0-9a-f]{4}$/.test(runId)) throw new Error(`runId must be 4 hex digits, got ${runId}`);
-    const h = new Hosts(runId, `10.201.${(parseInt(runId, 16) % 250) + 1}`);
-    if (o.plantedBugs !== undefined && o.plantedBugs.length > 0) h.agentArgs = ['--planted-bugs', o.plantedBugs.join(',')];
+    const h = new Hosts(runId, subnetOf(runId), o.agentArgs ?? []);
     installExitHook(h);
     writeFileSync(ownerFile(runId), `${process.pid}\n`);
     mkdirSync(o.dir, { recursive: true });
@@ -301,6 +305,30 @@ export class Hosts {
     live.delete(this);
     return cleanupLeftovers(this.runId);
   }
+}
+
+/** The run's /24: 10.201.<1..250>.0, from its id. */
+function subnetOf(runId: string): string {
+  return `10.201.${(parseInt(runId, 16) % 250) + 1}`;
+}
+
+/**
+ * A random run id whose namespaces do not exist and whose subnet no interface in the root
+ * namespace has: two harnesses running at once (another test, another worktree) must not share
+ * a subnet, or the root namespace would route one run's packets onto the other's bridge.
+ */
+function freeRunId(): string {
+  let used = '';
+  try {
+    used = sh('ip', ['-o', '-4', 'addr', 'show']) + sh('ip', ['netns', 'list']);
+  } catch {
+    used = '';
+  }
+  for (let i = 0; i < 64; i++) {
+    const id = Math.floor(Math.random() * 0x10000).toString(16).padStart(4, '0');
+    if (!used.includes(` ${subnetOf(id)}.`) && !used.includes(`${NS_PREFIX}${id}`)) return id;
+  }
+  throw new Error('no free subnet under 10.201.0.0/16 for a harness run (64 random tries); make cluster-test-clean removes leftovers');
 }
 
 const live = new Set<Hosts>();

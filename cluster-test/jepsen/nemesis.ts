@@ -47,8 +47,13 @@ export class Nemesis {
       if (h === undefined) throw new Error('no hosts');
       return h;
     }
+    if (t.kind === 'all') throw new Error('a fault on every node has no single target');
     // No leader known (an election in progress): fall back to the first host.
     return (await findLeader(this.hosts)) ?? (this.hosts.hosts[0] as Host);
+  }
+
+  private async targets(t: Target): Promise<Host[]> {
+    return t.kind === 'all' ? [...this.hosts.hosts] : [await this.target(t)];
   }
 
   /** Starts `fault`; returns what it did so `heal` can undo it. */
@@ -62,17 +67,21 @@ export class Nemesis {
         return { fault, hosts: side.map((h) => h.id), startedAt, note: `{${side.map((h) => h.id).join(',')}} | {${this.hosts.hosts.filter((h) => !side.includes(h)).map((h) => h.id).join(',')}}` };
       }
       case 'kill': {
-        const h = await this.target(fault.target);
-        const info = await h.kill9();
-        return { fault, hosts: [h.id], startedAt, note: `killed ${h.id} (${String(info?.signal ?? info?.code)})` };
+        // Every target at once (kill -9 of all nodes: none may write anything after another died).
+        const hs = await this.targets(fault.target);
+        const infos = await Promise.all(hs.map((h) => h.kill9()));
+        return { fault, hosts: hs.map((h) => h.id), startedAt, note: `killed ${hs.map((h, i) => `${h.id} (${String(infos[i]?.signal ?? infos[i]?.code)})`).join(', ')}` };
       }
       case 'pause': {
-        const h = await this.target(fault.target);
-        h.signal('SIGSTOP');
-        h.paused = true;
-        return { fault, hosts: [h.id], startedAt, note: `paused ${h.id}` };
+        const hs = await this.targets(fault.target);
+        for (const h of hs) {
+          h.signal('SIGSTOP');
+          h.paused = true;
+        }
+        return { fault, hosts: hs.map((h) => h.id), startedAt, note: `paused ${hs.map((h) => h.id).join(',')}` };
       }
       case 'netem': {
+        if (fault.target.kind === 'all') throw new Error('netem on every node is not supported');
         const h = await this.target(fault.target);
         try {
           await h.exec('tc', ['qdisc', 'replace', 'dev', 'eth0', 'root', 'netem', 'delay', `${fault.delayMs}ms`, `${fault.jitterMs}ms`, 'loss', `${fault.lossPercent}%`]);

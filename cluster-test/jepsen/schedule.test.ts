@@ -44,6 +44,13 @@ t.test('every nemesis is drawn, targets are nodes of the cluster, partitions lea
   t.same(makeSchedule({ ...base, nemeses: [] }), []);
 });
 
+t.test('some kills kill every node at once (what loses an unsynced acknowledged write)', async (t) => {
+  const kills = Array.from({ length: 40 }, (_, seed) => makeSchedule({ ...base, seed, nemeses: ['kill'] })).flat();
+  const all = kills.filter((f) => f.fault.nemesis === 'kill' && f.fault.target.kind === 'all').length;
+  t.ok(all > 0 && all < kills.length / 2, `${all} of ${kills.length} kills hit every node`);
+  t.equal(describeFault({ nemesis: 'kill', target: { kind: 'all' } }), 'kill -9 every node, restart at heal');
+});
+
 t.test('parseNemeses and describeFault', async (t) => {
   t.same(parseNemeses('all'), [...NEMESES]);
   t.same(parseNemeses('kill, pause'), ['kill', 'pause']);

@@ -41,8 +41,12 @@ export class Rng {
 export const NEMESES = ['partition', 'kill', 'pause', 'netem'] as const;
 export type NemesisName = (typeof NEMESES)[number];
 
-/** Node indexes are 0-based positions in the host list. */
-export type Target = { readonly kind: 'node'; readonly node: number } | { readonly kind: 'leader' };
+/**
+ * Node indexes are 0-based positions in the host list. `all` is drawn only for kills: killing
+ * every node at once is the one fault that loses what no node has on disk (an acknowledged
+ * write whose fsync was skipped or delayed; one killed node is repaired from the others).
+ */
+export type Target = { readonly kind: 'node'; readonly node: number } | { readonly kind: 'leader' } | { readonly kind: 'all' };
 
 export type Fault =
   | { readonly nemesis: 'partition'; readonly mode: 'halves'; readonly side: readonly number[] }
@@ -92,6 +96,9 @@ export function makeSchedule(o: ScheduleOptions): ScheduledFault[] {
   return out;
 }
 
+/** The share of kills that kill every node at once (Jepsen's kill nemesis also targets all). */
+export const KILL_ALL_SHARE = 0.2;
+
 function drawTarget(rng: Rng, nodes: number): Target {
   return rng.next() < 0.5 ? { kind: 'leader' } : { kind: 'node', node: rng.int(nodes) };
 }
@@ -105,6 +112,7 @@ function drawFault(rng: Rng, nemesis: NemesisName, nodes: number): Fault {
       return { nemesis, mode: 'halves', side: rng.shuffle([...Array(nodes).keys()]).slice(0, size).sort((a, b) => a - b) };
     }
     case 'kill':
+      return { nemesis, target: rng.next() < KILL_ALL_SHARE ? { kind: 'all' } : drawTarget(rng, nodes) };
     case 'pause':
       return { nemesis, target: drawTarget(rng, nodes) };
     case 'netem':
@@ -118,7 +126,7 @@ function drawFault(rng: Rng, nemesis: NemesisName, nodes: number): Fault {
 
 /** One line per fault, for the log and the report. */
 export function describeFault(f: Fault, names: (node: number) => string = (n) => `n${n + 1}`): string {
-  const target = (t: Target): string => (t.kind === 'leader' ? 'the leader' : names(t.node));
+  const target = (t: Target): string => (t.kind === 'leader' ? 'the leader' : t.kind === 'all' ? 'every node' : names(t.node));
   switch (f.nemesis) {
     case 'partition':
       return f.mode === 'isolate-leader' ? 'partition: isolate the leader' : `partition: {${f.side.map(names).join(',')}} from the rest`;

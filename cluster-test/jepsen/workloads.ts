@@ -28,6 +28,11 @@ export interface WorkloadOptions {
   readonly workers?: number;
   /** Per call, retries and failover included. Default 5 s. */
   readonly timeoutMs?: number;
+  /**
+   * Worker w talks to node w mod N only (Jepsen's client per node) instead of all of them with
+   * fail-over: a worker on a cut-off node stays there, so what that node answers gets recorded.
+   */
+  readonly pinned?: boolean;
 }
 
 type Artist = { name: string; genre?: string };
@@ -57,7 +62,8 @@ abstract class Workload {
     this.running = true;
     const n = this.o.workers ?? 4;
     for (let w = 0; w < n; w++) {
-      const client = new CairnClient({ endpoints: this.o.endpoints, timeoutMs: this.o.timeoutMs ?? 5000 });
+      const endpoints = this.o.pinned === true ? [this.o.endpoints[w % this.o.endpoints.length] as string] : this.o.endpoints;
+      const client = new CairnClient({ endpoints, timeoutMs: this.o.timeoutMs ?? 5000 });
       this.clients.push(client);
       this.loops.push(this.loop(w, client, new Rng((this.o.seed ^ (0x9e3779b9 * (w + 1))) >>> 0)));
     }
