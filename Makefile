@@ -137,8 +137,9 @@ cluster-test-run: build
 	node dist/cluster-test/jepsen/run.js $(JEPSEN_FLAGS)
 
 # The harness's own tests that need root (*.netns-test.js, one file at a time): partitions cut
-# and heal traffic, a 20 s run is linearizable, a crashed harness is cleaned up after, and each
-# planted bug is caught through the harness (with it invalid, without it valid). About 2 minutes.
+# and heal traffic (every partition shape drops exactly its pairs; membership and transfer
+# nemeses on real agents), a 20 s run is linearizable, a crashed harness is cleaned up after, and each
+# planted bug is caught through the harness (with it invalid, without it valid). About 3 minutes.
 cluster-test-selftest: build
 	@bash cluster-test/jepsen/setup.sh
 	npx tap --jobs=1 $$(find dist/cluster-test/jepsen -name '*.netns-test.js' | sort)

@@ -157,6 +157,10 @@ export class Host {
   get url(): string {
     return `http://${this.ip}:${HTTP_PORT}`;
   }
+  /** The agent's data dir. */
+  get dataDir(): string {
+    return path.join(this.dir, this.id);
+  }
   get logFile(): string {
     return path.join(this.dir, `${this.id}.log`);
   }
@@ -176,7 +180,7 @@ export class Host {
     const args = [
       'netns', 'exec', this.ns, 'env', '-u', 'NODE_OPTIONS', process.execPath, CAIRN_BIN, 'agent',
       '--node-id', this.id,
-      '--data-dir', path.join(this.dir, this.id),
+      '--data-dir', this.dataDir,
       '--grpc-addr', this.grpcAddr,
       '--http-addr', `${this.ip}:${HTTP_PORT}`,
       '--demo-types',
@@ -211,6 +215,12 @@ export class Host {
     this.child?.kill('SIGKILL');
     this.paused = false;
     return this.exited;
+  }
+
+  /** Deletes the stopped agent's data dir: its next start is a node that never ran (it joins as new). */
+  wipe(): void {
+    if (this.running()) throw new Error(`${this.id} is running: stop it before wiping its data dir`);
+    rmSync(this.dataDir, { recursive: true, force: true });
   }
 
   /** Runs a command inside this host's namespace. */

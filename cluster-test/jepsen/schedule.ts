@@ -5,6 +5,8 @@
  * starts, since no seed can know who will lead.
  */
 
+import { bridgeCuts, bridgeSides, describeCuts, ringCuts } from './partitions.js';
+
 /** A small, fast PRNG (mulberry32): deterministic across platforms and Node versions. */
 export class Rng {
   private state: number;
@@ -38,7 +40,7 @@ export class Rng {
   }
 }
 
-export const NEMESES = ['partition', 'kill', 'pause', 'netem'] as const;
+export const NEMESES = ['partition', 'ring', 'bridge', 'oneway', 'kill', 'pause', 'netem', 'membership', 'transfer'] as const;
 export type NemesisName = (typeof NEMESES)[number];
 
 /**
@@ -51,9 +53,44 @@ export type Target = { readonly kind: 'node'; readonly node: number } | { readon
 export type Fault =
   | { readonly nemesis: 'partition'; readonly mode: 'halves'; readonly side: readonly number[] }
   | { readonly nemesis: 'partition'; readonly mode: 'isolate-leader' }
+  /** Majorities ring over the nodes in `order` (partitions.ts `ringCuts`). */
+  | { readonly nemesis: 'ring'; readonly order: readonly number[] }
+  /** Two halves and a bridge node between them, from `order` (partitions.ts `bridgeSides`). */
+  | { readonly nemesis: 'bridge'; readonly order: readonly number[] }
+  /**
+   * One-way drops. `in`: the target drops packets from its peers; `out`: its peers drop the
+   * target's packets. `peer`: every other node, or the `peer`-th (0-based) of the nodes other
+   * than the target in host order (resolved when the fault starts, since the target may be
+   * the leader).
+   */
+  | { readonly nemesis: 'oneway'; readonly target: Target; readonly direction: 'in' | 'out'; readonly peer: number | 'all' }
+  /**
+   * Remove the target from the Raft configuration, then add it back at heal. `running`: it
+   * keeps running with its data and is added back through the API. `stopped`: kill -9 once
+   * removed, restarted with its data at heal (it asks to join again by itself). `wiped`: kill
+   * -9 once removed and its data dir deleted; restarted empty at heal, it joins as a new node.
+   */
+  | { readonly nemesis: 'membership'; readonly target: Target; readonly mode: MembershipMode }
+  /**
+   * Leadership transfers during the fault: after each step's `afterMs`, to the `pick`-th
+   * (0-based) of the nodes other than the leader at that moment, in host order.
+   */
+  | { readonly nemesis: 'transfer'; readonly steps: readonly TransferStep[] }
   | { readonly nemesis: 'kill'; readonly target: Target }
   | { readonly nemesis: 'pause'; readonly target: Target }
   | { readonly nemesis: 'netem'; readonly target: Target; readonly delayMs: number; readonly jitterMs: number; readonly lossPercent: number };
+
+export const MEMBERSHIP_MODES = ['running', 'stopped', 'wiped'] as const;
+export type MembershipMode = (typeof MEMBERSHIP_MODES)[number];
+
+export interface TransferStep {
+  /** Milliseconds after the previous transfer (the first: after the fault starts). */
+  readonly afterMs: number;
+  readonly pick: number;
+}
+
+/** The gap between two transfers of a storm (ms). */
+export const TRANSFER_GAP_MS: readonly [number, number] = [200, 600];
 
 export interface ScheduledFault {
   /** Milliseconds after the workload starts. */
@@ -90,7 +127,7 @@ export function makeSchedule(o: ScheduleOptions): ScheduledFault[] {
   for (;;) {
     const len = between(fMin, fMax);
     if (t + len > o.timeMs) break;
-    out.push({ startMs: t, endMs: t + len, fault: drawFault(rng, rng.pick(o.nemeses), o.nodes) });
+    out.push({ startMs: t, endMs: t + len, fault: drawFault(rng, rng.pick(o.nemeses), o.nodes, len) });
     t += len + between(hMin, hMax);
   }
   return out;
@@ -99,17 +136,39 @@ export function makeSchedule(o: ScheduleOptions): ScheduledFault[] {
 /** The share of kills that kill every node at once (Jepsen's kill nemesis also targets all). */
 export const KILL_ALL_SHARE = 0.2;
 
+/** The `pick`-th (0-based) node other than `node`, in host order. */
+export function nthOther(node: number, pick: number): number {
+  return pick >= node ? pick + 1 : pick;
+}
+
 function drawTarget(rng: Rng, nodes: number): Target {
   return rng.next() < 0.5 ? { kind: 'leader' } : { kind: 'node', node: rng.int(nodes) };
 }
 
-function drawFault(rng: Rng, nemesis: NemesisName, nodes: number): Fault {
+function drawFault(rng: Rng, nemesis: NemesisName, nodes: number, lenMs: number): Fault {
   switch (nemesis) {
     case 'partition': {
       if (rng.next() < 0.5) return { nemesis, mode: 'isolate-leader' };
       // A minority side (at least one node): the other side keeps a majority.
       const size = 1 + rng.int(Math.max(1, Math.floor((nodes - 1) / 2)));
       return { nemesis, mode: 'halves', side: rng.shuffle([...Array(nodes).keys()]).slice(0, size).sort((a, b) => a - b) };
+    }
+    case 'ring':
+    case 'bridge':
+      return { nemesis, order: rng.shuffle([...Array(nodes).keys()]) };
+    case 'oneway':
+      return { nemesis, target: drawTarget(rng, nodes), direction: rng.pick(['in', 'out'] as const), peer: rng.next() < 0.5 || nodes < 2 ? 'all' : rng.int(nodes - 1) };
+    case 'membership':
+      return { nemesis, target: drawTarget(rng, nodes), mode: rng.pick(MEMBERSHIP_MODES) };
+    case 'transfer': {
+      const steps: TransferStep[] = [];
+      const [lo, hi] = TRANSFER_GAP_MS;
+      for (let at = 0; ; ) {
+        const afterMs = lo + rng.int(hi - lo + 1);
+        if ((at += afterMs) >= lenMs) break;
+        steps.push({ afterMs, pick: rng.int(Math.max(1, nodes - 1)) });
+      }
+      return { nemesis, steps };
     }
     case 'kill':
       return { nemesis, target: rng.next() < KILL_ALL_SHARE ? { kind: 'all' } : drawTarget(rng, nodes) };
@@ -130,6 +189,23 @@ export function describeFault(f: Fault, names: (node: number) => string = (n) =>
   switch (f.nemesis) {
     case 'partition':
       return f.mode === 'isolate-leader' ? 'partition: isolate the leader' : `partition: {${f.side.map(names).join(',')}} from the rest`;
+    case 'ring':
+      return `ring ${f.order.map(names).join('-')}: ${describeCuts(ringCuts(f.order.length, f.order), names)}`;
+    case 'bridge': {
+      const { left, bridge, right } = bridgeSides(f.order.length, f.order);
+      return `bridge {${left.map(names).join(',')}} - ${names(bridge)} - {${right.map(names).join(',')}}: ${describeCuts(bridgeCuts(f.order.length, f.order), names)}`;
+    }
+    case 'oneway': {
+      const who = f.peer === 'all' ? 'every other node' : f.target.kind === 'node' ? names(nthOther(f.target.node, f.peer)) : `the other node #${f.peer + 1} (host order, the leader left out)`;
+      const [dropper, sender] = f.direction === 'in' ? [target(f.target), who] : [who, target(f.target)];
+      return `one-way: ${dropper} ${f.direction === 'out' && f.peer === 'all' ? 'drop' : 'drops'} packets from ${sender}; the other direction still flows`;
+    }
+    case 'membership': {
+      const how = { running: 'it keeps running; added back through the API at heal', stopped: 'then kill -9; restarted with its data at heal, it rejoins by itself', wiped: 'then kill -9 and its data dir deleted; restarted empty at heal, it joins as a new node' }[f.mode];
+      return `membership: remove ${target(f.target)} from the Raft configuration, ${how}`;
+    }
+    case 'transfer':
+      return `leader-transfer storm: ${f.steps.length} transfers ${TRANSFER_GAP_MS[0]}-${TRANSFER_GAP_MS[1]} ms apart, each to a random node other than the leader`;
     case 'kill':
       return `kill -9 ${target(f.target)}, restart at heal`;
     case 'pause':

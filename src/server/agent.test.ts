@@ -7,7 +7,7 @@ import { MessageType, type ApplyResult } from '../fsm/index.js';
 import { createLogger } from '../platform/index.js';
 import { AGENT_DEFAULTS } from './config.js';
 import { startAgent, type Agent } from './agent.js';
-import { clusterConfigs, waitUntil } from './testing/index.js';
+import { clusterConfigs, freePorts, waitUntil } from './testing/index.js';
 
 let seq = 0;
 function body(name: string): Record<string, unknown> {
@@ -94,4 +94,40 @@ t.test('connections accepted on the gRPC port have TCP_NODELAY set (grpc-js leav
   await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
   await waitUntil(() => seen.some((s) => s.local === port && s.on !== false), 5000, 'TCP_NODELAY on the accepted socket');
   t.pass('the server side of the connection (local port = the gRPC port) turned Nagle off');
+});
+
+t.test('a removed node restarted with its data and --join asks the leader to add it back', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-agent-'));
+  const agents: Agent[] = [];
+  t.teardown(async () => {
+    for (const a of agents) await a.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  const configs = await clusterConfigs(dir, 3, { demoTypes: false });
+  const start = async (i: number): Promise<Agent> => {
+    const a = await startAgent(configs[i] as (typeof configs)[number], { logger: createLogger({ level: 'warn', nodeId: `n${i + 1}` }) });
+    agents[i] = a;
+    return a;
+  };
+  for (let i = 0; i < 3; i++) await start(i);
+  await Promise.all(agents.map((a) => a.ready));
+  await waitUntil(() => agents.some((a) => a.coordinator()?.status().role === 'leader'), 10_000, 'a leader');
+  const leader = agents.find((a) => a.coordinator()?.status().role === 'leader') as Agent;
+  const victim = agents.findIndex((a) => a !== leader);
+  const victimId = `n${victim + 1}`;
+  const voters = (): string =>
+    (leader.coordinator()?.status().config.members ?? []).filter((m) => m.suffrage === 'voter').map((m) => m.id).sort().join(',');
+  await leader.coordinator()?.changeMembership({ type: 'remove', id: victimId as never });
+  t.notOk(voters().includes(victimId), `${victimId} removed: voters ${voters()}`);
+  // The leader stopped sending to it when it appended the change (thesis §4.2.2), so the
+  // removed node's own configuration still names it: it cannot tell it was removed.
+  t.ok(agents[victim]?.coordinator()?.status().config.members.some((m) => m.id === victimId), `${victimId} still counts itself a member`);
+  await agents[victim]?.close();
+  // Back on a new port: its old one may have been taken meanwhile (as a client's local port) on
+  // a busy machine; a removed node may come back at another address.
+  const [port] = await freePorts(1);
+  configs[victim] = { ...(configs[victim] as (typeof configs)[number]), grpcAddr: `127.0.0.1:${String(port)}`, advertiseAddr: `127.0.0.1:${String(port)}` };
+  await (await start(victim)).ready;
+  await waitUntil(() => voters() === 'n1,n2,n3', 20_000, `${victimId} added back and promoted (voters ${voters()})`);
+  t.equal(voters(), 'n1,n2,n3', `${victimId} is a voter again`);
 });

@@ -284,19 +284,27 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
     }
   }
 
-  /** Asks the cluster's leader to add this node as a learner that it promotes once caught up. */
+  /**
+   * Asks the cluster's leader to add this node as a learner that it promotes once caught up,
+   * unless the leader already counts it as a member. The leader's configuration decides, not
+   * this node's: a removed node usually never learns of its removal (the leader stops sending
+   * to it as soon as it appends the change, thesis §4.2.2), so its own log still names it a
+   * member, and a follower that answers first may lag behind the leader.
+   */
   async function joinCluster(): Promise<void> {
     for (;;) {
       if (closing || !replica) return;
-      if (replica.status().config.members.some((m) => m.id === self)) return;
       for (const addr of config.join) {
         try {
           const h = await hello(addr);
           for (const m of h.members) discovered.set(m.id as NodeId, m.address);
-          if (h.members.some((m) => m.id === self)) return;
           if (h.leader === '') continue;
-          await forwarder.forward(h.leader as NodeId, { kind: 'config-change', change: { type: 'add-learner', id: self, address: advertise, autoPromote: true } }, 5000);
-          logger.info({ leader: h.leader }, 'asked the leader to add this node as a learner');
+          const leaderAddr = h.members.find((m) => m.id === h.leader)?.address ?? discovered.get(h.leader as NodeId);
+          const l = h.leader === h.nodeId ? h : leaderAddr === undefined ? undefined : await hello(leaderAddr);
+          if (l === undefined || l.leader !== l.nodeId) continue; // leadership moved: ask again
+          if (l.members.some((m) => m.id === self)) return;
+          await forwarder.forward(l.nodeId as NodeId, { kind: 'config-change', change: { type: 'add-learner', id: self, address: advertise, autoPromote: true } }, 5000);
+          logger.info({ leader: l.nodeId }, 'asked the leader to add this node as a learner');
           return;
         } catch (e) {
           logger.debug({ via: addr, err: e instanceof Error ? e.message : String(e) }, 'join attempt failed; retrying');
@@ -392,7 +400,9 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
     serving = true;
     if (!closing) leaderControllers?.setLeader(replica.status().role === 'leader');
     logger.info({ cluster: clusterId }, 'replica running');
-    if (joining || (config.join.length > 0 && !replica.status().config.members.some((m) => m.id === self))) void joinCluster();
+    // With --join, also on a restart: a node that was removed while it was down or cut off
+    // asks to be added back (joinCluster asks the leader whether it is still a member).
+    if (joining || config.join.length > 0) void joinCluster();
   })();
   ready.catch((e: unknown) => logger.error({ err: e instanceof Error ? e.message : String(e) }, 'the node could not start'));
 
