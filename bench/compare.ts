@@ -20,7 +20,8 @@
  * bench/results/bench-<date>-<HHMM>[-quick].json and .svg. --quick: shorter windows, 3 failover trials
  * (under 3 minutes). --only runs the named phases only (ids as in the JSON: cas-leader-64,
  * failover, ...), e.g. to profile one. BENCH_CAIRN_NODE_FLAGS adds `node` flags to every Cairn
- * agent (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"); BENCH_KEEP=1 keeps the data dirs and logs.
+ * agent (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"), BENCH_CAIRN_AGENT_FLAGS `cairn agent` flags
+ * (e.g. "--log-store level"); BENCH_KEEP=1 keeps the data dirs and logs.
  */
 import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
@@ -53,6 +54,7 @@ const SYSTEMS = (flagValue(argv, '--systems') ?? 'etcd,cairn').split(',').map((s
 for (const s of SYSTEMS) if (s !== 'etcd' && s !== 'cairn') throw new Error(`--systems: unknown system ${JSON.stringify(s)} (etcd, cairn)`);
 const ONLY = flagValue(argv, '--only')?.split(',').map((s) => s.trim());
 const NODE_FLAGS = (process.env['BENCH_CAIRN_NODE_FLAGS'] ?? '').split(/\s+/).filter((s) => s !== '');
+const AGENT_FLAGS = (process.env['BENCH_CAIRN_AGENT_FLAGS'] ?? '').split(/\s+/).filter((s) => s !== '');
 
 const S = {
   warmupMs: QUICK ? 500 : 2_000,
@@ -110,7 +112,7 @@ async function runSystem(name: SystemName, work: string): Promise<SystemResults>
   const loadStart = os.loadavg()[0] ?? 0;
   const t0 = performance.now();
   const sys = await progress.phase(`${name}: start 3 nodes and wait for a leader`, (): Promise<KvSystem> =>
-    name === 'etcd' ? EtcdSystem.start(dir) : CairnSystem.start(dir, { nodeFlags: NODE_FLAGS }),
+    name === 'etcd' ? EtcdSystem.start(dir) : CairnSystem.start(dir, { nodeFlags: NODE_FLAGS, agentFlags: AGENT_FLAGS }),
   );
   const startupMs = performance.now() - t0;
   try {

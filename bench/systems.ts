@@ -296,6 +296,8 @@ interface AgentSelf {
 export interface CairnStartOptions {
   /** Extra `node` flags for every agent (e.g. --cpu-prof --cpu-prof-dir=DIR), from BENCH_CAIRN_NODE_FLAGS. */
   readonly nodeFlags?: readonly string[];
+  /** Extra `cairn agent` flags for every agent (e.g. --log-store level), from BENCH_CAIRN_AGENT_FLAGS. */
+  readonly agentFlags?: readonly string[];
 }
 
 export class CairnSystem implements KvSystem {
@@ -340,6 +342,7 @@ export class CairnSystem implements KvSystem {
         '--bootstrap-expect', String(size),
         '--join', others.join(','),
         '--log-level', 'warn',
+        ...(opts.agentFlags ?? []),
       ]; // prettier-ignore
       return new ServerProcess(n, process.execPath, args, path.join(dir, `${n}.log`), env, REPO_ROOT);
     });

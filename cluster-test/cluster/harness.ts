@@ -20,7 +20,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { freePorts } from '../../src/server/testing/index.js';
+import { freePorts, TEST_WAL_SEGMENT_BYTES } from '../../src/server/testing/index.js';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -515,10 +515,12 @@ export class Cluster {
     return cluster;
   }
 
-  /** Flags every node gets: the demo types and the cluster's timing. */
+  /** Flags every node gets: the demo types, 256 KiB log segments (as in-process test agents) and the cluster's timing. */
   commonFlags(): string[] {
     return [
       '--demo-types',
+      '--wal-segment-bytes',
+      String(TEST_WAL_SEGMENT_BYTES),
       ...(this.opts.tickMs !== undefined ? ['--tick-ms', String(this.opts.tickMs)] : []),
       ...(this.opts.snapshotEntries !== undefined ? ['--snapshot-entries', String(this.opts.snapshotEntries)] : []),
       ...(this.opts.flags ?? []),

@@ -13,6 +13,7 @@ import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } f
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
+import { TEST_WAL_SEGMENT_BYTES } from '../../src/server/testing/index.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -184,6 +185,7 @@ export class Host {
       '--grpc-addr', this.grpcAddr,
       '--http-addr', `${this.ip}:${HTTP_PORT}`,
       '--demo-types',
+      '--wal-segment-bytes', String(TEST_WAL_SEGMENT_BYTES),
       '--bootstrap-expect', String(expect),
       ...(peers.length > 0 ? ['--join', peers.join(',')] : []),
       ...extraArgs,

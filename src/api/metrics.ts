@@ -44,8 +44,18 @@ export class Metrics {
     this.forwarded = new prom.Counter({ name: 'cairn_forwarded_requests_total', help: 'Operations forwarded to the leader.', labelNames: ['kind', 'outcome'], registers: [r] });
     this.rejectedPeerInput = new prom.Counter({ name: 'cairn_cluster_rejected_total', help: 'Batches or messages refused on the cluster port.', labelNames: ['reason'], registers: [r] });
     const buckets = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
-    this.appendSeconds = new prom.Histogram({ name: 'cairn_log_append_seconds', help: 'Time to write one Ready batch to the log.', buckets, registers: [r] });
-    this.fsyncSeconds = new prom.Histogram({ name: 'cairn_log_fsync_seconds', help: 'Time of log batches written with fsync.', buckets, registers: [r] });
+    this.appendSeconds = new prom.Histogram({
+      name: 'cairn_log_append_seconds',
+      help: 'Time to write one Ready batch to the log: with the wal log store every batch, until durable (waiting for the writer included); with level only batches written without fsync.',
+      buckets,
+      registers: [r],
+    });
+    this.fsyncSeconds = new prom.Histogram({
+      name: 'cairn_log_fsync_seconds',
+      help: 'Time of one fsync of the log: with the wal log store each fdatasync of a segment file; with level each batch written with fsync (the write included).',
+      buckets,
+      registers: [r],
+    });
     this.httpRequests = new prom.Counter({ name: 'cairn_http_requests_total', help: 'HTTP requests by method and status.', labelNames: ['method', 'status'], registers: [r] });
     this.watchEvents = new prom.Counter({ name: 'cairn_watch_events_sent_total', help: 'Watch events handed to watch streams (HTTP and gRPC).', registers: [r] });
     this.watchEnded = new prom.Counter({ name: 'cairn_watch_streams_ended_total', help: 'Watch streams ended by the server, by code (OK, COMPACTED, SLOW_CONSUMER, RESET, TIMEOUT, UNAVAILABLE).', labelNames: ['code'], registers: [r] });

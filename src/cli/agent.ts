@@ -55,6 +55,8 @@ export const AGENT_FLAG_HELP: readonly (readonly [string, string])[] = [
   ['--election-ticks <n>', 'election timeout in ticks (default 10)'],
   ['--heartbeat-ticks <n>', 'heartbeat interval in ticks (default 1)'],
   ['--snapshot-entries <n>', 'entries applied between snapshots (default 10000)'],
+  ['--log-store <wal|level>', 'the Raft log store for a new data dir: wal (segment files) or level (LevelDB); an existing data dir keeps its own (default wal)'],
+  ['--wal-segment-bytes <n>', 'with the wal store: bytes per preallocated segment file, a multiple of 4096 (default 67108864)'],
   ['--watch-window-events <n>', 'change events kept for watch resumes; older resumes get COMPACTED (default 100000)'],
   ['--watch-buffer-events <n>', 'events queued for one watcher before it is ended with SLOW_CONSUMER (default 10000)'],
   ['--watch-bookmark-ms <ms>', 'a quiet watch stream gets a bookmark this often (default 5000)'],

@@ -48,9 +48,9 @@ const heldHere = new Set<string>();
  * The lock is a pid file, taken with an exclusive create. A LOCK naming a live process other
  * than us is refused; one naming a dead process (or our own pid when this process does not
  * hold it: a container restarted with the same pid) is stale and taken over. The pid check
- * gives a clear message; the hard exclusion comes from LevelDB, which holds an fcntl lock on
- * `raft-log/LOCK` for as long as the log store is open (the kernel drops it when the process
- * dies). See README.md.
+ * gives a clear message; the hard exclusion is the log store's fcntl lock (LevelDB's on
+ * `raft-log/LOCK`, or `wal/lock/` for the segment-file log), held for as long as the log store
+ * is open (the kernel drops it when the process dies). See README.md.
  */
 export async function openDataDir(options: OpenDataDirOptions): Promise<DataDir> {
   const logger = options.logger ?? silentLogger;

@@ -6,10 +6,12 @@ import { promisify } from 'node:util';
 import t, { type Test } from 'tap';
 import type { LogIndex, Term } from '../base/index.js';
 import type { Entry } from '../raft/index.js';
+import type { LogStore } from '../replica/index.js';
 import { describeEntries, hardState, snapshot } from '../replica/testing/index.js';
 import { StorageError } from './errors.js';
 import { FileSnapshotStore, SNAPSHOTS_DIR } from './file-snapshot-store.js';
 import { LevelLogStore } from './level-log-store.js';
+import { WalLogStore } from './wal-log-store.js';
 import { tempDir } from './testing/fs-faults.js';
 
 const run = promisify(execFile);
@@ -51,63 +53,85 @@ async function tinyDisk(t: Test): Promise<string> {
   return dir;
 }
 
-t.test('full disk: appends fail with ENOSPC, nothing is acknowledged after that, and the log is a consistent prefix afterwards', { skip: skip ?? false }, async (t) => {
-  const disk = await tinyDisk(t);
-  const dataDir = path.join(disk, 'node');
-  // Ballast to free later, standing in for whatever else filled the disk. It is larger than
-  // what the log can write, because reopening needs room: LevelDB's recovery rewrites the
-  // write-ahead log into a table file before it deletes the log.
-  const ballast = path.join(disk, 'ballast');
-  await writeFile(ballast, randomBytes(600 * 1024));
+/** The log stores under test, each with what its full-disk failure says. */
+const STORES = [
+  {
+    kind: 'level',
+    open: (dataDir: string): Promise<LogStore> => LevelLogStore.open({ dataDir }),
+    // LevelDB's recovery rewrites the write-ahead log into a table file before it deletes the
+    // log, so reopening needs room: the ballast freed later is larger than what the log writes.
+    ballastBytes: 600 * 1024,
+    message: /^append entries \d+\.\.\d+ and the hard state \(fsync\) in .*raft-log failed: .*No space left on device/,
+  },
+  {
+    kind: 'wal',
+    // Preallocated segments: the disk fills when the next segment is made, never in an append's write.
+    open: (dataDir: string): Promise<LogStore> => WalLogStore.open({ dataDir, segmentBytes: 64 * 1024 }),
+    ballastBytes: 600 * 1024,
+    message: /^append entries \d+\.\.\d+ and the hard state \(fsync\) in .*wal failed: prepare raft log segment \d+ in .* failed: ENOSPC: no space left on device/,
+  },
+] as const;
 
-  let store = await LevelLogStore.open({ dataDir });
-  const acknowledged: Entry[] = [];
-  let failure: unknown;
-  let index = 1;
-  let batches = 0;
-  while (failure === undefined && batches < 10_000) {
-    // 1-3 incompressible entries per Ready, always fsynced: each resolved append is a promise.
-    const batch: Entry[] = [];
-    for (let k = 0; k < 1 + (batches % 3); k++) batch.push({ index: (index + k) as LogIndex, term: 1 as Term, data: Uint8Array.from(randomBytes(3000)) });
-    try {
-      await store.append({ entries: batch, hardState: hardState(1, Math.max(0, index - 5)), sync: true });
-      acknowledged.push(...batch);
-      index += batch.length;
-    } catch (e) {
-      failure = e;
+for (const store of STORES) {
+  t.test(`full disk (${store.kind}): appends fail with ENOSPC, nothing is acknowledged after that, and the log is a consistent prefix afterwards`, { skip: skip ?? false }, async (t) => {
+    const disk = await tinyDisk(t);
+    const dataDir = path.join(disk, 'node');
+    // Ballast to free later, standing in for whatever else filled the disk.
+    const ballast = path.join(disk, 'ballast');
+    await writeFile(ballast, randomBytes(store.ballastBytes));
+
+    let log = await store.open(dataDir);
+    const acknowledged: Entry[] = [];
+    let failure: unknown;
+    let index = 1;
+    let batches = 0;
+    while (failure === undefined && batches < 10_000) {
+      // 1-3 incompressible entries per Ready, always fsynced: each resolved append is a promise.
+      const batch: Entry[] = [];
+      for (let k = 0; k < 1 + (batches % 3); k++) batch.push({ index: (index + k) as LogIndex, term: 1 as Term, data: Uint8Array.from(randomBytes(3000)) });
+      try {
+        await log.append({ entries: batch, hardState: hardState(1, Math.max(0, index - 5)), sync: true });
+        acknowledged.push(...batch);
+        index += batch.length;
+      } catch (e) {
+        failure = e;
+      }
+      batches++;
     }
-    batches++;
-  }
-  t.ok(failure instanceof StorageError, `the append failed with a StorageError after ${acknowledged.length} acknowledged entries`);
-  const err = failure as StorageError;
-  t.ok(err.noSpace, 'noSpace is set');
-  t.match(err.message, /^append entries \d+\.\.\d+ and the hard state \(fsync\) in .*raft-log failed: .*No space left on device/, err.message);
+    t.ok(failure instanceof StorageError, `the append failed with a StorageError after ${acknowledged.length} acknowledged entries`);
+    const err = failure as StorageError;
+    t.ok(err.noSpace, 'noSpace is set');
+    t.match(err.message, store.message, err.message);
+    if (store.kind === 'wal') {
+      t.same((await readdir(path.join(dataDir, 'wal'))).filter((n) => n.endsWith('.tmp')), [], 'a segment that could not be prepared leaves no file behind');
+    }
 
-  // After the failure nothing else is acknowledged, not even a write that might now fit.
-  await rm(ballast);
-  await t.rejects(store.append({ entries: [{ index: index as LogIndex, term: 1 as Term, data: Uint8Array.of(1) }], hardState: undefined, sync: true }), {
-    name: 'StorageError',
-    message: /stopped after an earlier write failed .* restart the node/,
+    // After the failure nothing else is acknowledged, not even a write that might now fit.
+    await rm(ballast);
+    await t.rejects(log.append({ entries: [{ index: index as LogIndex, term: 1 as Term, data: Uint8Array.of(1) }], hardState: undefined, sync: true }), {
+      name: 'StorageError',
+      message: /stopped after an earlier write failed .* restart the node/,
+    });
+    await t.rejects(log.append({ entries: [], hardState: hardState(2, 0), sync: true }), { name: 'StorageError' }, 'not even a hard-state-only write');
+    await t.rejects(log.compact(1 as LogIndex), { name: 'StorageError' });
+    await log.close();
+
+    // Space freed, node restarted: every acknowledged entry is there, intact; at most the failed
+    // batch beyond it (it may or may not have reached the disk, as with a crash before the ack).
+    log = await store.open(dataDir);
+    const loaded = await log.load(z);
+    t.equal(loaded.truncatedTail, 0);
+    t.ok(loaded.entries.length >= acknowledged.length, `all ${acknowledged.length} acknowledged entries survived (loaded ${loaded.entries.length})`);
+    t.ok(loaded.entries.length <= acknowledged.length + 3, 'nothing but the failed batch beyond them');
+    t.same(describeEntries(loaded.entries.slice(0, acknowledged.length)), describeEntries(acknowledged), 'the acknowledged prefix is intact');
+    t.ok(loaded.hardState.commit <= loaded.entries.length, 'the hard state is consistent with the entries');
+    // And the node can go on writing.
+    const next = loaded.entries.length + 1;
+    await log.append({ entries: [{ index: next as LogIndex, term: 2 as Term, data: Uint8Array.of(9) }], hardState: hardState(2, 0), sync: true });
+    t.equal((await log.load(z)).entries.length, next);
+    await log.close();
   });
-  await t.rejects(store.append({ entries: [], hardState: hardState(2, 0), sync: true }), { name: 'StorageError' }, 'not even a hard-state-only write');
-  await t.rejects(store.compact(1 as LogIndex), { name: 'StorageError' });
-  await store.close();
-
-  // Space freed, node restarted: every acknowledged entry is there, intact; at most the failed
-  // batch beyond it (it may or may not have reached the disk, as with a crash before the ack).
-  store = await LevelLogStore.open({ dataDir });
-  const loaded = await store.load(z);
-  t.equal(loaded.truncatedTail, 0);
-  t.ok(loaded.entries.length >= acknowledged.length, `all ${acknowledged.length} acknowledged entries survived (loaded ${loaded.entries.length})`);
-  t.ok(loaded.entries.length <= acknowledged.length + 3, 'nothing but the failed batch beyond them');
-  t.same(describeEntries(loaded.entries.slice(0, acknowledged.length)), describeEntries(acknowledged), 'the acknowledged prefix is intact');
-  t.ok(loaded.hardState.commit <= loaded.entries.length, 'the hard state is consistent with the entries');
-  // And the node can go on writing.
-  const next = loaded.entries.length + 1;
-  await store.append({ entries: [{ index: next as LogIndex, term: 2 as Term, data: Uint8Array.of(9) }], hardState: hardState(2, 0), sync: true });
-  t.equal((await store.load(z)).entries.length, next);
-  await store.close();
-});
+}
 
 t.test('full disk: a snapshot that does not fit fails cleanly, leaves no temp file, and the older one still loads', { skip: skip ?? false }, async (t) => {
   const disk = await tinyDisk(t);

@@ -1,4 +1,7 @@
 export { LevelLogStore, RAFT_LOG_DIR, RECOVERY_DATA_LOSS_MARKER, type LevelDbRecovery, type LevelLogStoreOptions, type LevelLogStoreStats } from './level-log-store.js';
+export { DEFAULT_SEGMENT_BYTES, WalLogStore, type WalLogStoreOptions, type WalLogStoreStats } from './wal-log-store.js';
+export { WAL_DIR, WAL_FORMAT_VERSION } from './wal-format.js';
+export { detectLogStore, openLogStore, type LogStoreKind, type OpenedLogStore, type OpenLogStoreOptions } from './open-log-store.js';
 export { FileSnapshotStore, SNAPSHOTS_DIR, type FileSnapshotStoreOptions, type SavedSnapshot } from './file-snapshot-store.js';
 export { DataDirError, LOCK_FILE, NODE_ID_FILE, openDataDir, type DataDir, type DataDirProblem, type OpenDataDirOptions } from './data-dir.js';
 export { StorageError, UnsupportedFormatError, isNoSpace } from './errors.js';

@@ -6,10 +6,10 @@ import t, { type Test } from 'tap';
 import type { LogIndex, Term } from '../base/index.js';
 import type { Entry } from '../raft/index.js';
 import { CorruptLogError } from '../replica/index.js';
-import { describeEntries, describeLoaded, entries, entry, hardState } from '../replica/testing/index.js';
+import { describeEntries, entry, hardState } from '../replica/testing/index.js';
 import { LevelLogStore, RAFT_LOG_DIR, RECOVERY_DATA_LOSS_MARKER } from './level-log-store.js';
 import { encodeEntry, entryKey, HARD_STATE_KEY } from './log-codec.js';
-import { flipByte, newestLevelDbLog, tempDir } from './testing/fs-faults.js';
+import { flipByte, logStoreDamageContract, newestLevelDbLog, tempDir } from './testing/index.js';
 
 const z = 0 as LogIndex;
 type RawDb = Level<Uint8Array, Uint8Array>;
@@ -97,45 +97,16 @@ t.test("onRecoveryDataLoss 'refuse': LevelDB dropping log data stops the node, a
   await s.close();
 });
 
-t.test('a bad checksum above the commit index: the tail is cut back, durably, and reported', async (t) => {
-  const { dir, written: all } = await written(t, 10, 5);
-  await withRaw(dir, async (db) => {
-    const v = await db.get(entryKey(8));
-    if (v === undefined) throw new Error('entry 8 missing');
-    const damaged = Uint8Array.from(v);
-    damaged[damaged.length - 1] = (damaged[damaged.length - 1] ?? 0) ^ 0x01;
-    await db.put(entryKey(8), damaged);
-  });
-  const first = await LevelLogStore.open({ dataDir: dir });
-  const loaded = await first.load(z);
-  t.same(describeEntries(loaded.entries), describeEntries(all.slice(0, 7)), 'entries 1..7');
-  t.equal(loaded.truncatedTail, 3, 'entries 8, 9, 10 cut');
-  t.equal(first.lastIndex, 7);
-  // The cut log accepts new entries from 8 on.
-  await first.append({ entries: entries(8, 9, 2), hardState: hardState(2, 5), sync: true });
-  await first.close();
-  const { loaded: again } = await loadFresh(t, dir);
-  t.same(describeLoaded(again), { hardState: hardState(2, 5), entries: [...describeEntries(all.slice(0, 7)), ...describeEntries(entries(8, 9, 2))], truncatedTail: 0 }, 'the cut was durable and the log went on');
-});
-
-t.test('a bad checksum at or below the commit index refuses to start', async (t) => {
-  const { dir } = await written(t, 10, 5);
-  await withRaw(dir, async (db) => {
-    const v = await db.get(entryKey(4));
-    if (v === undefined) throw new Error('entry 4 missing');
-    const damaged = Uint8Array.from(v);
-    damaged[6] = (damaged[6] ?? 0) ^ 0x80;
-    await db.put(entryKey(4), damaged);
-  });
-  const s = await LevelLogStore.open({ dataDir: dir });
-  t.teardown(() => s.close());
-  const err = await s.load(z).then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  t.ok(err instanceof CorruptLogError, 'CorruptLogError');
-  t.match((err as Error).message, /^log entry 4 fails its checksum at or below the commit index 5 \(raft log .*\); refusing to start rather than serve wrong data; restore this node from a snapshot or wipe its data dir to rejoin/);
-  await t.rejects(s.load(z), CorruptLogError, 'nothing was cut: it refuses again');
+logStoreDamageContract(t, {
+  open: (dataDir) => LevelLogStore.open({ dataDir }),
+  damageEntry: (dataDir, index) =>
+    withRaw(dataDir, async (db) => {
+      const v = await db.get(entryKey(index));
+      if (v === undefined) throw new Error(`entry ${index} missing`);
+      const damaged = Uint8Array.from(v);
+      damaged[damaged.length - 1] = (damaged[damaged.length - 1] ?? 0) ^ 0x01;
+      await db.put(entryKey(index), damaged);
+    }),
 });
 
 t.test('a missing entry (gap) above the commit index is cut back; at or below it refuses', async (t) => {

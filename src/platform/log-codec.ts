@@ -28,18 +28,18 @@ const HARD_STATE_HEADER_LENGTH = 4 + 8 + 8;
 const META_LENGTH = 4 + 4;
 const TWO_32 = 2 ** 32;
 
-function writeU64(view: DataView, offset: number, n: number): void {
+export function writeU64(view: DataView, offset: number, n: number): void {
   view.setUint32(offset, Math.floor(n / TWO_32));
   view.setUint32(offset + 4, n >>> 0);
 }
 
 /** Reads a u64; undefined if it does not fit a safe integer (which no writer of ours produces). */
-function readU64(view: DataView, offset: number): number | undefined {
+export function readU64(view: DataView, offset: number): number | undefined {
   const n = view.getUint32(offset) * TWO_32 + view.getUint32(offset + 4);
   return Number.isSafeInteger(n) ? n : undefined;
 }
 
-function viewOf(b: Uint8Array): DataView {
+export function viewOf(b: Uint8Array): DataView {
   return new DataView(b.buffer, b.byteOffset, b.byteLength);
 }
 

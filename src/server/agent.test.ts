@@ -1,13 +1,14 @@
 import t from 'tap';
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { MessageType, type ApplyResult } from '../fsm/index.js';
 import { createLogger } from '../platform/index.js';
-import { AGENT_DEFAULTS } from './config.js';
+import { AGENT_DEFAULTS, type AgentConfig } from './config.js';
 import { startAgent, type Agent } from './agent.js';
-import { clusterConfigs, freePorts, waitUntil } from './testing/index.js';
+import { clusterConfigs, devConfig, freePorts, waitUntil } from './testing/index.js';
 
 let seq = 0;
 function body(name: string): Record<string, unknown> {
@@ -130,4 +131,36 @@ t.test('a removed node restarted with its data and --join asks the leader to add
   await (await start(victim)).ready;
   await waitUntil(() => voters() === 'n1,n2,n3', 20_000, `${victimId} added back and promoted (voters ${voters()})`);
   t.equal(voters(), 'n1,n2,n3', `${victimId} is a voter again`);
+});
+
+t.test('the raft log store: wal for a new data dir, a LevelDB data dir keeps LevelDB; fsyncs are counted', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-agent-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const run = async (dataDir: string, overrides: Partial<AgentConfig>, name: string): Promise<{ names: string[]; fsyncs: number }> => {
+    const agent = await startAgent(devConfig(dataDir, { demoTypes: false, ...overrides }), { logger: createLogger({ level: 'silent', nodeId: 'dev' }) });
+    try {
+      await agent.ready;
+      await waitUntil(() => agent.coordinator()?.status().role === 'leader', 10_000, 'leadership');
+      const c = agent.coordinator() as NonNullable<ReturnType<Agent['coordinator']>>;
+      await c.propose(MessageType.ResourceWrite, body(name));
+      const r = await c.read('linearizable', (s) => s.list({ group: 'demo', kind: 'Artist', partition: '*', namespace: '*' }).map((x) => x.id.name));
+      const metrics = await (await fetch(`http://${agent.httpAddress}/metrics`)).text();
+      return { names: r.value, fsyncs: Number(/^cairn_log_fsync_seconds_count (\d+)$/m.exec(metrics)?.[1] ?? 'NaN') };
+    } finally {
+      await agent.close();
+    }
+  };
+  const fresh = path.join(dir, 'fresh');
+  const first = await run(fresh, {}, 'a');
+  t.ok(existsSync(path.join(fresh, 'wal')) && !existsSync(path.join(fresh, 'raft-log')), 'a new data dir gets the segment-file log (wal/)');
+  t.ok(first.fsyncs > 0, `cairn_log_fsync_seconds counts the WAL's fdatasyncs (${first.fsyncs})`);
+  t.same((await run(fresh, { logStore: 'level' }, 'b')).names, ['a', 'b'], 'restarted with --log-store level: it keeps its wal, and its data');
+  t.notOk(existsSync(path.join(fresh, 'raft-log')), 'no LevelDB log was made');
+
+  const old = path.join(dir, 'old');
+  const level = await run(old, { logStore: 'level' }, 'c');
+  t.ok(existsSync(path.join(old, 'raft-log')) && !existsSync(path.join(old, 'wal')), '--log-store level makes a LevelDB log (raft-log/)');
+  t.ok(level.fsyncs > 0, 'and the metric counts its synced batches');
+  t.same((await run(old, {}, 'd')).names, ['c', 'd'], 'restarted with the default (wal): it keeps LevelDB, and its data');
+  t.notOk(existsSync(path.join(old, 'wal')), 'no wal/ was made');
 });

@@ -21,7 +21,7 @@ import {
 import { demoArtistController, streamingControllers, type ControllerManager, type ControllerSpec } from '../controller/index.js';
 import { ClientPool, GrpcForwarder, GrpcTransport, addClusterService, type HelloResponseMsg } from '../forwarding/index.js';
 import { Fsm, type ApplyResult } from '../fsm/index.js';
-import { FileSnapshotStore, LevelLogStore, createLogger, openDataDir, systemClock, systemTimers, type DataDir, type PinoLogger } from '../platform/index.js';
+import { FileSnapshotStore, createLogger, openDataDir, openLogStore, systemClock, systemTimers, type DataDir, type PinoLogger } from '../platform/index.js';
 import { makeConfig, type Config } from '../raft/index.js';
 import { Coordinator, Replica, type Transport } from '../replica/index.js';
 import type { Resource } from '../store/index.js';
@@ -352,15 +352,22 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
       onMalformedEntry: (type, index, message) => logger.error({ type, index, message }, 'refused a malformed log entry'),
     });
     transport = new GrpcTransport({ self, clusterId: () => clusterId, addressOf, pool, logger });
-    const levelLogStore = await LevelLogStore.open({ dataDir: config.dataDir, logger });
-    const logStore = bugs.ackBeforeFsync ? new AckBeforeFsyncLogStore(levelLogStore) : levelLogStore;
+    const opened = await openLogStore({
+      dataDir: config.dataDir,
+      kind: config.logStore,
+      logger,
+      walSegmentBytes: config.walSegmentBytes,
+      onSync: (seconds) => metrics.fsyncSeconds.observe(seconds),
+    });
+    logger.info({ logStore: opened.kind }, 'opened the raft log');
+    const logStore = bugs.ackBeforeFsync ? new AckBeforeFsyncLogStore(opened.store) : opened.store;
     const snapshotStore = await FileSnapshotStore.open({ dataDir: config.dataDir, logger });
     replica = await Replica.open<ApplyResult, Resource>({
       id: self,
       random: new SeededRandom(Date.now() ^ process.pid),
       clock: systemClock,
       timers: systemTimers,
-      logStore: new TimedLogStore(logStore, metrics),
+      logStore: new TimedLogStore(logStore, metrics, { storeReportsSyncs: opened.reportsSyncs }),
       snapshotStore,
       transport: opts.raftPartitioned ? partitionable(transport, opts.raftPartitioned) : transport,
       stateMachine: fsm,

@@ -44,6 +44,14 @@ export interface AgentConfig {
   readonly heartbeatTicks: number;
   /** Entries applied between snapshots. Default 10,000. */
   readonly snapshotEntries: number;
+  /**
+   * The Raft log's store for a NEW data dir: `wal` (segment files, the default) or `level`
+   * (LevelDB). A data dir that already has a log keeps the store it was made with (no
+   * migration yet).
+   */
+  readonly logStore: LogStoreKind;
+  /** With the `wal` store: bytes per segment file, preallocated. Default 64 MiB (a multiple of 4096, at least 64 KiB). */
+  readonly walSegmentBytes: number;
   /** Change events kept per node so watchers can resume (older resumes get COMPACTED). Default 100,000. */
   readonly watchWindowEvents: number;
   /** Events queued for one watcher before it is ended with SLOW_CONSUMER. Default 10,000. */
@@ -53,6 +61,10 @@ export interface AgentConfig {
   /** Test-only planted bugs, comma-separated (stage 7's checker proofs). Never set in production. */
   readonly plantedBugs: readonly string[];
 }
+
+/** The Raft log stores a node can use (src/platform: WalLogStore, LevelLogStore). */
+export type LogStoreKind = 'wal' | 'level';
+export const LOG_STORE_KINDS: readonly LogStoreKind[] = ['wal', 'level'];
 
 export const DEFAULT_GRPC_ADDR = '127.0.0.1:7500';
 export const DEFAULT_HTTP_ADDR = '127.0.0.1:7501';
@@ -73,6 +85,8 @@ export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertise
   electionTicks: 10,
   heartbeatTicks: 1,
   snapshotEntries: 10_000,
+  logStore: 'wal',
+  walSegmentBytes: 64 * 1024 * 1024, // DEFAULT_SEGMENT_BYTES of src/platform (a test keeps them equal)
   watchWindowEvents: 100_000,
   watchBufferEvents: 10_000,
   watchBookmarkMs: 5_000,

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { STREAMING_DEFAULTS } from '../controller/index.js';
+import { DEFAULT_SEGMENT_BYTES } from '../platform/index.js';
 import { AGENT_DEFAULTS, type AgentConfig } from './config.js';
 import { AGENT_FLAGS, ConfigError, envName, flagName, loadAgentConfig, parseHostPort, type LoadAgentConfigInput } from './load-config.js';
 
@@ -123,6 +124,8 @@ t.test('every option can be set from flags, env and file with the same names', a
     electionTicks: { flag: '20', file: 20, want: 20 },
     heartbeatTicks: { flag: '2', file: 2, want: 2 },
     snapshotEntries: { flag: '500', file: 500, want: 500 },
+    logStore: { flag: 'level', file: 'level', want: 'level' },
+    walSegmentBytes: { flag: '1048576', file: 1048576, want: 1048576 },
     watchWindowEvents: { flag: '50', file: 50, want: 50 },
     watchBufferEvents: { flag: '60', file: 60, want: 60 },
     watchBookmarkMs: { flag: '70', file: 70, want: 70 },
@@ -166,6 +169,15 @@ t.test('config file: YAML or JSON by content; unknown keys, bad syntax and bad s
     `--dev must be true or false, got 'maybe' (from key 'dev' in ${wrongType})`,
     `--tick-ms must be a positive integer, got 'fast' (from key 'tickMs' in ${wrongType})`,
   ]);
+});
+
+t.test('the log store: wal by default, level on request; segment sizes are checked', async (t) => {
+  t.equal(load(BASE).logStore, 'wal');
+  t.equal(load(BASE).walSegmentBytes, DEFAULT_SEGMENT_BYTES, "64 MiB segments by default, the store's own default");
+  t.equal(load([...BASE, '--log-store', 'level']).logStore, 'level');
+  t.same(problems(t, [...BASE, '--log-store', 'rocks']), ["--log-store must be one of wal, level, got 'rocks' (from the command line)"]);
+  t.same(problems(t, [...BASE], { CAIRN_WAL_SEGMENT_BYTES: '100000' }), ['--wal-segment-bytes must be a multiple of 4096 from 65536 to 1073741824, got 100000 (from CAIRN_WAL_SEGMENT_BYTES)']);
+  t.same(problems(t, [...BASE, '--wal-segment-bytes', '4096']), ['--wal-segment-bytes must be a multiple of 4096 from 65536 to 1073741824, got 4096 (from the command line)']);
 });
 
 t.test('errors name the option and the source of the bad value', async (t) => {

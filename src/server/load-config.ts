@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { AGENT_DEFAULTS, type AgentConfig } from './config.js';
+import { AGENT_DEFAULTS, LOG_STORE_KINDS, type AgentConfig } from './config.js';
 
 /** A configuration that cannot be used: one or more problems, each a sentence. */
 export class ConfigError extends Error {
@@ -61,6 +61,8 @@ const OPTIONS: readonly OptionSpec[] = [
   { key: 'electionTicks', kind: 'positive' },
   { key: 'heartbeatTicks', kind: 'positive' },
   { key: 'snapshotEntries', kind: 'positive' },
+  { key: 'logStore', kind: 'string' },
+  { key: 'walSegmentBytes', kind: 'positive' },
   { key: 'watchWindowEvents', kind: 'positive' },
   { key: 'watchBufferEvents', kind: 'positive' },
   { key: 'watchBookmarkMs', kind: 'positive' },
@@ -302,6 +304,9 @@ function toList(v: unknown): string[] | undefined {
   return items?.map((s) => s.trim()).filter((s) => s !== '');
 }
 
+const MIN_WAL_SEGMENT_BYTES = 64 * 1024;
+const MAX_WAL_SEGMENT_BYTES = 1024 * 1024 * 1024;
+
 const NODE_ID_RE = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 const HOST_LABEL_RE = /^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
 
@@ -424,6 +429,16 @@ function resolve(raw: Map<keyof AgentConfig, Raw>, input: LoadAgentConfigInput, 
     }
   }
 
+  // The Raft log.
+  const logStore = t.logStore?.value ?? AGENT_DEFAULTS.logStore;
+  if (!LOG_STORE_KINDS.includes(logStore)) {
+    problems.push(`--log-store must be one of ${LOG_STORE_KINDS.join(', ')}, got '${logStore}' (${where(t.logStore)})`);
+  }
+  const walSegmentBytes = t.walSegmentBytes?.value ?? AGENT_DEFAULTS.walSegmentBytes;
+  if (walSegmentBytes % 4096 !== 0 || walSegmentBytes < MIN_WAL_SEGMENT_BYTES || walSegmentBytes > MAX_WAL_SEGMENT_BYTES) {
+    problems.push(`--wal-segment-bytes must be a multiple of 4096 from ${MIN_WAL_SEGMENT_BYTES} to ${MAX_WAL_SEGMENT_BYTES}, got ${walSegmentBytes} (${where(t.walSegmentBytes)})`);
+  }
+
   const demoTypes = t.demoTypes?.value ?? dev;
   const demoControllers = t.demoControllers?.value ?? AGENT_DEFAULTS.demoControllers;
   if (demoControllers && !demoTypes) problems.push(`--demo-controllers needs the demo types: add --demo-types (or --dev) (${where(t.demoControllers)})`);
@@ -448,6 +463,8 @@ function resolve(raw: Map<keyof AgentConfig, Raw>, input: LoadAgentConfigInput, 
     electionTicks,
     heartbeatTicks,
     snapshotEntries: t.snapshotEntries?.value ?? AGENT_DEFAULTS.snapshotEntries,
+    logStore,
+    walSegmentBytes,
     watchWindowEvents: t.watchWindowEvents?.value ?? AGENT_DEFAULTS.watchWindowEvents,
     watchBufferEvents: t.watchBufferEvents?.value ?? AGENT_DEFAULTS.watchBufferEvents,
     watchBookmarkMs: t.watchBookmarkMs?.value ?? AGENT_DEFAULTS.watchBookmarkMs,

@@ -20,6 +20,8 @@ export interface LogStoreHarness {
 export interface LogStoreContractOptions {
   /** Runs of the model-based property test. Default 40. */
   readonly propertyRuns?: number;
+  /** Bytes of data per entry in the model-based test (larger ones make file stores roll over segments). Default: a few. */
+  readonly modelEntryBytes?: number;
 }
 
 const N1 = 'n1' as NodeId;
@@ -213,7 +215,7 @@ export function logStoreContract(t: Test, makeHarness: () => Promise<LogStoreHar
                 const prevTerm = first >= 2 ? (log[first - 2]?.term ?? 0) : 0;
                 const termNow = Math.max(prevTerm, hs.term) + (step.c % 2);
                 const batch: Entry[] = [];
-                for (let i = 0; i < count; i++) batch.push(entry(first + i, termNow, `x${step.c}:${first + i}`));
+                for (let i = 0; i < count; i++) batch.push(entry(first + i, termNow, `x${step.c}:${first + i}`.padEnd(options.modelEntryBytes ?? 0, '.')));
                 const newLast = count > 0 ? first + count - 1 : last;
                 const commit = Math.min(newLast, hs.commit + (step.c % 3));
                 const newHs = step.a % 4 === 0 ? undefined : hardState(termNow, Math.max(hs.commit, commit));

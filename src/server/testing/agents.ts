@@ -4,8 +4,11 @@ import { freePorts } from './net.js';
 
 /**
  * Agent configurations for tests that run agents in their own process: ports the OS picks
- * (gRPC ports chosen up front, since peers must know them), a fast tick, the demo types.
+ * (gRPC ports chosen up front, since peers must know them), a fast tick, the demo types, and
+ * 256 KiB log segments (a new one is preallocated with zeros: 64 MiB per node would cost every
+ * test a burst of disk writes, and small ones make tests roll segments over and compact them).
  */
+export const TEST_WAL_SEGMENT_BYTES = 256 * 1024;
 
 /** A single node like `cairn agent --dev`. */
 export function devConfig(dataDir: string, overrides: Partial<AgentConfig> = {}): AgentConfig {
@@ -19,6 +22,7 @@ export function devConfig(dataDir: string, overrides: Partial<AgentConfig> = {})
     bootstrap: true,
     dev: true,
     tickMs: 20,
+    walSegmentBytes: TEST_WAL_SEGMENT_BYTES,
     ...overrides,
   };
 }
@@ -37,6 +41,7 @@ export async function clusterConfigs(dir: string, n: number, overrides: Partial<
     join: addrs.filter((a) => a !== addr),
     demoTypes: true,
     tickMs: 20,
+    walSegmentBytes: TEST_WAL_SEGMENT_BYTES,
     ...overrides,
   }));
 }

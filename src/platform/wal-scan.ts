@@ -1,0 +1,261 @@
+import { readFile } from 'node:fs/promises';
+import type { Entry, HardState } from '../raft/index.js';
+import { StorageError, UnsupportedFormatError } from './errors.js';
+import { align8, decodeBatch, decodeSegmentHeader, readRecord, RecordType, WAL_FORMAT_VERSION, type DecodedBatch } from './wal-format.js';
+
+/**
+ * Reading a segment-file write-ahead log back (wal-format.ts): replaying its batch records in
+ * order, finding where it ends or is damaged, and looking behind damage for intact records
+ * (which tell a torn tail from damage in the middle of the log, and carry the newest commit
+ * index and hard state). Decisions about what to do with damage are the store's.
+ */
+
+/** A segment file of the log. */
+export interface SegmentRef {
+  readonly seq: number;
+  /** The log's last index + 1 when the segment was started (from its name). */
+  readonly firstIndex: number;
+  readonly path: string;
+}
+
+/**
+ * The shape of the log that the writer needs (no entries): the newest hard state, the floor
+ * (entries at or below it are compacted or replaced by an installed snapshot) and the last
+ * index (of the last live entry, or the floor if that is higher).
+ */
+export class LogShape {
+  hardState: HardState | undefined = undefined;
+  floor = 0;
+  lastIndex = 0;
+
+  apply(b: { readonly hardState?: HardState | undefined; readonly installedSnapshot?: number | undefined; readonly compact?: number | undefined; readonly truncateFrom?: number | undefined; readonly firstIndex: number; readonly count: number }): void {
+    if (b.installedSnapshot !== undefined) {
+      this.floor = Math.max(this.floor, b.installedSnapshot);
+      this.lastIndex = this.floor;
+    }
+    if (b.truncateFrom !== undefined) this.lastIndex = Math.max(this.floor, Math.min(this.lastIndex, b.truncateFrom - 1));
+    if (b.compact !== undefined) {
+      this.floor = Math.max(this.floor, b.compact);
+      this.lastIndex = Math.max(this.lastIndex, this.floor);
+    }
+    if (b.count > 0) this.lastIndex = Math.max(this.floor, b.firstIndex + b.count - 1);
+    if (b.hardState !== undefined) this.hardState = b.hardState;
+  }
+}
+
+/** The log as replayed: its shape and the entries at or above `keepFrom`, by index. */
+export class Replay {
+  readonly shape = new LogShape();
+  readonly entries = new Map<number, Entry>();
+
+  constructor(readonly keepFrom: number) {}
+
+  apply(b: DecodedBatch): void {
+    if (b.installedSnapshot !== undefined) this.entries.clear();
+    if (b.truncateFrom !== undefined) this.dropRange(b.truncateFrom, this.shape.lastIndex);
+    if (b.compact !== undefined) this.dropRange(this.keepFrom, b.compact);
+    if (b.count > 0) {
+      // Raft §5.3: an entry at index i replaces everything at or after i.
+      this.dropRange(b.firstIndex, this.shape.lastIndex);
+      for (const e of b.entries) this.entries.set(e.index, e);
+    }
+    this.shape.apply(b);
+  }
+
+  /** Deletes entries from..to, walking whichever is shorter: the range or the map. */
+  private dropRange(from: number, to: number): void {
+    const lo = Math.max(from, this.keepFrom);
+    if (to < lo || this.entries.size === 0) return;
+    if (to - lo + 1 <= this.entries.size) {
+      for (let i = lo; i <= to; i++) this.entries.delete(i);
+      return;
+    }
+    for (const i of [...this.entries.keys()]) if (i >= lo && i <= to) this.entries.delete(i);
+  }
+}
+
+/** What intact records behind damage say. */
+export interface Beyond {
+  /** Intact batch records found after the damage (in its segment and in later segments). */
+  readonly records: number;
+  /** Entries those records hold. */
+  readonly entries: number;
+  /** The highest commit index among their hard states (0 if none). */
+  readonly maxCommit: number;
+  /** The hard state of the last of them that has one (the newest: written last). */
+  readonly hardState: HardState | undefined;
+}
+
+export interface Damage {
+  /** Position of the damaged segment in the scanned list. */
+  readonly segment: number;
+  /** File offset of the first record that is not intact (or of zeros with intact records after them). */
+  readonly offset: number;
+  readonly problem: string;
+  /** Entries the damaged record holds when its body still decodes, else 1 (at least one lost write). */
+  readonly entries: number;
+  /** Bytes [offset, zeroEnd) of the segment are not all zeros; zeroing them cuts the log there. */
+  readonly zeroEnd: number;
+}
+
+export interface ScannedSegment {
+  readonly ref: SegmentRef;
+  readonly size: number;
+  /** Offset just after the last intact record (where the next record goes, for the last segment). */
+  readonly end: number;
+}
+
+export interface ScanResult {
+  readonly replay: Replay;
+  /** Every segment that was read, in order (including the damaged one and those after it). */
+  readonly segments: readonly ScannedSegment[];
+  readonly damage: Damage | undefined;
+  readonly beyond: Beyond;
+}
+
+/** Cap on bytes checksummed while searching behind damage, so a large damaged region cannot stall a start. */
+const SEARCH_CRC_BUDGET = 256 * 1024 * 1024;
+
+class BeyondCollector {
+  records = 0;
+  entries = 0;
+  maxCommit = 0;
+  hardState: HardState | undefined = undefined;
+  crcBudget = SEARCH_CRC_BUDGET;
+
+  add(b: DecodedBatch): void {
+    this.records++;
+    this.entries += b.count;
+    if (b.hardState !== undefined) {
+      this.maxCommit = Math.max(this.maxCommit, b.hardState.commit);
+      this.hardState = b.hardState;
+    }
+  }
+
+  result(): Beyond {
+    return { records: this.records, entries: this.entries, maxCommit: this.maxCommit, hardState: this.hardState };
+  }
+}
+
+/**
+ * Looks for intact records anywhere in `buf` from `from` on, at every 8-byte boundary (records
+ * are aligned). Zero words are skipped cheaply, so a preallocated tail costs little. Returns the
+ * end of the last non-zero 8-byte word seen (or `from` if none).
+ */
+function searchIntact(buf: Uint8Array, from: number, seq: number, into: BeyondCollector): number {
+  const words = buf.byteOffset % 4 === 0 ? new Uint32Array(buf.buffer, buf.byteOffset, Math.floor(buf.length / 4)) : new Uint32Array(buf.slice().buffer, 0, Math.floor(buf.length / 4));
+  let lastNonZeroEnd = from;
+  for (let off = align8(from); off + 8 <= buf.length; off += 8) {
+    const w = off / 4;
+    if (words[w] === 0 && words[w + 1] === 0) continue;
+    lastNonZeroEnd = off + 8;
+    if (words[w] === 0 || into.crcBudget <= 0) continue;
+    // Cheap checks before the checksum: a type byte we write and a length that fits.
+    const length = ((buf[off] ?? 0) * 2 ** 24) + ((buf[off + 1] ?? 0) << 16) + ((buf[off + 2] ?? 0) << 8) + (buf[off + 3] ?? 0);
+    const type = buf[off + 8];
+    if (length < 2 || off + 8 + length > buf.length || (type !== RecordType.batch && type !== RecordType.segment)) continue;
+    into.crcBudget -= length;
+    const r = readRecord(buf, off, seq);
+    if (r.kind !== 'record') continue;
+    if (r.type === RecordType.batch) {
+      const decoded = decodeBatch(r.body, { keepFrom: Number.POSITIVE_INFINITY });
+      if (decoded.ok) into.add(decoded.value);
+    }
+    lastNonZeroEnd = Math.max(lastNonZeroEnd, r.next);
+    off = r.next - 8;
+  }
+  return lastNonZeroEnd;
+}
+
+async function readSegment(ref: SegmentRef): Promise<Uint8Array> {
+  try {
+    return await readFile(ref.path);
+  } catch (e) {
+    throw new StorageError('read a raft log segment', ref.path, e);
+  }
+}
+
+/**
+ * Replays `segments` (in order, sequence numbers already checked to be consecutive) into a
+ * `Replay` keeping entries at or above `keepFrom`, up to the end of the log or the first damage.
+ * A segment with a newer format version throws `UnsupportedFormatError`.
+ */
+export async function scanSegments(segments: readonly SegmentRef[], keepFrom: number): Promise<ScanResult> {
+  const replay = new Replay(keepFrom);
+  const scanned: ScannedSegment[] = [];
+  const beyond = new BeyondCollector();
+  let damage: Damage | undefined;
+  for (let j = 0; j < segments.length; j++) {
+    const ref = segments[j] as SegmentRef;
+    const buf = await readSegment(ref);
+    if (damage !== undefined) {
+      // Behind damage: every intact record counts, from the segment's start.
+      searchIntact(buf, 0, ref.seq, beyond);
+      scanned.push({ ref, size: buf.length, end: 0 });
+      continue;
+    }
+    let off = 0;
+    let problem: string | undefined;
+    let lostEntries = 1;
+    for (;;) {
+      const r = readRecord(buf, off, ref.seq);
+      if (r.kind === 'end') break;
+      if (r.kind === 'bad') {
+        problem = r.problem;
+        const body = r.body;
+        if (body !== undefined && body[0] === RecordType.batch) {
+          const guess = decodeBatch(body, { keepFrom: Number.POSITIVE_INFINITY });
+          if (guess.ok) lostEntries = guess.value.count;
+        }
+        break;
+      }
+      if (off === 0) {
+        const header = r.type === RecordType.segment ? decodeSegmentHeader(r.body) : undefined;
+        if (header === undefined || !header.ok) {
+          problem = 'the segment does not start with a segment header';
+          break;
+        }
+        if (header.value.formatVersion !== WAL_FORMAT_VERSION) {
+          throw new UnsupportedFormatError(`the raft log segment ${ref.path} has format version ${header.value.formatVersion}; this build reads only version ${WAL_FORMAT_VERSION}`);
+        }
+        if (header.value.seq !== ref.seq) {
+          problem = `the segment header names sequence number ${String(header.value.seq)}, not the ${ref.seq} of its file name`;
+          break;
+        }
+        off = r.next;
+        continue;
+      }
+      if (r.type !== RecordType.batch) {
+        problem = 'a segment header appears in the middle of a segment';
+        break;
+      }
+      const decoded = decodeBatch(r.body, { keepFrom });
+      if (!decoded.ok) {
+        problem = decoded.problem;
+        break;
+      }
+      replay.apply(decoded.value);
+      off = r.next;
+    }
+    if (problem === undefined) {
+      // The end marker. Intact records after it mean zeros where data was (a lost sector),
+      // not the end of the log.
+      const before = beyond.records;
+      const nonZeroEnd = searchIntact(buf, off + 8, ref.seq, beyond);
+      if (beyond.records > before || off === 0) {
+        damage = {
+          segment: j,
+          offset: off,
+          problem: off === 0 ? 'the segment does not start with a segment header' : 'zeros inside the log, with intact records after them',
+          entries: 0,
+          zeroEnd: Math.min(buf.length, Math.max(off + 8, nonZeroEnd)),
+        };
+      }
+    } else {
+      const nonZeroEnd = searchIntact(buf, off + 8, ref.seq, beyond);
+      damage = { segment: j, offset: off, problem, entries: lostEntries, zeroEnd: Math.min(buf.length, Math.max(off + 8, nonZeroEnd)) };
+    }
+    scanned.push({ ref, size: buf.length, end: off });
+  }
+  return { replay, segments: scanned, damage, beyond: beyond.result() };
+}
