@@ -63,9 +63,8 @@ export interface WatchFanoutResult {
 }
 
 export interface WatchFanoutOutcome {
-  /** Watcher counts run (quick mode may run fewer), and the ones left out. */
+  /** Watcher counts run (all of FANOUT_COUNTS unless compare.ts --watchers asked for others). */
   readonly counts: readonly number[];
-  readonly skipped: readonly number[];
   readonly settings: Readonly<Record<string, number | string>>;
   readonly results: readonly WatchFanoutResult[];
 }

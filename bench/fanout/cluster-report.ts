@@ -25,15 +25,9 @@ function find(o: WatchFanoutOutcome | undefined, n: number): WatchFanoutResult |
   return o?.results.find((r) => r.watchers === n);
 }
 
-/** What a cell says when there is no result: the phase was not run at all, or this count was left out. */
-function absent(o: WatchFanoutOutcome | undefined, n: number): string {
-  if (o === undefined) return 'not run';
-  return o.skipped.includes(n) ? 'not run (quick mode)' : 'not run';
-}
-
 function valueCell(o: WatchFanoutOutcome | undefined, n: number): string {
   const r = find(o, n);
-  if (!r) return absent(o, n);
+  if (!r) return 'not run';
   const rate = `${num(r.writesPerSec)}/${r.targetWritesPerSec} w/s`;
   return r.rateHeld ? `${rate}, held` : `${rate}, NOT held (${(r.deliveredFraction * 100).toFixed(0)}% dlvd)`;
 }
@@ -79,7 +73,7 @@ export function fanoutRows(cairn: WatchFanoutOutcome | undefined, etcd: WatchFan
       cpuCell(c),
       cpuCell(e),
       isTarget ? FANOUT_TARGET.text : '',
-      isTarget ? (met === undefined ? absent(cairn, n) : met ? 'met' : 'NOT met') : '',
+      isTarget ? (met === undefined ? 'not run' : met ? 'met' : 'NOT met') : '',
     ];
   });
 }
@@ -111,7 +105,6 @@ export function fanoutTable(outcomes: readonly { readonly name: string; readonly
         r.verdict,
       ]);
     }
-    for (const n of outcome.skipped) rows.push([name, num(n), 'not run (quick mode)', ...headers.slice(3).map(() => '')]);
   }
   return formatColumns(headers, rows, [false, true, true, false, true, true, true, true, true, true, true, true, false]);
 }
