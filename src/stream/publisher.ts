@@ -60,7 +60,7 @@ class Feed {
   idle = new Set<Subscription>();
   private events: StreamEvent[] = [];
   private base = 0;
-  private readSinceTrim = 0;
+  private appendsSinceTrim = 0;
   /**
    * At most the lowest "effective cursor" (cursor minus pending live private events) of the
    * members not ended: a member can be over the live limit only if `end - minHint` is. Lowered
@@ -89,12 +89,12 @@ class Feed {
     this.events.push(ev);
     this.lastAppendMs = nowMs;
     // Now and then, drop what every member has read (an O(members) pass, so not every time).
-    if (++this.readSinceTrim >= 1024) this.trim();
+    if (++this.appendsSinceTrim >= 1024) this.trim();
   }
 
   /** Drops the events every member has read. */
   trim(): void {
-    this.readSinceTrim = 0;
+    this.appendsSinceTrim = 0;
     let min = this.end;
     for (const m of this.members) min = Math.min(min, m.cursor);
     const drop = min - this.base;
