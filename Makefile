@@ -67,7 +67,7 @@ clean:
 # Cairn side by side with etcd (bench/README.md): installs etcd from Debian's etcd-server
 # package if it is absent, then runs a 3-node etcd cluster and a 3-node Cairn cluster on
 # loopback one after the other under the same load, prints one table with the Cairn/etcd
-# ratios and writes bench/results/bench-<date>-<HHMM>.json and .svg. About 6 minutes; QUICK=1 runs
+# ratios and writes bench/results/bench-<date>-<HHMM>.json and .svg. About 7-8 minutes; QUICK=1 runs
 # shorter windows (under 3 minutes). BENCH_ARGS passes more flags (--only cas-leader-64, ...).
 bench: build
 	@bash bench/install-etcd.sh

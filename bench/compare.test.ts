@@ -5,7 +5,13 @@
  */
 import t from 'tap';
 import { renderChart } from './chart.js';
-import { etcdMessageSizes } from './etcd-client.js';
+import protobuf from 'protobufjs';
+import { fileURLToPath } from 'node:url';
+import { decodeEtcdWatchResponse, encodeEtcdWatchResponse, etcdMessageSizes, etcdWatchCreateRequest, prefixRangeEnd } from './etcd-client.js';
+import { fanoutRows, fanoutTable, fanoutTargetMet } from './fanout/cluster-report.js';
+import type { FanoutMeasurement } from './fanout/measure.js';
+import { percentiles } from './fanout/stats.js';
+import type { NodesRss, WatchFanoutOutcome, WatchFanoutResult } from './watch-hook.js';
 import { formatColumns } from './report.js';
 import { makeValue, VALUE_BYTES, type FsyncCounter, type KvOps, type KvSystem, type NodeHealth } from './systems.js';
 import { failoverTrial, runPhase, type PhaseSpec } from './workload.js';
@@ -192,4 +198,109 @@ t.test('the chart has both panels, one line per series, and skips missing points
   t.equal((svg.match(/<path /g) ?? []).length, 3, 'two throughput lines and one p99 line');
   t.notMatch(svg, /NaN/);
   t.match(svg, /stroke-dasharray/);
+});
+
+t.test("etcd Watch: the create request watches the prefix, live changes only", async (t) => {
+  t.same([...prefixRangeEnd(Buffer.from('/bench/key-'))], [...Buffer.from('/bench/key.')], "'-' + 1 is '.'");
+  t.same([...prefixRangeEnd(Uint8Array.from([0x61, 0xff]))], [0x62], 'a trailing 0xff is dropped and the byte before it raised');
+  t.same([...prefixRangeEnd(Uint8Array.from([0xff]))], [0], 'all 0xff: to the end of the keyspace');
+  const proto = fileURLToPath(new URL('../../bench/etcd/rpc.proto', import.meta.url));
+  const WatchRequest = new protobuf.Root().loadSync(proto, { keepCase: true }).lookupType('etcdserverpb.WatchRequest');
+  const req = WatchRequest.toObject(WatchRequest.decode(etcdWatchCreateRequest(Buffer.from('/bench/key-'))), { bytes: String, longs: Number });
+  t.same(req, { create_request: { key: Buffer.from('/bench/key-').toString('base64'), range_end: Buffer.from('/bench/key.').toString('base64') } }, 'no start_revision, no prev_kv');
+});
+
+t.test('etcd Watch: the response reader finds created, canceled and every event\'s revision', async (t) => {
+  const header = { cluster_id: 2 ** 52 + 7, member_id: 12345, revision: 99, raft_term: 3 };
+  const kv = (rev: number): object => ({ key: Buffer.from(`/bench/key-00000${rev}`), create_revision: 2, mod_revision: rev, version: rev - 1, value: Buffer.alloc(256, 0x76) });
+  const created = decodeEtcdWatchResponse(encodeEtcdWatchResponse({ header, watch_id: 0, created: true }));
+  t.same([created.created, created.canceled, created.changes], [true, false, []]);
+  // Three queued changes in one response, one a delete with its previous value: fields before and after kv are skipped.
+  const buf = encodeEtcdWatchResponse({ header, watch_id: 7, events: [{ type: 0, kv: kv(5) }, { type: 1, kv: kv(6), prev_kv: kv(5) }, { kv: kv(300) }] });
+  const m = decodeEtcdWatchResponse(buf);
+  t.same(m.changes, [5, 6, 300]);
+  t.equal(m.bytes, buf.length + 5, 'message plus the gRPC prefix');
+  t.notOk(m.created);
+  const canceled = decodeEtcdWatchResponse(encodeEtcdWatchResponse({ header, watch_id: 7, canceled: true, compact_revision: 40, cancel_reason: 'compacted' }));
+  t.same([canceled.canceled, canceled.changes], [true, []]);
+  t.throws(() => decodeEtcdWatchResponse(buf.subarray(0, buf.length - 10)), /runs past the end/, 'a truncated message is an error, not a wrong answer');
+});
+
+function fanoutResult(watchers: number, o: { held: boolean; p99Ms: number; delivered?: number }): WatchFanoutResult {
+  const lat = percentiles(Float64Array.from([5, o.p99Ms]));
+  const mem: NodesRss = { rssMiB: [40, 300, 45] };
+  const detail: FanoutMeasurement<NodesRss> = {
+    watchers,
+    connectMs: 1000,
+    memory: { before: mem, connected: mem, underLoad: mem },
+    window: { ms: 10_000, writesSent: 2000, writesAcked: 2000 },
+    targetRatePerSec: 200,
+    achievedRatePerSec: 200,
+    rateHeld: true,
+    writer: { scheduled: 2400, sent: 2400, failed: 0, firstError: undefined, maxInFlight: 3, cpuPercent: 10, ackLatencyMs: lat },
+    measuredWrites: 2000,
+    deliveredFraction: o.delivered ?? 1,
+    latencyFromAckMs: lat,
+    latencyFromSendMs: lat,
+    undeliveredOlderThanMs: 5000,
+    drainMs: 10,
+    drained: true,
+    serverCpuPercent: 50,
+    serverCpuWaitPercent: 5,
+    serversCpuPercent: [20, 50, 10],
+    serverEventsPerSec: 200 * watchers,
+    receivedEventsPerSec: 200 * watchers,
+    loadGenerator: { cpuPercent: 30, cpuWaitPercent: 2, eventLoopUtilization: 0.3, rssBytes: 1, heapUsedBytes: 1 },
+    watcherTotals: { messages: 1, bytes: 1, changes: 1, changeBytes: 1, bookmarks: 0, orderViolations: 0, ended: {} },
+    meanEventBytes: 380,
+    deliveredBytesPerChange: 380 * watchers,
+    keepsUp: o.held,
+    verdict: o.held ? 'keeps up' : 'falls behind',
+    closeMs: 100,
+  };
+  return {
+    watchers,
+    servingNode: 'n2',
+    servingIndex: 1,
+    leader: 'n1',
+    targetWritesPerSec: 200,
+    writesPerSec: 200,
+    writeRateHeld: true,
+    rateHeld: o.held,
+    deliveredFraction: o.delivered ?? 1,
+    deliveryP50Ms: 5,
+    deliveryP99Ms: o.p99Ms,
+    undeliveredOlderThanMs: 5000,
+    serverRssMiB: mem.rssMiB,
+    serverCpuPct: [20, 50, 10],
+    loadgenCpuPct: { watchers: 30, writer: 10, watchersElu: 0.3 },
+    verdict: detail.verdict,
+    detail,
+  };
+}
+
+const outcome = (results: WatchFanoutResult[]): WatchFanoutOutcome => ({ counts: results.map((r) => r.watchers), settings: {}, results });
+
+t.test('fan-out rows: the 10,000-watcher target is met only when every event came at the rate and p99 <= 250 ms', async (t) => {
+  t.equal(fanoutTargetMet(fanoutResult(10_000, { held: true, p99Ms: 250 })), true);
+  t.equal(fanoutTargetMet(fanoutResult(10_000, { held: true, p99Ms: 251 })), false, 'p99 over 250 ms');
+  t.equal(fanoutTargetMet(fanoutResult(10_000, { held: false, p99Ms: 100 })), false, 'not every event to every watcher');
+  t.equal(fanoutTargetMet(undefined), undefined);
+  const met = (c: WatchFanoutOutcome | undefined, e: WatchFanoutOutcome | undefined): string | undefined => fanoutRows(c, e)[2]?.[10];
+  t.equal(met(outcome([fanoutResult(10_000, { held: true, p99Ms: 120 })]), undefined), 'met');
+  t.equal(met(outcome([fanoutResult(10_000, { held: false, p99Ms: Number.POSITIVE_INFINITY, delivered: 0.2 })]), undefined), 'NOT met');
+  t.equal(met(undefined, undefined), 'not run');
+  t.equal(met(outcome([fanoutResult(1_000, { held: true, p99Ms: 20 })]), undefined), 'not run', 'a run of other counts (--watchers) did not measure the target');
+  const rows = fanoutRows(outcome([fanoutResult(100, { held: true, p99Ms: 20 }), fanoutResult(1_000, { held: false, p99Ms: Number.POSITIVE_INFINITY, delivered: 0.27 })]), undefined);
+  t.equal(rows.length, 3, 'one row per count');
+  t.equal(rows[0]?.[1], '200/200 w/s, held');
+  t.equal(rows[1]?.[1], '200/200 w/s, NOT held (27% dlvd)');
+  t.equal(rows[1]?.[4], '5.00 / >5 s / -', 'a percentile on undelivered events says how old they were at least');
+  t.equal(rows[0]?.[7], "40%/80%, RSS 300 MiB", "load generator / servers CPU, and the serving node's RSS");
+  t.equal(rows[0]?.[10], '', 'targets only on the 10,000 row');
+  t.equal(rows[2]?.[1], 'not run');
+  const table = fanoutTable([{ name: 'Cairn', outcome: outcome([fanoutResult(100, { held: true, p99Ms: 20 })]) }, { name: 'etcd', outcome: undefined }]);
+  t.match(table, /\| Cairn +\| +100 on n2 \|/);
+  t.match(table, /20,000 \/ 20,000 \/ 20,000/, 'events/s: sent by the node, received, needed');
+  t.notMatch(table, /etcd/, 'a system that did not run the phase has no rows');
 });

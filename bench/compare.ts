@@ -12,14 +12,16 @@
  *   clients, all to the leader and spread over all nodes; a contended variant (64 clients, 10
  *   keys) with its conflict rate;
  * - unconditional writes and linearizable reads, 64 clients, to the leader;
- * - watch fan-out: a hook for bench/watch-fanout.ts (bench/watch-hook.ts);
+ * - watch fan-out: 100, 1,000 and 10,000 watchers on one follower at 200 writes/s to the
+ *   leader (bench/fanout/cluster-phase.ts, the measurement of `make bench-watch`);
  * - leader failover: SIGKILL of the leader, time to the next acknowledged write, median of 5.
  *
  * Each phase reports throughput, p50/p99/p99.9 latency, the load generator's CPU and each
  * server's. Prints one table with the Cairn/etcd ratios and the issue's targets, writes
  * bench/results/bench-<date>-<HHMM>[-quick].json and .svg. --quick: shorter windows, 3 failover trials
  * (under 3 minutes). --only runs the named phases only (ids as in the JSON: cas-leader-64,
- * failover, ...), e.g. to profile one. BENCH_CAIRN_NODE_FLAGS adds `node` flags to every Cairn
+ * watch-fanout, failover, ...), e.g. to profile one; --watchers 1000 gives the fan-out phase
+ * other watcher counts. BENCH_CAIRN_NODE_FLAGS adds `node` flags to every Cairn
  * agent (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"), BENCH_CAIRN_AGENT_FLAGS `cairn agent` flags
  * (e.g. "--log-store level"); BENCH_KEEP=1 keeps the data dirs and logs.
  */
@@ -33,8 +35,10 @@ import v8 from 'node:v8';
 import { renderChart, type Series } from './chart.js';
 import { registerTempDir, tail } from './procs.js';
 import { describeMachine, formatColumns, median, num, Progress, type Machine } from './report.js';
-import { CairnSystem, EtcdSystem, KEY_COUNT, VALUE_BYTES, type KvSystem, type SystemName } from './systems.js';
-import { loadWatchFanout, type WatchFanoutResult } from './watch-hook.js';
+import { watchFanout } from './fanout/cluster-phase.js';
+import { fanoutRows, fanoutTable } from './fanout/cluster-report.js';
+import { CairnSystem, EtcdSystem, KEY_COUNT, VALUE_BYTES, type SystemName, type WatchableSystem } from './systems.js';
+import type { WatchFanoutOutcome } from './watch-hook.js';
 import { failoverTrial, preload, runPhase, type FailoverTrial, type PhaseResult, type PhaseSpec } from './workload.js';
 
 // ---- Settings ----------------------------------------------------------------------------
@@ -53,6 +57,9 @@ const BASE_DIR = flagValue(argv, '--dir');
 const SYSTEMS = (flagValue(argv, '--systems') ?? 'etcd,cairn').split(',').map((s) => s.trim().toLowerCase());
 for (const s of SYSTEMS) if (s !== 'etcd' && s !== 'cairn') throw new Error(`--systems: unknown system ${JSON.stringify(s)} (etcd, cairn)`);
 const ONLY = flagValue(argv, '--only')?.split(',').map((s) => s.trim());
+/** --watchers 1000: the fan-out phase measures these counts only (e.g. to profile one). */
+const FANOUT_WATCHERS = flagValue(argv, '--watchers')?.split(',').map((s) => Number(s.trim()));
+for (const n of FANOUT_WATCHERS ?? []) if (!Number.isInteger(n) || n <= 0) throw new Error(`--watchers takes positive whole numbers, got ${JSON.stringify(n)}`);
 const NODE_FLAGS = (process.env['BENCH_CAIRN_NODE_FLAGS'] ?? '').split(/\s+/).filter((s) => s !== '');
 const AGENT_FLAGS = (process.env['BENCH_CAIRN_AGENT_FLAGS'] ?? '').split(/\s+/).filter((s) => s !== '');
 
@@ -93,7 +100,7 @@ interface SystemResults {
   readonly startupMs: number;
   readonly messageSizes: Record<string, number>;
   readonly phases: PhaseResult[];
-  readonly watchFanout: readonly WatchFanoutResult[] | undefined;
+  readonly watchFanout: WatchFanoutOutcome | undefined;
   readonly failover: FailoverTrial[];
   readonly failoverMedianMs: number;
   /** 1-minute load average when this system's part began and ended. */
@@ -111,7 +118,7 @@ async function runSystem(name: SystemName, work: string): Promise<SystemResults>
   const dir = await mkdtemp(path.join(work, `${name.toLowerCase()}-`));
   const loadStart = os.loadavg()[0] ?? 0;
   const t0 = performance.now();
-  const sys = await progress.phase(`${name}: start 3 nodes and wait for a leader`, (): Promise<KvSystem> =>
+  const sys = await progress.phase(`${name}: start 3 nodes and wait for a leader`, (): Promise<WatchableSystem> =>
     name === 'etcd' ? EtcdSystem.start(dir) : CairnSystem.start(dir, { nodeFlags: NODE_FLAGS, agentFlags: AGENT_FLAGS }),
   );
   const startupMs = performance.now() - t0;
@@ -129,11 +136,10 @@ async function runSystem(name: SystemName, work: string): Promise<SystemResults>
       progress.line(describePhase(r));
       phases.push(r);
     }
-    let watchFanout: readonly WatchFanoutResult[] | undefined;
-    const fanout = wanted('watch-fanout') ? await loadWatchFanout() : undefined;
-    if (fanout) {
+    let fanout: WatchFanoutOutcome | undefined;
+    if (wanted('watch-fanout')) {
       leader = await sys.waitHealthy();
-      watchFanout = await progress.phase(`${name}: watch fan-out (bench/watch-fanout.ts)`, () => fanout({ system: sys, leaderIndex: leader, quick: QUICK, progress }));
+      fanout = await progress.phase(`${name}: watch fan-out`, () => watchFanout({ system: sys, leaderIndex: leader, quick: QUICK, progress, ...(FANOUT_WATCHERS !== undefined ? { counts: FANOUT_WATCHERS } : {}) }));
     }
     const failover: FailoverTrial[] = [];
     if (wanted('failover')) {
@@ -149,7 +155,7 @@ async function runSystem(name: SystemName, work: string): Promise<SystemResults>
       startupMs,
       messageSizes: sys.messageSizes(),
       phases,
-      watchFanout,
+      watchFanout: fanout,
       failover,
       failoverMedianMs: failover.length > 0 ? median(failover.map((t) => t.ms)) : Number.NaN,
       loadAverage: { start: loadStart, end: os.loadavg()[0] ?? 0 },
@@ -263,17 +269,8 @@ function tableRows(cairn: SystemResults | undefined, etcd: SystemResults | undef
       target ? metText(target.met(c, e)) : '',
     ]);
   }
-  // Watch fan-out: bench/watch-fanout.ts fills these in; until then they say so.
-  const wf = (s: SystemResults | undefined, n: number): WatchFanoutResult | undefined => s?.watchFanout?.find((w) => w.watchers === n);
-  for (const n of [100, 1_000, 10_000]) {
-    const c = wf(cairn, n);
-    const e = wf(etcd, n);
-    const cell = (w: WatchFanoutResult | undefined, s: SystemResults | undefined): string =>
-      w ? `${num(w.writesPerSec)} w/s${w.rateHeld ? '' : ' (rate not held)'}` : s?.watchFanout === undefined ? 'not run' : '-';
-    const l = (w: WatchFanoutResult | undefined): string => (w ? `${ms(w.deliveryP50Ms)} / ${ms(w.deliveryP99Ms)} / -` : '-');
-    const met = n === 10_000 ? (c ? c.rateHeld && c.deliveryP99Ms <= 250 : undefined) : undefined;
-    rows.push([`watch fan-out, ${num(n)} watchers @ 200 w/s`, cell(c, cairn), cell(e, etcd), '-', l(c), l(e), x(ratio(c?.deliveryP99Ms, e?.deliveryP99Ms)), '-', '-', n === 10_000 ? 'rate holds, p99 <= 250 ms' : '', n === 10_000 ? (c ? metText(met) : 'not run') : '']);
-  }
+  // Watch fan-out (bench/fanout/cluster-report.ts): only when the phase was asked for.
+  if (wanted('watch-fanout')) rows.push(...fanoutRows(cairn?.watchFanout, etcd?.watchFanout));
   const fc = cairn?.failoverMedianMs;
   const fe = etcd?.failoverMedianMs;
   if ((cairn?.failover.length ?? 0) > 0 || (etcd?.failover.length ?? 0) > 0) {
@@ -312,6 +309,13 @@ function chart(results: readonly SystemResults[], title: string): string {
 
 // ---- Main ------------------------------------------------------------------------------------
 
+const FANOUT_NOTE =
+  'N watchers on one follower (each its own gRPC stream of the whole data set, 500 streams per connection: etcd Watch, Cairn WatchList), ' +
+  'an open-loop writer process at 200 writes/s to the leader; send-to-recv = arrival at a watcher minus the time the write was sent, ' +
+  'over every expected delivery (">N s": the percentile falls on events not delivered by the end of the drain). ' +
+  '"held": every watcher got every event at that rate (writes at >= 98% of 200/s, all delivered, p99 <= 1 s, no stream ended). ' +
+  'CPU column for these rows: load generator (watchers process + writer) / the three servers, and the serving node\'s RSS under load.';
+
 function busy(load: number, cpus: number): string {
   return load > cpus * 0.5 ? ` -- WARNING: the machine is busy with other work (${cpus} CPUs); these numbers are skewed` : '';
 }
@@ -326,7 +330,7 @@ interface Results {
   readonly cairnNodeFlags: readonly string[];
   readonly systems: readonly SystemResults[];
   readonly loadAverage: { readonly start: number; readonly end: number };
-  readonly table: { readonly headers: readonly string[]; readonly rows: readonly string[][] };
+  readonly table: { readonly headers: readonly string[]; readonly rows: readonly string[][]; readonly fanout?: string };
 }
 
 async function main(): Promise<void> {
@@ -357,6 +361,9 @@ async function main(): Promise<void> {
       return `${r.name} ran at load ${r.loadAverage.start.toFixed(1)} -> ${r.loadAverage.end.toFixed(1)}, other work used ${o.length > 0 ? `${median(o).toFixed(0)}% of a core (median over its phases; max ${Math.max(...o).toFixed(0)}%)` : 'unknown CPU'}`;
     })
     .join('; ');
+  const fanoutText = results.some((r) => r.watchFanout !== undefined)
+    ? `\nWatch fan-out: ${FANOUT_NOTE}\n\n${fanoutTable(results.map((r) => ({ name: r.name, outcome: r.watchFanout })))}\n`
+    : '';
   const sizes = results.map((r) => `${r.name} ${r.version}: read request ${r.messageSizes['readRequest'] ?? '?'} B, CAS request ${r.messageSizes['casRequest'] ?? '?'} B`).join('; ');
   process.stdout.write(
     `\n${formatColumns(HEADERS, rows, RIGHT)}\n\n` +
@@ -366,12 +373,13 @@ async function main(): Promise<void> {
       "fsyncs: the leader's log fsyncs per second and their mean ms (its own metrics: etcd_disk_wal_fsync_duration_seconds, cairn_log_fsync_seconds).\n" +
       `Encoded protobuf messages (no gRPC framing): ${sizes}. 256-byte values; Cairn's value is the title of a demo.v1.Album ({"title":"..."} as JSON text).\n` +
       `load average (1 min) at the start ${loadStart.toFixed(2)}, at the end ${loadEnd.toFixed(2)}${busy(Math.max(loadStart, loadEnd), machine.cpus)}\n` +
-      `${others}. Other work skews a ratio when it differs between the two parts.\n`,
+      `${others}. Other work skews a ratio when it differs between the two parts.\n` +
+      fanoutText,
   );
   const resultsDir = fileURLToPath(new URL('../../bench/results/', import.meta.url));
   await mkdir(resultsDir, { recursive: true });
   // The start time in the name (UTC, to the minute): runs of one day do not overwrite each other.
-  const stem = `bench-${startedAt.slice(0, 10)}-${startedAt.slice(11, 13)}${startedAt.slice(14, 16)}${QUICK ? '-quick' : ''}${ONLY !== undefined || SYSTEMS.length < 2 ? '-partial' : ''}`;
+  const stem = `bench-${startedAt.slice(0, 10)}-${startedAt.slice(11, 13)}${startedAt.slice(14, 16)}${QUICK ? '-quick' : ''}${ONLY !== undefined || SYSTEMS.length < 2 || FANOUT_WATCHERS !== undefined ? '-partial' : ''}`;
   const out: Results = {
     benchmark: 'etcd-side-by-side',
     mode: QUICK ? 'quick' : 'full',
@@ -382,7 +390,7 @@ async function main(): Promise<void> {
     cairnNodeFlags: NODE_FLAGS,
     systems: results,
     loadAverage: { start: loadStart, end: loadEnd },
-    table: { headers: HEADERS, rows },
+    table: { headers: HEADERS, rows, ...(fanoutText !== '' ? { fanout: fanoutText.trim() } : {}) },
   };
   await writeFile(path.join(resultsDir, `${stem}.json`), `${JSON.stringify(out, null, 2)}\n`);
   await writeFile(path.join(resultsDir, `${stem}.svg`), chart(results, `${QUICK ? 'quick' : 'full'} run ${startedAt.slice(0, 16)}Z, ${machine.cpus} x ${machine.cpuModel}; load average ${loadStart.toFixed(2)} -> ${loadEnd.toFixed(2)}`));

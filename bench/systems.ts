@@ -21,7 +21,12 @@ import { fileURLToPath } from 'node:url';
 import { monotonicFactory } from 'ulid';
 import { CairnClient, isCairnClientError, type ResourceRef } from '../src/client/index.js';
 import { cairn } from '../src/gen/resource.js';
-import { EtcdKv, etcdMessageSizes, type EtcdStatus } from './etcd-client.js';
+import { EtcdKv, etcdMessageSizes, etcdWatchProtocol, type EtcdStatus } from './etcd-client.js';
+import { httpGet } from './fanout/agent.js';
+import { metricValue } from './fanout/proc.js';
+import { cairnWatchProtocol, type GrpcWatchProtocol } from './fanout/watchers.js';
+import type { WriteTarget } from './fanout/writer.js';
+import { CAIRN_NAMESPACE, CAIRN_TYPE, ETCD_KEY_PREFIX, etcdKey, KEY_COUNT, keyName, makeValue, VALUE_BYTES } from './kv-data.js';
 import { cpuSeconds, freePorts, rssMiB, ServerProcess, until } from './procs.js';
 
 export type SystemName = 'Cairn' | 'etcd';
@@ -74,6 +79,27 @@ export interface KvSystem {
   fsyncs(i: number): Promise<FsyncCounter | undefined>;
 }
 
+/** What the watch fan-out phase (bench/fanout/cluster-phase.ts) needs of a system besides KvSystem. */
+export interface WatchableSystem extends KvSystem {
+  /** Where watchers of the whole data set (every key, live changes only) connect on node i, and how. */
+  watchTarget(i: number): { readonly address: string; readonly protocol: GrpcWatchProtocol };
+  /** The fan-out writer's target: node i, writing the data set's keys. */
+  writeTarget(i: number): WriteTarget;
+  /** Node i's watch metrics: streams (etcd: watchers) it holds, events it has sent so far; undefined when it did not answer in `timeoutMs`. */
+  watchMetrics(i: number, timeoutMs?: number): Promise<{ readonly streams: number | undefined; readonly eventsSent: number | undefined } | undefined>;
+}
+
+/** Scrapes two of node i's watch metrics from its Prometheus text. */
+async function scrapeWatchMetrics(url: string, streams: string, eventsSent: string, timeoutMs: number): Promise<{ streams: number | undefined; eventsSent: number | undefined } | undefined> {
+  try {
+    const r = await httpGet(url, timeoutMs);
+    if (r.status !== 200) return undefined;
+    return { streams: metricValue(r.body, streams), eventsSent: metricValue(r.body, eventsSent) };
+  } catch {
+    return undefined;
+  }
+}
+
 export interface FsyncCounter {
   readonly count: number;
   readonly seconds: number;
@@ -97,16 +123,7 @@ async function scrapeHistogram(url: string, name: string): Promise<FsyncCounter 
   }
 }
 
-export const KEY_COUNT = 1000;
-export const VALUE_BYTES = 256;
-
-/** A 256-byte ASCII value that differs per writer and write. */
-export function makeValue(worker: number, seq: number): string {
-  const head = `w${worker}-s${seq}-`;
-  return head + 'v'.repeat(VALUE_BYTES - head.length);
-}
-
-export const keyName = (k: number): string => `key-${String(k).padStart(6, '0')}`;
+export { KEY_COUNT, VALUE_BYTES, makeValue, keyName };
 
 /** Sum of the nodes' CPU seconds, and each one's. */
 export function serverCpu(sys: KvSystem): number[] {
@@ -142,12 +159,12 @@ async function waitAgreed(sys: KvSystem, timeoutMs: number): Promise<number> {
 
 // ---- etcd ----------------------------------------------------------------------------------
 
-export class EtcdSystem implements KvSystem {
+export class EtcdSystem implements WatchableSystem {
   readonly name = 'etcd' as const;
   readonly nodeNames: readonly string[];
   version = '';
   private clients: (EtcdKv | undefined)[] = [];
-  private readonly keys: Buffer[] = Array.from({ length: KEY_COUNT }, (_, k) => Buffer.from(`/bench/${keyName(k)}`));
+  private readonly keys: Buffer[] = Array.from({ length: KEY_COUNT }, (_, k) => Buffer.from(etcdKey(k)));
   private readonly probeKey = Buffer.from('/bench/failover-probe');
 
   private constructor(
@@ -267,6 +284,19 @@ export class EtcdSystem implements KvSystem {
     return scrapeHistogram(`http://${this.clientAddrs[i] as string}/metrics`, 'etcd_disk_wal_fsync_duration_seconds');
   }
 
+  watchTarget(i: number): { address: string; protocol: GrpcWatchProtocol } {
+    return { address: this.clientAddrs[i] as string, protocol: etcdWatchProtocol(Buffer.from(ETCD_KEY_PREFIX)) };
+  }
+
+  writeTarget(i: number): WriteTarget {
+    return { system: 'etcd', endpoint: this.clientAddrs[i] as string };
+  }
+
+  /** etcd's own watch gauges (mvcc/metrics.go): watchers registered on this member, events it has sent. */
+  watchMetrics(i: number, timeoutMs = 10_000): Promise<{ streams: number | undefined; eventsSent: number | undefined } | undefined> {
+    return scrapeWatchMetrics(`http://${this.clientAddrs[i] as string}/metrics`, 'etcd_debugging_mvcc_watcher_total', 'etcd_debugging_mvcc_events_total', timeoutMs);
+  }
+
   messageSizes(): Record<string, number> {
     const s = etcdMessageSizes(this.keys[0] as Buffer, Buffer.from(makeValue(0, 0)));
     return { readRequest: s.rangeRequest, casRequest: s.txnRequest };
@@ -278,8 +308,8 @@ export class EtcdSystem implements KvSystem {
 /** dist/bench/systems.js -> the checkout. */
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CAIRN_BIN = path.join(REPO_ROOT, 'bin', 'cairn');
-const ALBUM = 'demo.v1.Album';
-const NAMESPACE = 'bench';
+const ALBUM = CAIRN_TYPE;
+const NAMESPACE = CAIRN_NAMESPACE;
 
 /** Variables an agent must not inherit: CAIRN_* (the command line alone says what runs) and NODE_OPTIONS. */
 const INHERITED_NOT = /^(CAIRN_|NODE_OPTIONS$|NODE_V8_COVERAGE$)/;
@@ -300,7 +330,7 @@ export interface CairnStartOptions {
   readonly agentFlags?: readonly string[];
 }
 
-export class CairnSystem implements KvSystem {
+export class CairnSystem implements WatchableSystem {
   readonly name = 'Cairn' as const;
   readonly nodeNames: readonly string[];
   readonly version: string;
@@ -429,6 +459,18 @@ export class CairnSystem implements KvSystem {
 
   fsyncs(i: number): Promise<FsyncCounter | undefined> {
     return scrapeHistogram(`http://${this.httpAddrs[i] as string}/metrics`, 'cairn_log_fsync_seconds');
+  }
+
+  watchTarget(i: number): { address: string; protocol: GrpcWatchProtocol } {
+    return { address: this.grpcAddrs[i] as string, protocol: cairnWatchProtocol(ALBUM, NAMESPACE) };
+  }
+
+  writeTarget(i: number): WriteTarget {
+    return { system: 'cairn-album', endpoint: this.grpcAddrs[i] as string };
+  }
+
+  watchMetrics(i: number, timeoutMs = 10_000): Promise<{ streams: number | undefined; eventsSent: number | undefined } | undefined> {
+    return scrapeWatchMetrics(`http://${this.httpAddrs[i] as string}/metrics`, 'cairn_watch_streams', 'cairn_watch_events_sent_total', timeoutMs);
   }
 
   messageSizes(): Record<string, number> {

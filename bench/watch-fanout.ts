@@ -31,17 +31,17 @@
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { performance, type EventLoopUtilization } from 'node:perf_hooks';
+import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import v8 from 'node:v8';
 import { createLogger } from '../src/platform/index.js';
 import { AgentProcess } from './fanout/agent.js';
-import { monoMs } from './fanout/clock.js';
-import { clockTicksPerSecond, metricValue, readProcCpu, readProcMemory, readSchedStat, type SchedStat } from './fanout/proc.js';
+import { KEEP_UP_P99_MS, measureFanout, pause } from './fanout/measure.js';
+import { clockTicksPerSecond, metricValue, readProcMemory } from './fanout/proc.js';
 import { chart, parseResults, tables, type PhaseResult, type PhaseSpec, type Results, type ServerMemory } from './fanout/results.js';
-import { compareBytes, cpuPercent, DeliveryLog, joinLatencies, percentiles, verdictOf } from './fanout/stats.js';
-import { GrpcWatcherPool, HttpWatcherPool, listResponseBytes, type WatcherPool } from './fanout/watchers.js';
-import { WriterProcess, writeRecords } from './fanout/writer.js';
+import { compareBytes, DeliveryLog } from './fanout/stats.js';
+import { ARTIST, cairnWatchProtocol, GrpcWatcherPool, HttpWatcherPool, listResponseBytes, type WatcherPool } from './fanout/watchers.js';
+import { WriterProcess } from './fanout/writer.js';
 import { describeMachine, median, num } from './report.js';
 
 // ---- Settings ----------------------------------------------------------------------------
@@ -66,20 +66,17 @@ const S = {
   /** After the last answer: how long the watchers may take to catch up before what is missing counts as undelivered. */
   drainTimeoutMs: QUICK ? 5_000 : 15_000,
   connectTimeoutMs: 180_000,
+  closeTimeoutMs: 60_000,
   /** Writes waiting for answers, at most: 20 s of the schedule, so a slow node faces the offered rate rather than a writer that stops. */
   maxInFlight: 4_000,
   pollIntervalS: 1,
   seedConcurrency: 32,
 } as const;
 
-/** A phase keeps up only if p99 delivery latency (from send) stays under this. */
-const KEEP_UP_P99_MS = 1_000;
-
 const log = createLogger({ nodeId: 'watch-fanout', destination: 2, level: 'info' });
 const began = performance.now();
 const elapsedS = (): number => Math.round((performance.now() - began) / 100) / 10;
 const progress = (fields: Record<string, unknown>, msg: string): void => log.info({ elapsedS: elapsedS(), ...fields }, msg);
-const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 // ---- The node's memory ----------------------------------------------------------------------
 
@@ -109,22 +106,6 @@ async function sampleMemory(agent: AgentProcess): Promise<ServerMemory> {
   };
 }
 
-/** Polls until `probe` returns true or the deadline passes; `describe` says what was last seen. */
-async function until(what: string, timeoutMs: number, probe: () => Promise<boolean> | boolean, describe: () => string | Promise<string>, everyMs = 100): Promise<number> {
-  const t0 = performance.now();
-  let lastReport = t0;
-  for (;;) {
-    if (await probe()) return performance.now() - t0;
-    const now = performance.now();
-    if (now - t0 > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last seen: ${await describe()}`);
-    if (now - lastReport > 5_000) {
-      lastReport = now;
-      progress({ waitingFor: what, seen: await describe() }, 'waiting');
-    }
-    await pause(everyMs);
-  }
-}
-
 // ---- One phase --------------------------------------------------------------------------------
 
 interface RunContext {
@@ -136,13 +117,8 @@ interface RunContext {
   agent: AgentProcess | undefined;
 }
 
-/** Run-queue wait between two samples as a percentage of `wallMs` (NaN without /proc schedstat). */
-function waitPercent(a: SchedStat | undefined, b: SchedStat | undefined, wallMs: number): number {
-  return a === undefined || b === undefined ? Number.NaN : cpuPercent((b.waitNs - a.waitNs) / 1e6, wallMs);
-}
-
 function makePool(agent: AgentProcess, spec: PhaseSpec, deliveries: DeliveryLog): WatcherPool {
-  return spec.transport === 'grpc' ? new GrpcWatcherPool(agent.grpcAddr, spec.watchers, deliveries, S.watchersPerConnection) : new HttpWatcherPool(agent.httpUrl, spec.watchers, deliveries);
+  return spec.transport === 'grpc' ? new GrpcWatcherPool(agent.grpcAddr, spec.watchers, deliveries, cairnWatchProtocol(ARTIST, 'default'), S.watchersPerConnection) : new HttpWatcherPool(agent.httpUrl, spec.watchers, deliveries);
 }
 
 /**
@@ -158,7 +134,7 @@ async function runPhase(ctx: RunContext, spec: PhaseSpec, index: number): Promis
   ctx.agent = agent;
   try {
     progress({ phase: name, pid: agent.pid, grpc: agent.grpcAddr, http: agent.httpUrl }, 'node ready');
-    const seeded = await ctx.writer.seed({ endpoint: agent.grpcAddr, keys: S.keys, dataBytes: S.dataBytes, concurrency: S.seedConcurrency });
+    const seeded = await ctx.writer.seed({ target: { system: 'cairn-artist', endpoint: agent.grpcAddr }, keys: S.keys, dataBytes: S.dataBytes, concurrency: S.seedConcurrency });
     const list = await listResponseBytes(spec.transport, agent.grpcAddr, agent.httpUrl);
     if (list.resources !== S.keys) throw new Error(`List returned ${list.resources} resources, expected ${S.keys}`);
     progress({ phase: name, keys: S.keys, seedMs: Math.round(seeded.ms), revision: seeded.revision, listResponseBytes: list.bytes }, 'seeded');
@@ -175,176 +151,66 @@ async function runPhase(ctx: RunContext, spec: PhaseSpec, index: number): Promis
 }
 
 async function measure(ctx: RunContext, agent: AgentProcess, spec: PhaseSpec, name: string, seedRevision: number, listBytes: number): Promise<PhaseResult> {
-  const { writer } = ctx;
-  const before = await sampleMemory(agent);
   const deliveries = new DeliveryLog();
-  const pool = makePool(agent, spec, deliveries);
-  let result: PhaseResult;
-  try {
-    pool.open();
-    const connectMs = await until(
-      `${num(spec.watchers)} ${spec.transport} watch streams open on the node`,
-      S.connectTimeoutMs,
-      async () => (await agent.metric('cairn_watch_streams')) === before.streams + spec.watchers,
-      async () => `cairn_watch_streams ${await agent.metric('cairn_watch_streams')} (baseline ${before.streams}), client streams open ${pool.openStreams()}, ended ${JSON.stringify(pool.totals().ended)}`,
-      250,
-    );
-    const connected = await sampleMemory(agent);
-    progress({ phase: name, connectMs: Math.round(connectMs), rssMiB: +(connected.rssBytes / 2 ** 20).toFixed(1), heapMiB: +(connected.heapUsedBytes / 2 ** 20).toFixed(1) }, 'watchers connected');
-
-    // The writer's schedule is fixed in advance on the shared clock, so the window's edges are
-    // known here without asking it.
-    const startAtMs = monoMs() + 200;
-    const windowStart = startAtMs + S.warmupMs;
-    const windowEnd = windowStart + S.measureMs;
-    const ran = writer.run({ startAtMs, durationMs: S.warmupMs + S.measureMs, ratePerSec: S.ratePerSec, maxInFlight: S.maxInFlight, keys: S.keys, dataBytes: S.dataBytes });
-    // Awaited below; if this phase fails first, its rejection must not be the one reported.
-    ran.catch(() => undefined);
-    await pause(windowStart - monoMs());
-    // The window's edges are taken from local reads only (/proc, this process): a scrape of a
-    // saturated node can take seconds. The node's event counter is scraped beside them and its
-    // rate is taken between the two answers' arrival times.
-    const scrapeSent = async (): Promise<{ value: number; atMs: number }> => ({ value: (await agent.metric('cairn_watch_events_sent_total')) ?? Number.NaN, atMs: monoMs() });
-    const t0 = monoMs();
-    const [cpu0, wait0, selfWait0] = await Promise.all([readProcCpu(agent.pid), readSchedStat(agent.pid), readSchedStat('self')]);
-    const lg0 = process.cpuUsage();
-    const elu0: EventLoopUtilization = performance.eventLoopUtilization();
-    const received0 = pool.totals().changes;
-    const sent0 = scrapeSent();
-    progress({ phase: name, windowS: S.measureMs / 1000 }, 'measured window start');
-    // Progress every 5 s of the window: deliveries so far and how far behind the slowest stream is.
-    const ticker = setInterval(() => progress({ phase: name, deliveries: deliveries.size, openStreams: pool.openStreams(), slowestStreamRevision: pool.minLastRevision() }, 'measuring'), 5_000);
-    await pause(windowEnd - monoMs());
-    clearInterval(ticker);
-    const t1 = monoMs();
-    const [cpu1, wait1, selfWait1] = await Promise.all([readProcCpu(agent.pid), readSchedStat(agent.pid), readSchedStat('self')]);
-    const lgCpu = process.cpuUsage(lg0);
-    const elu = performance.eventLoopUtilization(elu0);
-    const received1 = pool.totals().changes;
-    const [s0, s1] = await Promise.all([sent0, scrapeSent()]);
-    const lgMem = process.memoryUsage();
-    const underLoad = await sampleMemory(agent);
-    const wallMs = t1 - t0;
-
-    const run = await ran;
-    const lastAckMs = monoMs();
-    const records = writeRecords(run);
-    const lastRevision = Math.max(0, ...records.map((r) => r.revision));
-    // A write whose data equals the stored data changes nothing and sends no event; the writer
-    // makes every write differ, and this checks it did.
-    const firstRevision = Math.min(...records.map((r) => r.revision));
-    if (new Set(records.map((r) => r.revision)).size !== records.length || firstRevision <= seedRevision) {
-      throw new Error(`the run's ${records.length} writes did not each make a new revision (lowest ${firstRevision}, the seed's highest ${seedRevision}): the deliveries would not match the writes`);
-    }
-    let drained = true;
-    let drainMs = 0;
-    try {
-      drainMs = await until(
-        'every open stream to receive the last write',
-        S.drainTimeoutMs,
-        () => pool.openStreams() === 0 || pool.minLastRevision() >= lastRevision,
-        () => `slowest open stream at revision ${pool.minLastRevision()}, last write ${lastRevision}, open streams ${pool.openStreams()}`,
-        50,
-      );
-    } catch {
-      drained = false;
-      drainMs = monoMs() - lastAckMs;
-    }
-    progress({ phase: name, drainMs: Math.round(drainMs), drained }, 'drained');
-
-    const measured = records.filter((r) => r.sentMs >= windowStart && r.sentMs < windowEnd);
-    const acked = records.filter((r) => r.ackedMs >= windowStart && r.ackedMs < windowEnd).length;
-    const join = joinLatencies(deliveries, measured);
-    const expected = measured.length * spec.watchers;
-    const deliveredFraction = expected === 0 ? Number.NaN : join.delivered / expected;
-    // Deliveries that never came count as slower than every one that did.
-    const undelivered = Math.max(0, expected - join.delivered);
-    const achievedRatePerSec = (acked * 1000) / S.measureMs;
-    const rateHeld = achievedRatePerSec >= S.ratePerSec * 0.98 && run.failed === 0;
-    const serverCpuPercent = cpuPercent(((cpu1.ticks - cpu0.ticks) * 1000) / ctx.clkTck, wallMs);
-    const serverCpuWaitPercent = waitPercent(wait0, wait1, wallMs);
-    const ackLatency = Float64Array.from(records.map((r) => r.ackedMs - r.sentMs)).sort();
-    // Every watcher matches every change, so one change costs N events: N x the mean bytes of
-    // the change events received (all of them, so a phase that falls behind still has a figure).
-    const totals = pool.totals();
-    const meanEventBytes = totals.changes > 0 ? totals.changeBytes / totals.changes : Number.NaN;
-    const bytes = {
-      // Per change at the offered rate: a phase that cannot keep up must not make polling look
-      // dearer by dividing the same List traffic among fewer changes.
-      ...compareBytes({ watchBytes: meanEventBytes * spec.watchers, changes: 1, listResponseBytes: listBytes, clients: spec.watchers, pollIntervalS: S.pollIntervalS, changesPerSec: S.ratePerSec }),
-      listResponseBytes: listBytes,
-      meanEventBytes,
-      /** What the watchers actually received of the window's writes, per write (equal to the above when all were delivered). */
-      deliveredBytesPerChange: measured.length > 0 ? join.deliveredBytes / measured.length : Number.NaN,
-    };
-    const latencyFromSendMs = percentiles(join.fromSendMs, undelivered);
-    // Keeping up: the write rate held, every event came, none later than KEEP_UP_P99_MS after
-    // its write was sent, and no stream was ended. A backlog shows as seconds of latency long
-    // before anything is lost, so latency is part of the test, not only delivery.
-    const keepsUp = rateHeld && drained && deliveredFraction >= 0.999 && latencyFromSendMs.p99 <= KEEP_UP_P99_MS && Object.keys(totals.ended).length === 0;
-    result = {
-      ...spec,
-      connectMs,
-      memory: { before, connected, underLoad },
-      rssPerWatcherBytes: (connected.rssBytes - before.rssBytes) / spec.watchers,
-      heapPerWatcherBytes: (connected.heapUsedBytes - before.heapUsedBytes) / spec.watchers,
-      heapPerWatcherNoiseBytes: (connected.heapSpreadBytes + before.heapSpreadBytes) / spec.watchers,
-      window: { ms: wallMs, writesSent: measured.length, writesAcked: acked },
-      targetRatePerSec: S.ratePerSec,
-      achievedRatePerSec,
-      rateHeld,
-      writer: { scheduled: run.scheduled, sent: run.sent, failed: run.failed, firstError: run.firstError, maxInFlight: run.maxInFlightSeen, cpuPercent: cpuPercent(run.cpuMs, run.wallMs), ackLatencyMs: percentiles(ackLatency) },
-      measuredWrites: measured.length,
-      deliveredFraction,
-      latencyFromAckMs: percentiles(join.fromAckMs, undelivered),
-      latencyFromSendMs,
-      undeliveredOlderThanMs: monoMs() - windowEnd,
-      drainMs,
-      drained,
-      serverCpuPercent,
-      serverCpuWaitPercent,
-      serverEventsPerSec: ((s1.value - s0.value) * 1000) / (s1.atMs - s0.atMs),
-      receivedEventsPerSec: ((received1 - received0) * 1000) / wallMs,
-      loadGenerator: { cpuPercent: cpuPercent((lgCpu.user + lgCpu.system) / 1000, wallMs), cpuWaitPercent: waitPercent(selfWait0, selfWait1, wallMs), eventLoopUtilization: elu.utilization, rssBytes: lgMem.rss, heapUsedBytes: lgMem.heapUsed },
-      watcherTotals: totals,
-      bytes,
-      verdict: verdictOf({ keepsUp, serverCpuPercent, serverCpuWaitPercent, elu: elu.utilization }),
-    };
-    progress(
-      {
-        phase: name,
-        achievedRatePerSec: +achievedRatePerSec.toFixed(1),
-        deliveredPct: +(deliveredFraction * 100).toFixed(2),
-        fromAckP50Ms: +result.latencyFromAckMs.p50.toFixed(2),
-        fromAckP99Ms: +result.latencyFromAckMs.p99.toFixed(2),
-        serverCpuPct: Math.round(serverCpuPercent),
-        serverCpuWaitPct: Math.round(serverCpuWaitPercent),
-        loadGenCpuPct: Math.round(result.loadGenerator.cpuPercent),
-        loadGenElu: +elu.utilization.toFixed(2),
-        verdict: result.verdict,
-      },
-      'phase done',
-    );
-  } finally {
-    pool.close();
-  }
-  // Every stream closed: what the node still holds (garbage not yet collected, or retained).
-  // Best effort: the node is this phase's alone, so one that stays swamped is only stopped.
-  const base = before.streams;
-  try {
-    await until(
-      'the node to close the watch streams',
-      60_000,
-      async () => ((await agent.metric('cairn_watch_streams')) ?? Number.POSITIVE_INFINITY) <= base,
-      async () => `cairn_watch_streams ${await agent.metric('cairn_watch_streams')} (baseline ${base})`,
-      250,
-    );
-  } catch (e) {
-    progress({ phase: name, err: e instanceof Error ? e.message : String(e) }, 'the node did not close the streams; no memory figure after close');
-    return result;
-  }
-  const afterClose = await sampleMemory(agent);
-  return { ...result, memory: { ...result.memory, afterClose } };
+  const m = await measureFanout<ServerMemory>({
+    label: name,
+    watchers: spec.watchers,
+    pool: makePool(agent, spec, deliveries),
+    deliveries,
+    writer: ctx.writer,
+    writes: { ratePerSec: S.ratePerSec, maxInFlight: S.maxInFlight, keys: S.keys, dataBytes: S.dataBytes },
+    timing: S,
+    probe: {
+      servingPid: agent.pid,
+      serverPids: [agent.pid],
+      sampleMemory: () => sampleMemory(agent),
+      serverStreams: () => agent.metric('cairn_watch_streams'),
+      eventsSent: () => agent.metric('cairn_watch_events_sent_total'),
+    },
+    seedRevision,
+    clkTck: ctx.clkTck,
+    progress,
+  });
+  const { before, connected } = m.memory;
+  // Every watcher matches every change, so one change costs N events: N x the mean bytes of
+  // the change events received (all of them, so a phase that falls behind still has a figure).
+  const bytes = {
+    // Per change at the offered rate: a phase that cannot keep up must not make polling look
+    // dearer by dividing the same List traffic among fewer changes.
+    ...compareBytes({ watchBytes: m.meanEventBytes * spec.watchers, changes: 1, listResponseBytes: listBytes, clients: spec.watchers, pollIntervalS: S.pollIntervalS, changesPerSec: S.ratePerSec }),
+    listResponseBytes: listBytes,
+    meanEventBytes: m.meanEventBytes,
+    /** What the watchers actually received of the window's writes, per write (equal to the above when all were delivered). */
+    deliveredBytesPerChange: m.deliveredBytesPerChange,
+  };
+  return {
+    ...spec,
+    connectMs: m.connectMs,
+    memory: m.memory,
+    rssPerWatcherBytes: (connected.rssBytes - before.rssBytes) / spec.watchers,
+    heapPerWatcherBytes: (connected.heapUsedBytes - before.heapUsedBytes) / spec.watchers,
+    heapPerWatcherNoiseBytes: (connected.heapSpreadBytes + before.heapSpreadBytes) / spec.watchers,
+    window: m.window,
+    targetRatePerSec: m.targetRatePerSec,
+    achievedRatePerSec: m.achievedRatePerSec,
+    rateHeld: m.rateHeld,
+    writer: m.writer,
+    measuredWrites: m.measuredWrites,
+    deliveredFraction: m.deliveredFraction,
+    latencyFromAckMs: m.latencyFromAckMs,
+    latencyFromSendMs: m.latencyFromSendMs,
+    undeliveredOlderThanMs: m.undeliveredOlderThanMs,
+    drainMs: m.drainMs,
+    drained: m.drained,
+    serverCpuPercent: m.serverCpuPercent,
+    serverCpuWaitPercent: m.serverCpuWaitPercent,
+    serverEventsPerSec: m.serverEventsPerSec,
+    receivedEventsPerSec: m.receivedEventsPerSec,
+    loadGenerator: m.loadGenerator,
+    watcherTotals: m.watcherTotals,
+    bytes,
+    verdict: m.verdict,
+  };
 }
 
 // ---- Main -----------------------------------------------------------------------------------------

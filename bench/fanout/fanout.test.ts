@@ -12,8 +12,11 @@ import { formatAligned } from '../report.js';
 import { metricValue, parseProcStat, parseProcStatus, parseSchedStat } from './proc.js';
 import { parseResults } from './results.js';
 import { compareBytes, cpuPercent, DeliveryLog, dueAtMs, joinLatencies, percentiles, verdictOf, writesDue } from './stats.js';
-import { decodeNdjsonHeader, decodeWatchEventHeader, EventKind, LineSplitter } from './wire.js';
-import { artistData } from './writer.js';
+import { decodeCairnWatchMessage, decodeNdjsonHeader, decodeWatchEventHeader, EventKind, LineSplitter, type WatchMessage } from './wire.js';
+import { artistData, type RunCommand, type RunReply } from './writer.js';
+import { monoMs } from './clock.js';
+import { measureFanout } from './measure.js';
+import { Streams, type WatcherPool, type WatcherTotals } from './watchers.js';
 
 const rev = (n: number): Revision => n as Revision;
 
@@ -178,6 +181,9 @@ t.test('the verdict names the limit', async (t) => {
   t.match(verdictOf({ keepsUp: false, serverCpuPercent: 95, serverCpuWaitPercent: 0, elu: 0.95 }), /both saturated/);
   t.match(verdictOf({ keepsUp: false, serverCpuPercent: 30, serverCpuWaitPercent: 20, elu: 0.2 }), /neither process saturated/);
   t.match(verdictOf({ keepsUp: false, serverCpuPercent: 95, serverCpuWaitPercent: Number.NaN, elu: 0.2 }), /node-bound/, 'without schedstat, CPU alone decides');
+  // A server that can use two cores (etcd) is saturated only when it wanted both.
+  t.match(verdictOf({ keepsUp: false, serverCpuPercent: 120, serverCpuWaitPercent: 10, elu: 0.2, serverCores: 2 }), /neither process saturated \(node busy 120% \+ waiting for a CPU 10% of 2 cores/);
+  t.match(verdictOf({ keepsUp: false, serverCpuPercent: 150, serverCpuWaitPercent: 40, elu: 0.2, serverCores: 2 }), /node-bound/);
 });
 
 t.test('chart and table', async (t) => {
@@ -204,4 +210,137 @@ t.test('chart and table', async (t) => {
   t.match(bounded, /fill="white"[^>]*><title>s: 2 -&gt; &gt;= 5,000</, 'a lower bound is drawn hollow and labelled as one');
   t.match(bounded, /hollow: at least this/);
   t.equal(formatAligned(['a', 'b'], [['x', '1']]), '| a | b |\n|---|--:|\n| x | 1 |');
+});
+
+t.test('a Cairn WatchList message as a WatchMessage', async (t) => {
+  const change = decodeCairnWatchMessage(encodeWatchEvent({ kind: 'change', watch: 0, revision: rev(77), resource: artist('a', 77) }));
+  t.same(change.changes, [77]);
+  t.equal(change.bytes, encodeWatchEvent({ kind: 'change', watch: 0, revision: rev(77), resource: artist('a', 77) }).length + 5, 'message plus the gRPC prefix');
+  const bookmark = decodeCairnWatchMessage(encodeWatchEvent({ kind: 'bookmark', revision: rev(80) }));
+  t.same([bookmark.changes, bookmark.bookmark], [[], true]);
+  t.same(decodeCairnWatchMessage(encodeWatchEvent({ kind: 'tail', watch: 0, revision: rev(9) })).changes, [], 'a tail is no change');
+});
+
+const msg = (changes: number[], bytes = 100, extra: Partial<WatchMessage> = {}): WatchMessage => ({ bytes, changes, bookmark: false, created: false, canceled: false, ...extra });
+
+t.test('stream bookkeeping: several changes in one message, order, created and canceled watches', async (t) => {
+  const log = new DeliveryLog();
+  const s = new Streams(2, log);
+  s.open[0] = 1;
+  s.open[1] = 1;
+  s.receive(0, msg([], 30, { created: true }), 1);
+  s.receive(0, msg([5, 6], 100), 2); // an etcd WatchResponse carrying two queued changes
+  s.receive(1, msg([5], 60), 3);
+  s.receive(1, msg([4], 60), 4); // backwards: a violation
+  t.equal(s.created, 1);
+  t.same(s.totals(), { messages: 4, bytes: 250, changes: 4, changeBytes: 220, bookmarks: 0, orderViolations: 1, ended: {} });
+  const got: number[][] = [];
+  log.forEach((r, at, b) => got.push([r, at, b]));
+  t.same(got, [[5, 2, 50], [6, 2, 50], [5, 3, 60], [4, 4, 60]], 'one delivery per change, the message bytes shared');
+  t.equal(s.minLast(), 4);
+  s.receive(1, msg([], 20, { canceled: true }), 5);
+  t.same(s.totals().ended, { CANCELED: 1 }, 'a watch the server canceled ends its stream');
+  t.equal(s.openCount(), 1);
+  t.equal(s.minLast(), 6, 'only open streams count');
+});
+
+/**
+ * A cluster in this process for measureFanout: `size` watchers, and a writer whose every write
+ * reaches every watcher at once, except the deliveries `drop` names (watcher, nth write).
+ */
+class FakeFanout implements WatcherPool {
+  readonly transport = 'grpc' as const;
+  readonly log = new DeliveryLog();
+  readonly streams: Streams;
+  private opened = false;
+  private closed = false;
+
+  constructor(
+    readonly size: number,
+    private readonly drop: (watcher: number, write: number) => boolean = () => false,
+  ) {
+    this.streams = new Streams(size, this.log);
+  }
+
+  open(): void {
+    this.opened = true;
+    this.streams.open.fill(1);
+  }
+  openStreams(): number {
+    return this.opened && !this.closed ? this.streams.openCount() : 0;
+  }
+  confirmed(): number {
+    return 0;
+  }
+  minLastRevision(): number {
+    return this.streams.minLast();
+  }
+  totals(): WatcherTotals {
+    return this.streams.totals();
+  }
+  close(): void {
+    this.closed = true;
+  }
+
+  /** The writer: open loop at cmd.ratePerSec from cmd.startAtMs; revisions from 1,001. */
+  run(cmd: Omit<RunCommand, 'type'>): Promise<RunReply> {
+    const total = writesDue(cmd.durationMs - 1e-9, cmd.ratePerSec);
+    const reply = { type: 'ran' as const, revision: [] as number[], sentMs: [] as number[], ackedMs: [] as number[], scheduled: total, sent: 0, failed: 0, firstError: undefined, cpuMs: 1, wallMs: cmd.durationMs, maxInFlightSeen: 1 };
+    return new Promise((resolve) => {
+      const tick = (): void => {
+        while (reply.sent < total && monoMs() >= cmd.startAtMs + dueAtMs(reply.sent, cmd.ratePerSec)) {
+          const k = reply.sent++;
+          const r = 1_001 + k;
+          const at = monoMs();
+          reply.revision.push(r);
+          reply.sentMs.push(at);
+          reply.ackedMs.push(at);
+          for (let w = 0; w < this.size; w++) if (!this.drop(w, k)) this.streams.receive(w, msg([r]), at);
+        }
+        if (reply.sent < total) setTimeout(tick, 2);
+        else resolve(reply);
+      };
+      setTimeout(tick, Math.max(0, cmd.startAtMs - monoMs()));
+    });
+  }
+}
+
+async function measureFake(fake: FakeFanout): ReturnType<typeof measureFanout<{ n: number }>> {
+  let samples = 0;
+  return measureFanout<{ n: number }>({
+    label: 'fake',
+    watchers: fake.size,
+    pool: fake,
+    deliveries: fake.log,
+    writer: fake,
+    writes: { ratePerSec: 100, maxInFlight: 100, keys: 10, dataBytes: 10 },
+    timing: { warmupMs: 100, measureMs: 300, drainTimeoutMs: 300, connectTimeoutMs: 5_000, closeTimeoutMs: 5_000 },
+    probe: { servingPid: process.pid, serverPids: [process.pid], sampleMemory: async () => ({ n: samples++ }), serverStreams: async () => fake.openStreams(), eventsSent: async () => undefined },
+    seedRevision: 1_000,
+    clkTck: 100,
+    progress: () => undefined,
+  });
+}
+
+t.test('the shared measurement: every write to every watcher keeps up', async (t) => {
+  const m = await measureFake(new FakeFanout(5));
+  t.ok(m.measuredWrites >= 25 && m.measuredWrites <= 35, `about 30 writes sent in the 300 ms window at 100/s (got ${m.measuredWrites})`);
+  t.equal(m.deliveredFraction, 1);
+  t.equal(m.latencyFromSendMs.missing, 0);
+  t.ok(m.drained);
+  t.ok(m.rateHeld, `the write rate held (${m.achievedRatePerSec}/s)`);
+  t.ok(m.keepsUp);
+  t.equal(m.verdict, 'keeps up');
+  t.same([m.memory.before.n, m.memory.connected.n, m.memory.underLoad.n, m.memory.afterClose?.n], [0, 1, 2, 3], 'memory before, connected, under load and after close, in that order');
+  t.equal(m.meanEventBytes, 100);
+});
+
+t.test('the shared measurement: one delivery missing is not keeping up', async (t) => {
+  // Watcher 3 misses the 20th write (inside the window); it gets every later one, so the drain ends.
+  const m = await measureFake(new FakeFanout(5, (w, k) => w === 3 && k === 20));
+  t.equal(m.latencyFromSendMs.missing, 1);
+  t.ok(m.drained);
+  t.ok(m.rateHeld);
+  t.notOk(m.keepsUp, 'every watcher must get every event');
+  t.equal(m.latencyFromSendMs.max, Number.POSITIVE_INFINITY, 'the missing delivery ranks above every real one');
 });

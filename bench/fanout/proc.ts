@@ -3,7 +3,7 @@
  * memory from /proc (Linux), heap and watch gauges from the node's /metrics.
  */
 import { spawnSync } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 
 export interface ProcCpu {
   /** User plus system CPU time of the process, in clock ticks. */
@@ -57,6 +57,32 @@ export function parseSchedStat(text: string): SchedStat {
 export async function readSchedStat(pid: number | 'self'): Promise<SchedStat | undefined> {
   try {
     return parseSchedStat(await readFile(`/proc/${pid}/schedstat`, 'utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Scheduler statistics summed over every thread of a process (/proc/<pid>/task/<tid>/schedstat):
+ * for a Go server such as etcd, whose work runs on many threads, the main thread's alone says
+ * little. Threads that exit between two samples take their share with them. Undefined where /proc
+ * has none.
+ */
+export async function readSchedStatAllThreads(pid: number): Promise<SchedStat | undefined> {
+  try {
+    const tids = await readdir(`/proc/${pid}/task`);
+    let runNs = 0;
+    let waitNs = 0;
+    for (const tid of tids) {
+      try {
+        const s = parseSchedStat(await readFile(`/proc/${pid}/task/${tid}/schedstat`, 'utf8'));
+        runNs += s.runNs;
+        waitNs += s.waitNs;
+      } catch {
+        // the thread exited meanwhile
+      }
+    }
+    return { runNs, waitNs };
   } catch {
     return undefined;
   }

@@ -154,16 +154,18 @@ export function cpuPercent(cpuMs: number, wallMs: number): number {
 
 /**
  * Why a phase fell behind, from what each process did in the window. The node is saturated
- * when its JavaScript thread was running or waiting to run (CPU + run-queue wait) nearly all
- * the time: it wanted a whole core, whether or not other work let it have one. The load
- * generator is saturated when its event loop was busy nearly all the time.
+ * when its threads were running or waiting to run (CPU + run-queue wait) nearly all the time
+ * on as many cores as it can use: one for a Node server (its JavaScript thread does the
+ * fan-out), every core for a Go server such as etcd (`serverCores`). It wanted them whether
+ * or not other work let it have them. The load generator is saturated when its event loop was
+ * busy nearly all the time.
  */
-export function verdictOf(p: { keepsUp: boolean; serverCpuPercent: number; serverCpuWaitPercent: number; elu: number }): string {
+export function verdictOf(p: { keepsUp: boolean; serverCpuPercent: number; serverCpuWaitPercent: number; elu: number; serverCores?: number }): string {
   if (p.keepsUp) return 'keeps up';
   const wait = Number.isFinite(p.serverCpuWaitPercent) ? p.serverCpuWaitPercent : 0;
-  const server = p.serverCpuPercent + wait >= 90;
+  const server = p.serverCpuPercent + wait >= 90 * (p.serverCores ?? 1);
   const client = p.elu >= 0.85;
-  const node = `node busy ${Math.round(p.serverCpuPercent)}% + waiting for a CPU ${Math.round(wait)}%`;
+  const node = `node busy ${Math.round(p.serverCpuPercent)}% + waiting for a CPU ${Math.round(wait)}%${(p.serverCores ?? 1) > 1 ? ` of ${p.serverCores} cores` : ''}`;
   const gen = `watcher event loop ${Math.round(p.elu * 100)}% busy`;
   if (server && client) return `falls behind: node and load generator both saturated (${node}; ${gen})`;
   if (server) return `falls behind: node-bound (${node})`;

@@ -1,18 +1,18 @@
 /**
- * Many watchers in one process: gRPC WatchList streams (several per connection, one connection
- * per `perChannel` watchers) or HTTP `POST /v1/watch` streams (one connection each). Each
- * records, per change event, its revision, when it arrived and how many bytes it took; nothing
- * else of the event is decoded (see wire.ts).
+ * Many watchers in one process: gRPC watch streams (several per connection, one connection per
+ * `perChannel` watchers), Cairn's WatchList or etcd's Watch, or HTTP `POST /v1/watch` streams
+ * (one connection each). Each records, per change event, its revision, when it arrived and how
+ * many bytes it took; nothing else of the event is decoded (see wire.ts).
  */
 import http from 'node:http';
 import * as grpc from '@grpc/grpc-js';
 import { cairn } from '../../src/gen/resource.js';
 import { monoMs } from './clock.js';
 import type { DeliveryLog } from './stats.js';
-import { decodeNdjsonHeader, decodeWatchEventHeader, EventKind, GRPC_MESSAGE_PREFIX_BYTES, LineSplitter, type EventHeader } from './wire.js';
+import { decodeCairnWatchMessage, decodeNdjsonHeader, EventKind, GRPC_MESSAGE_PREFIX_BYTES, LineSplitter, type WatchMessage } from './wire.js';
 
 export const ARTIST = 'demo.v1.Artist';
-const WATCH_PATH = '/cairn.resource.v1.ResourceService/WatchList';
+const CAIRN_WATCH_PATH = '/cairn.resource.v1.ResourceService/WatchList';
 
 export type Transport = 'grpc' | 'http';
 
@@ -37,6 +37,8 @@ export interface WatcherPool {
   open(): void;
   /** Streams still open (not ended by the server or an error). */
   openStreams(): number;
+  /** Watchers the server has confirmed as registered (etcd's `created`); 0 where the protocol says nothing. */
+  confirmed(): number;
   /** The lowest last-received change revision over the open streams (0 when none received). */
   minLastRevision(): number;
   totals(): WatcherTotals;
@@ -44,8 +46,8 @@ export interface WatcherPool {
   close(): void;
 }
 
-/** Per-stream bookkeeping shared by both transports. */
-class Streams {
+/** Per-stream bookkeeping shared by every transport (exported for tests and fake pools). */
+export class Streams {
   readonly lastRevision: Float64Array;
   readonly open: Uint8Array;
   messages = 0;
@@ -54,6 +56,7 @@ class Streams {
   changeBytes = 0;
   bookmarks = 0;
   orderViolations = 0;
+  created = 0;
   closing = false;
   readonly ended: Record<string, number> = {};
 
@@ -65,16 +68,25 @@ class Streams {
     this.open = new Uint8Array(size);
   }
 
-  receive(i: number, h: EventHeader, bytes: number, atMs: number): void {
+  receive(i: number, m: WatchMessage, atMs: number): void {
     this.messages++;
-    this.bytes += bytes;
-    if (h.kind === EventKind.change || h.kind === EventKind.delete) {
-      this.changes++;
-      this.changeBytes += bytes;
-      if (h.revision <= (this.lastRevision[i] as number)) this.orderViolations++;
-      this.lastRevision[i] = h.revision;
-      this.log.push(h.revision, atMs, bytes);
-    } else if (h.kind === EventKind.bookmark) this.bookmarks++;
+    this.bytes += m.bytes;
+    if (m.created) this.created++;
+    if (m.bookmark) this.bookmarks++;
+    const n = m.changes.length;
+    if (n > 0) {
+      // Several changes in one message share its bytes.
+      const each = m.bytes / n;
+      for (let k = 0; k < n; k++) {
+        const revision = m.changes[k] as number;
+        this.changes++;
+        this.changeBytes += each;
+        if (revision <= (this.lastRevision[i] as number)) this.orderViolations++;
+        this.lastRevision[i] = revision;
+        this.log.push(revision, atMs, each);
+      }
+    }
+    if (m.canceled) this.end(i, 'CANCELED');
   }
 
   end(i: number, code: string): void {
@@ -100,27 +112,49 @@ class Streams {
   }
 }
 
-/** The WatchList request every gRPC watcher sends: demo.v1.Artist in the default namespace, live events only. */
-function watchListRequest(): Buffer {
-  const req = cairn.resource.v1.WatchListRequest.create({ watches: [{ type: ARTIST, tenancy: { partition: 'default', namespace: 'default' }, atTail: true }] });
-  return Buffer.from(cairn.resource.v1.WatchListRequest.encode(req).finish());
+/** How one system's gRPC watch stream is opened and read. */
+export interface GrpcWatchProtocol {
+  /** The method's path: /package.Service/Method. */
+  readonly path: string;
+  /**
+   * A bidirectional method (etcd's Watch): the request is written on the open stream, which
+   * stays open; otherwise (Cairn's WatchList) a server-streaming call with the request.
+   */
+  readonly bidi: boolean;
+  /** The encoded request message that starts the watch. */
+  readonly request: Buffer;
+  /** Reads one received message (the bytes without gRPC's prefix). */
+  decode(buf: Buffer): WatchMessage;
+  /** The error code to count a stream under when the server ends it with an error. */
+  codeOf?(e: grpc.ServiceError): string;
 }
 
-interface Received {
-  readonly h: EventHeader;
-  readonly bytes: number;
+/** Cairn's WatchList of one type in one namespace, live changes only (`at_tail`, no initial state). */
+export function cairnWatchProtocol(type: string, namespace: string): GrpcWatchProtocol {
+  const req = cairn.resource.v1.WatchListRequest.create({ watches: [{ type, tenancy: { partition: 'default', namespace }, atTail: true }] });
+  return {
+    path: CAIRN_WATCH_PATH,
+    bidi: false,
+    request: Buffer.from(cairn.resource.v1.WatchListRequest.encode(req).finish()),
+    decode: decodeCairnWatchMessage,
+    codeOf: (e) => {
+      const cairnCode = e.metadata?.get('cairn-error-code')[0];
+      return typeof cairnCode === 'string' ? cairnCode : (grpc.status[e.code] ?? String(e.code));
+    },
+  };
 }
 
 export class GrpcWatcherPool implements WatcherPool {
   readonly transport = 'grpc' as const;
   private readonly streams: Streams;
   private readonly clients: grpc.Client[] = [];
-  private readonly calls: grpc.ClientReadableStream<Received>[] = [];
+  private readonly calls: (grpc.ClientReadableStream<WatchMessage> | grpc.ClientDuplexStream<Buffer, WatchMessage>)[] = [];
 
   constructor(
     private readonly address: string,
     readonly size: number,
     log: DeliveryLog,
+    private readonly protocol: GrpcWatchProtocol = cairnWatchProtocol(ARTIST, 'default'),
     private readonly perChannel = 500,
     /** 'grpc-node.flow_control_window' of each connection (bytes); default HTTP/2's 65,535. */
     private readonly flowControlWindowBytes?: number,
@@ -129,8 +163,9 @@ export class GrpcWatcherPool implements WatcherPool {
   }
 
   open(): void {
-    const request = watchListRequest();
-    const deserialize = (buf: Buffer): Received => ({ h: decodeWatchEventHeader(buf), bytes: buf.length + GRPC_MESSAGE_PREFIX_BYTES });
+    const { path, request, decode, bidi } = this.protocol;
+    const codeOf = this.protocol.codeOf ?? ((e: grpc.ServiceError): string => grpc.status[e.code] ?? String(e.code));
+    const identity = (b: Buffer): Buffer => b;
     for (let i = 0; i < this.size; i++) {
       const c = Math.floor(i / this.perChannel);
       if (c === this.clients.length) {
@@ -145,13 +180,18 @@ export class GrpcWatcherPool implements WatcherPool {
         );
       }
       const client = this.clients[c] as grpc.Client;
-      const call = client.makeServerStreamRequest<Buffer, Received>(WATCH_PATH, (b) => b, deserialize, request, new grpc.Metadata(), {});
+      let call: grpc.ClientReadableStream<WatchMessage> | grpc.ClientDuplexStream<Buffer, WatchMessage>;
+      if (bidi) {
+        const duplex = client.makeBidiStreamRequest<Buffer, WatchMessage>(path, identity, decode, new grpc.Metadata(), {});
+        // The request side stays open: etcd ends a watch stream whose client has closed its side.
+        duplex.write(request);
+        call = duplex;
+      } else {
+        call = client.makeServerStreamRequest<Buffer, WatchMessage>(path, identity, decode, request, new grpc.Metadata(), {});
+      }
       this.streams.open[i] = 1;
-      call.on('data', (r: Received) => this.streams.receive(i, r.h, r.bytes, monoMs()));
-      call.on('error', (e: grpc.ServiceError) => {
-        const cairnCode = e.metadata?.get('cairn-error-code')[0];
-        this.streams.end(i, typeof cairnCode === 'string' ? cairnCode : (grpc.status[e.code] ?? String(e.code)));
-      });
+      call.on('data', (m: WatchMessage) => this.streams.receive(i, m, monoMs()));
+      call.on('error', (e: grpc.ServiceError) => this.streams.end(i, codeOf(e)));
       call.on('end', () => this.streams.end(i, 'ENDED'));
       this.calls.push(call);
     }
@@ -159,6 +199,10 @@ export class GrpcWatcherPool implements WatcherPool {
 
   openStreams(): number {
     return this.streams.openCount();
+  }
+
+  confirmed(): number {
+    return this.streams.created;
   }
 
   minLastRevision(): number {
@@ -209,7 +253,8 @@ export class HttpWatcherPool implements WatcherPool {
             if (line === '') continue;
             const h = decodeNdjsonHeader(line);
             // The line and its newline; watch lines are ASCII unless the data is not.
-            this.streams.receive(i, h, line.length + 1, at);
+            const change = h.kind === EventKind.change || h.kind === EventKind.delete;
+            this.streams.receive(i, { bytes: line.length + 1, changes: change ? [h.revision] : [], bookmark: h.kind === EventKind.bookmark, created: false, canceled: false }, at);
             if (h.kind === EventKind.error) this.streams.end(i, /"code":"([A-Z_]+)"/.exec(line)?.[1] ?? 'ERROR');
           }
         });
@@ -224,6 +269,10 @@ export class HttpWatcherPool implements WatcherPool {
 
   openStreams(): number {
     return this.streams.openCount();
+  }
+
+  confirmed(): number {
+    return 0;
   }
 
   minLastRevision(): number {

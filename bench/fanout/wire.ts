@@ -92,6 +92,32 @@ export function decodeWatchEventHeader(buf: Uint8Array): EventHeader {
   return { kind, revision };
 }
 
+/**
+ * One message a watcher received, as far as the benchmark reads it, whatever the system: the
+ * revisions of the changes it carries (one per Cairn WatchEvent; one or more per etcd
+ * WatchResponse, whose watcher's changes can queue up into one message) and what else it was.
+ */
+export interface WatchMessage {
+  /** Bytes on the wire: the message plus gRPC's 5-byte prefix. */
+  readonly bytes: number;
+  /** Revisions of the change and delete events it carries, in order (often empty or one). */
+  readonly changes: readonly number[];
+  readonly bookmark: boolean;
+  /** etcd: the answer to the watch's create request (the watcher is registered). */
+  readonly created: boolean;
+  /** etcd: the server canceled the watch (compaction, or an error); the stream carries no more of it. */
+  readonly canceled: boolean;
+}
+
+const NO_CHANGES: readonly number[] = [];
+
+/** A Cairn WatchList message (a cairn.resource.v1.WatchEvent) as a WatchMessage. */
+export function decodeCairnWatchMessage(buf: Uint8Array): WatchMessage {
+  const h = decodeWatchEventHeader(buf);
+  const change = h.kind === EventKind.change || h.kind === EventKind.delete;
+  return { bytes: buf.length + GRPC_MESSAGE_PREFIX_BYTES, changes: change ? [h.revision] : NO_CHANGES, bookmark: h.kind === EventKind.bookmark, created: false, canceled: false };
+}
+
 const NDJSON_HEAD = /^\{"type":"([a-z_]+)"(?:,"watch":\d+)?,"revision":"(\d+)"/;
 const NDJSON_KIND: Readonly<Record<string, EventKind>> = {
   change: EventKind.change,

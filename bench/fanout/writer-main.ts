@@ -1,14 +1,25 @@
 /**
  * The writer process (see writer.ts): one command at a time over IPC, one reply each.
  */
+import { monotonicFactory } from 'ulid';
 import { CairnClient } from '../../src/client/index.js';
+import { EtcdKv } from '../etcd-client.js';
+import { CAIRN_NAMESPACE, CAIRN_TYPE, etcdKey, keyName, makeValue } from '../kv-data.js';
 import { monoMs } from './clock.js';
 import { dueAtMs, writesDue } from './stats.js';
 import { ARTIST } from './watchers.js';
-import { artistData, artistName, type RunCommand, type RunReply, type SeedCommand, type SeedReply, type WriterCommand, type WriterReply } from './writer.js';
+import { artistData, artistName, type RunCommand, type RunReply, type SeedCommand, type SeedReply, type WriterCommand, type WriterReply, type WriteTarget } from './writer.js';
 
-let client: CairnClient | undefined;
-let clientEndpoint = '';
+/** One write of key `key` whose value is new (`seq` differs every time); resolves to the revision it made. */
+type WriteFn = (key: number, seq: number, dataBytes: number) => Promise<number>;
+
+interface Connection {
+  readonly target: WriteTarget;
+  readonly write: WriteFn;
+  close(): void;
+}
+
+let conn: Connection | undefined;
 /** Writes made by this process so far: every write's data differs from every earlier one, so none is a no-op. */
 let writesMade = 0;
 
@@ -16,24 +27,45 @@ const reply = (r: WriterReply): void => {
   process.send?.(r);
 };
 
-const ref = (key: number): { type: string; name: string; tenancy: { namespace: string } } => ({ type: ARTIST, name: artistName(key), tenancy: { namespace: 'default' } });
+function connect(target: WriteTarget): Connection {
+  switch (target.system) {
+    case 'cairn-artist': {
+      const c = new CairnClient({ endpoints: [target.endpoint], timeoutMs: 30_000 });
+      const ref = (key: number): { type: string; name: string; tenancy: { namespace: string } } => ({ type: ARTIST, name: artistName(key), tenancy: { namespace: 'default' } });
+      return { target, close: () => c.close(), write: async (key, seq, dataBytes) => Number((await c.write(ref(key), { data: artistData(key, seq, dataBytes) })).version) };
+    }
+    case 'cairn-album': {
+      const c = new CairnClient({ endpoints: [target.endpoint], timeoutMs: 30_000 });
+      // As the load generator's: the client's default ulid() costs ~46 µs a write.
+      const requestId = monotonicFactory();
+      const ref = (key: number): { type: string; name: string; tenancy: { namespace: string } } => ({ type: CAIRN_TYPE, name: keyName(key), tenancy: { namespace: CAIRN_NAMESPACE } });
+      return {
+        target,
+        close: () => c.close(),
+        write: async (key, seq) => Number((await c.write(ref(key), { data: { title: makeValue(0, seq) } }, { requestId: requestId() })).version),
+      };
+    }
+    case 'etcd': {
+      const c = new EtcdKv(target.endpoint, 30_000);
+      return { target, close: () => c.close(), write: (key, seq) => c.put(Buffer.from(etcdKey(key)), Buffer.from(makeValue(0, seq))) };
+    }
+  }
+}
 
 async function seed(cmd: SeedCommand): Promise<SeedReply> {
-  // Each phase has a node of its own: a client for this one.
-  if (client === undefined || clientEndpoint !== cmd.endpoint) {
-    client?.close();
-    client = new CairnClient({ endpoints: [cmd.endpoint], timeoutMs: 30_000 });
-    clientEndpoint = cmd.endpoint;
+  // Each phase of make bench-watch has a node of its own, each system of make bench its own cluster.
+  if (conn === undefined || conn.target.system !== cmd.target.system || conn.target.endpoint !== cmd.target.endpoint) {
+    conn?.close();
+    conn = connect(cmd.target);
   }
-  const c = client;
+  const c = conn;
   const t0 = monoMs();
   let next = 0;
   let revision = 0;
   const worker = async (): Promise<void> => {
     while (next < cmd.keys) {
       const key = next++;
-      const r = await c.write(ref(key), { data: artistData(key, 0, cmd.dataBytes) });
-      revision = Math.max(revision, Number(r.version));
+      revision = Math.max(revision, await c.write(key, ++writesMade, cmd.dataBytes));
     }
   };
   await Promise.all(Array.from({ length: cmd.concurrency }, worker));
@@ -41,7 +73,7 @@ async function seed(cmd: SeedCommand): Promise<SeedReply> {
 }
 
 async function run(cmd: RunCommand): Promise<RunReply> {
-  const c = client;
+  const c = conn;
   if (!c) throw new Error('run before seed: the writer has no client');
   const total = writesDue(cmd.durationMs - 1e-9, cmd.ratePerSec);
   const revision: number[] = [];
@@ -68,11 +100,11 @@ async function run(cmd: RunCommand): Promise<RunReply> {
       inFlight++;
       maxInFlightSeen = Math.max(maxInFlightSeen, inFlight);
       const t0 = monoMs();
-      c.write(ref(key), { data: artistData(key, seq, cmd.dataBytes) }).then(
-        (r) => {
+      c.write(key, seq, cmd.dataBytes).then(
+        (rev) => {
           ackedMs.push(monoMs());
           sentMs.push(t0);
-          revision.push(Number(r.version));
+          revision.push(rev);
         },
         (e: unknown) => {
           failed++;
@@ -107,7 +139,7 @@ process.on('message', (m: WriterCommand) => {
         reply(await run(m));
         return;
       case 'exit':
-        client?.close();
+        conn?.close();
         process.exit(0);
     }
   };

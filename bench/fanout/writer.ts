@@ -1,16 +1,26 @@
 /**
- * The writer: a child process of its own (writer-main.ts) that writes demo.v1.Artist
- * resources over gRPC with the Cairn client, paced open-loop, and records each write's send
- * time, ack time and revision. A process of its own so its pacing and its timestamps do not
- * wait behind thousands of watchers' events, and so its CPU is counted apart from theirs.
+ * The writer: a child process of its own (writer-main.ts) that writes over gRPC, paced
+ * open-loop, and records each write's send time, ack time and revision. A process of its own
+ * so its pacing and its timestamps do not wait behind thousands of watchers' events, and so
+ * its CPU is counted apart from theirs. It writes to one of:
+ *
+ * - `cairn-artist` (make bench-watch): demo.v1.Artist resources in the default namespace with
+ *   the Cairn client, `data` of ~`dataBytes` of JSON (artistData);
+ * - `cairn-album` (make bench's fan-out phase): the side-by-side data set, demo.v1.Album
+ *   `key-000000`.. in namespace `bench`, the 256-byte value as the title (bench/kv-data.ts);
+ * - `etcd` (the same phase): Put of the 256-byte value to `/bench/key-000000`.. with
+ *   bench/etcd-client.ts.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { WriteRecord } from './stats.js';
 
+export type WriteTarget = { readonly system: 'cairn-artist' | 'cairn-album' | 'etcd'; readonly endpoint: string };
+
+/** Connects to `target` (a new client when it changed) and writes keys 0..keys-1 once (none: connect only). */
 export interface SeedCommand {
   readonly type: 'seed';
-  readonly endpoint: string;
+  readonly target: WriteTarget;
   readonly keys: number;
   readonly dataBytes: number;
   readonly concurrency: number;

@@ -7,7 +7,7 @@ import { grpcErrorOf, toCairnError } from './errors.js';
 import type { Resource } from '../store/index.js';
 import { resourceToJson, type ResourceIdJson, type ResourceJson, type StatusJson } from './resource-json.js';
 import { bearerToken, checkRequestId, LIMITS, type CallContext, type ResourceService } from './resource-service.js';
-import type { WatchEvent, WatchService } from './watch.js';
+import { SharedChangeEvent, type WatchEvent, type WatchService } from './watch.js';
 
 /**
  * The public gRPC resource API (proto/cairn/resource/v1/resource.proto) over ResourceService:
@@ -227,32 +227,26 @@ function encodedResource(r: Resource): Uint8Array {
 
 const EMPTY = {};
 
-/** Encoded change/delete events by resource version, then by kind, watch index and revision (a few per version). */
-const encodedEvents = new WeakMap<Resource, Map<string, Buffer>>();
-
-/** One WatchEvent message. A resource's bytes are appended as field 3 (change) or 4 (delete): protobuf allows any field order. */
+/**
+ * One WatchEvent message. A change or delete is the event's head (watch, revision) followed by
+ * the resource's cached bytes as field 3 (change) or 4 (delete): protobuf allows any field
+ * order. A SharedChangeEvent (what sessions send) is encoded once and its bytes handed to every
+ * watcher that gets it.
+ */
 export function encodeWatchEvent(ev: WatchEvent): Buffer {
   const codec = pb.WatchEvent as unknown as MessageCodec;
   switch (ev.kind) {
     case 'change':
     case 'delete': {
-      // The same event goes to every watcher of the resource's type: encode it once per
-      // (kind, watch index, revision) and hand every watcher the same bytes.
-      let perResource = encodedEvents.get(ev.resource);
-      if (perResource === undefined) {
-        perResource = new Map();
-        encodedEvents.set(ev.resource, perResource);
-      }
-      const key = `${ev.kind === 'change' ? 'c' : 'd'}${ev.watch}:${ev.revision}`;
-      const cached = perResource.get(key);
+      const shared = ev instanceof SharedChangeEvent ? ev : undefined;
+      const cached = shared?.encoded.grpc;
       if (cached !== undefined) return cached;
       const head = codec.encode({ watch: ev.watch, revision: String(ev.revision) }).finish();
       const body = encodedResource(ev.resource);
       const w = protobuf.Writer.create();
       w.uint32(ev.kind === 'change' ? (3 << 3) | 2 : (4 << 3) | 2).bytes(body);
-      const tail = w.finish();
-      const out = Buffer.concat([head, tail]);
-      perResource.set(key, out);
+      const out = Buffer.concat([head, w.finish()]);
+      if (shared) shared.encoded.grpc = out;
       return out;
     }
     case 'tail':
@@ -430,7 +424,8 @@ function watchList(watches: WatchService | undefined, logger: Logger): grpc.hand
             call.once('drain', cb);
           },
           sizeOf(ev) {
-            return ev.kind === 'change' || ev.kind === 'delete' ? encodedResource(ev.resource).length + 32 : 32;
+            // Encoded once per shared event; the write below reuses the bytes.
+            return ev.kind === 'change' || ev.kind === 'delete' ? encodeWatchEvent(ev).length + 5 : 32;
           },
           end(error) {
             ended = true;

@@ -1,16 +1,19 @@
 import t from 'tap';
 import type { Clock, LogIndex, Revision, Term } from '../base/index.js';
 import { Fsm, MessageType, encodeEnvelope } from '../fsm/index.js';
-import type { ChangeRecord } from '../store/index.js';
+import type { ChangeRecord, Resource } from '../store/index.js';
 import { EventPublisher } from '../stream/index.js';
 import { registerDemoTypes } from './demo-types.js';
 import { TypeRegistry } from './registry.js';
 import { ResourceService } from './resource-service.js';
-import { WatchService, type WatchEvent } from './watch.js';
+import { encodeWatchEvent } from './grpc-resource-service.js';
+import { cairn } from '../gen/resource.js';
+import { SharedChangeEvent, sharedChangeEvent, WatchService, type WatchEvent } from './watch.js';
+import { watchEventLine } from './watch-routes.js';
 
 const clock: Clock = { nowMs: () => 0, monotonicMs: () => 0 };
 
-function setup(fanoutEventsPerTurn: number): { svc: WatchService; write: (name: string) => void } {
+function setup(fanoutEventsPerTurn: number): { svc: WatchService; write: (name: string) => void; del: (name: string) => void } {
   const fsm = new Fsm();
   const pub = new EventPublisher({ current: () => fsm.store }, { clock, bookmarkIntervalMs: Number.POSITIVE_INFINITY });
   const registry = new TypeRegistry();
@@ -24,7 +27,13 @@ function setup(fanoutEventsPerTurn: number): { svc: WatchService; write: (name: 
     const out = fsm.apply({ index: index as LogIndex, term: 1 as Term, data: encodeEnvelope(MessageType.ResourceWrite, body) });
     pub.publish(index as Revision, out.changes as readonly ChangeRecord[]);
   };
-  return { svc, write };
+  const del = (name: string): void => {
+    index++;
+    const body = { time: 't', uid: `u${index}`, generation: `g${index}`, id: { type: { group: 'demo', groupVersion: 'v1', kind: 'Artist' }, tenancy: { partition: 'default', namespace: 'default' }, name } };
+    const out = fsm.apply({ index: index as LogIndex, term: 1 as Term, data: encodeEnvelope(MessageType.ResourceDelete, body) });
+    pub.publish(index as Revision, out.changes as readonly ChangeRecord[]);
+  };
+  return { svc, write, del };
 }
 
 const nextTurn = (): Promise<void> => new Promise((r) => setImmediate(r));
@@ -87,4 +96,66 @@ t.test('with a large budget one turn serves every waiting stream', async (t) => 
     await nextTurn();
   }
   t.equal(turnsSeen.size, 1, 'one turn');
+});
+
+t.test('every stream is handed the same event object for a change, and each transport encodes it once', async (t) => {
+  const { svc, write, del } = setup(1_000_000);
+  // Three streams: two with one watch (index 0), one with the type twice (indexes 0 and 1).
+  const got: WatchEvent[][] = [[], [], []];
+  const specs = [[{ type: 'demo.v1.Artist', atTail: true }], [{ type: 'demo.v1.Artist', atTail: true }], [{ type: 'demo.v1.Album', atTail: true }, { type: 'demo.v1.Artist', atTail: true }]];
+  specs.forEach((spec, i) =>
+    svc.open(spec, {}, {
+      send(events) {
+        got[i]?.push(...events);
+        return true;
+      },
+      onDrain() {},
+      end() {},
+    }),
+  );
+  await nextTurn();
+  write('x');
+  del('x');
+  const deadline = Date.now() + 5_000;
+  while (got.some((g) => g.length < 2)) {
+    if (Date.now() > deadline) throw new Error(`not delivered: ${got.map((g) => g.length).join(', ')}`);
+    await nextTurn();
+  }
+  const [a, b, c] = got as [WatchEvent[], WatchEvent[], WatchEvent[]];
+  t.ok(a[0] instanceof SharedChangeEvent, 'a shared event');
+  t.equal(a[0], b[0], 'streams with the same watch index get the one object');
+  t.equal(a[1], b[1], 'the delete too');
+  t.not(a[0], a[1], 'a change and the delete of the same stored version are different events');
+  t.not(a[0], c[0], 'another watch index is another event');
+  t.same(
+    c.map((e) => [e.kind, e.kind === 'bookmark' ? -1 : e.watch]),
+    [['change', 1], ['delete', 1]],
+  );
+  // Encoded once: the same bytes (and NDJSON line) for every stream, and what a plain event of the same fields encodes to.
+  const ev = a[0] as WatchEvent;
+  t.equal(encodeWatchEvent(ev), encodeWatchEvent(b[0] as WatchEvent), 'gRPC: one Buffer for every stream');
+  t.equal(watchEventLine(ev), watchEventLine(b[0] as WatchEvent));
+  for (const e of [...a, c[0] as WatchEvent, c[1] as WatchEvent]) {
+    if (e.kind !== 'change' && e.kind !== 'delete') throw new Error('a change or delete was expected');
+    const plain = { kind: e.kind, watch: e.watch, revision: e.revision, resource: e.resource };
+    t.same([...encodeWatchEvent(e)], [...encodeWatchEvent(plain)], `${e.kind} to watch ${e.watch}: the cached bytes are this event's`);
+    t.equal(watchEventLine(e), watchEventLine(plain));
+    const decoded = cairn.resource.v1.WatchEvent.decode(encodeWatchEvent(e));
+    t.same([decoded.watch, decoded.revision, decoded.event], [e.watch, String(e.revision), e.kind], 'decodes to its own watch index, revision and kind');
+  }
+});
+
+t.test('sharedChangeEvent: one object per kind, watch index and revision of a stored version', async (t) => {
+  const r = { id: { name: 'x' } } as unknown as Resource;
+  const other = { id: { name: 'x' } } as unknown as Resource;
+  const rev = 5 as Revision;
+  const first = sharedChangeEvent('change', 0, rev, r);
+  t.equal(sharedChangeEvent('change', 0, rev, r), first);
+  const keys: [('change' | 'delete'), number, number, Resource][] = [['delete', 0, 5, r], ['change', 1, 5, r], ['change', 0, 6, r], ['change', 0, 5, other]];
+  const made = keys.map(([k, w, v, res]) => sharedChangeEvent(k, w, v as Revision, res));
+  for (const [i, e] of made.entries()) {
+    t.not(e, first, `${keys[i]?.slice(0, 3).join(' ')} is another event`);
+    t.equal(sharedChangeEvent(...(keys[i] as [('change' | 'delete'), number, Revision, Resource])), e, 'and it is found again');
+  }
+  t.equal(sharedChangeEvent('change', 0, rev, r), first, 'the first is still found among several');
 });

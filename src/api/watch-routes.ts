@@ -3,7 +3,7 @@ import { CairnError, ErrorCode } from '../base/index.js';
 import { errorBody } from './errors.js';
 import type { HttpRequest, Router } from './http-server.js';
 import { bearerToken } from './resource-service.js';
-import { resourceJsonText, WATCH_LIMITS, type WatchEvent, type WatchService, type WatchSpec } from './watch.js';
+import { resourceJsonText, SharedChangeEvent, WATCH_LIMITS, type WatchEvent, type WatchService, type WatchSpec } from './watch.js';
 
 const WATCH_FIELDS = ['type', 'partition', 'namespace', 'name_prefix', 'gt_revision', 'at_tail'] as const;
 
@@ -35,12 +35,18 @@ export function parseWatchBody(req: HttpRequest): WatchSpec[] {
   });
 }
 
-/** One NDJSON line per event (API.md "Watch"). */
+/** One NDJSON line per event (API.md "Watch"); a SharedChangeEvent's line is built once for every watcher that gets it. */
 export function watchEventLine(ev: WatchEvent): string {
   switch (ev.kind) {
     case 'change':
-    case 'delete':
-      return `{"type":"${ev.kind}","watch":${ev.watch},"revision":"${ev.revision}","value":${resourceJsonText(ev.resource)}}\n`;
+    case 'delete': {
+      const shared = ev instanceof SharedChangeEvent ? ev : undefined;
+      const cached = shared?.encoded.ndjson;
+      if (cached !== undefined) return cached;
+      const line = `{"type":"${ev.kind}","watch":${ev.watch},"revision":"${ev.revision}","value":${resourceJsonText(ev.resource)}}\n`;
+      if (shared) shared.encoded.ndjson = line;
+      return line;
+    }
     case 'tail':
       return `{"type":"tail","watch":${ev.watch},"revision":"${ev.revision}"}\n`;
     case 'bookmark':
@@ -72,7 +78,8 @@ export function addWatchRoutes(router: Router, watches: WatchService): void {
         res.once('drain', cb);
       },
       sizeOf(ev) {
-        return ev.kind === 'change' || ev.kind === 'delete' ? resourceJsonText(ev.resource).length + 64 : 64;
+        // Built once per shared event; the write below reuses the line.
+        return ev.kind === 'change' || ev.kind === 'delete' ? watchEventLine(ev).length : 64;
       },
       end(error) {
         if (error) {

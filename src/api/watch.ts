@@ -34,11 +34,60 @@ export interface WatchSpec {
   readonly snapshotOnCompacted?: boolean | undefined;
 }
 
-/** What a session hands its transport, in order. */
+/**
+ * What a session hands its transport, in order. Change and delete events are `SharedChangeEvent`s
+ * (one object per stored version, kind, watch index and revision, whatever the number of
+ * streams sending it); transports may also be handed plain objects of this shape (tests).
+ */
 export type WatchEvent =
   | { readonly kind: 'change' | 'delete'; readonly watch: number; readonly revision: Revision; readonly resource: Resource }
   | { readonly kind: 'tail' | 'new-snapshot-to-follow' | 'end-of-snapshot'; readonly watch: number; readonly revision: Revision }
   | { readonly kind: 'bookmark'; readonly revision: Revision };
+
+/**
+ * A change or delete event as every session sends it: built once per (stored version, kind,
+ * watch index, revision) and shared by every stream that sends it, so a transport encodes it
+ * once however many watchers get it (`encoded`, one slot per transport) and a session allocates
+ * nothing per event it hands over. Read-only apart from those caches.
+ */
+export class SharedChangeEvent {
+  /** Encodings of this event, filled by the transports (gRPC bytes, an NDJSON line). */
+  readonly encoded: { grpc?: Buffer; ndjson?: string } = {};
+
+  constructor(
+    readonly kind: 'change' | 'delete',
+    readonly watch: number,
+    readonly revision: Revision,
+    readonly resource: Resource,
+  ) {}
+}
+
+/**
+ * The shared events made from each stored version (usually one: its change at the version's
+ * revision to watch 0). A version's entry goes with it; the few-entry array is searched.
+ */
+const sharedEvents = new WeakMap<Resource, SharedChangeEvent | SharedChangeEvent[]>();
+
+/** The one SharedChangeEvent for (kind, watch index, revision) of `resource`. */
+export function sharedChangeEvent(kind: 'change' | 'delete', watch: number, revision: Revision, resource: Resource): SharedChangeEvent {
+  const cached = sharedEvents.get(resource);
+  if (cached === undefined) {
+    const ev = new SharedChangeEvent(kind, watch, revision, resource);
+    sharedEvents.set(resource, ev);
+    return ev;
+  }
+  const same = (e: SharedChangeEvent): boolean => e.kind === kind && e.watch === watch && e.revision === revision;
+  if (!Array.isArray(cached)) {
+    if (same(cached)) return cached;
+    const ev = new SharedChangeEvent(kind, watch, revision, resource);
+    sharedEvents.set(resource, [cached, ev]);
+    return ev;
+  }
+  for (const e of cached) if (same(e)) return e;
+  const ev = new SharedChangeEvent(kind, watch, revision, resource);
+  cached.push(ev);
+  return ev;
+}
 
 /** A transport's side of a session (an HTTP response, a gRPC call). */
 export interface WatchSink {
@@ -185,7 +234,7 @@ export class WatchSession {
       switch (ev.type) {
         case 'change':
         case 'delete': {
-          const out: WatchEvent = { kind: ev.type, watch: st.index, revision: ev.revision, resource: ev.resource };
+          const out = sharedChangeEvent(ev.type, st.index, ev.revision, ev.resource);
           batch.push(out);
           if (this.sink.sizeOf) bytes += this.sink.sizeOf(out);
           break;

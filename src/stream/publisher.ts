@@ -47,11 +47,75 @@ function topicOf(group: string, kind: string): string {
 }
 
 /**
- * One subscriber's stream: a bounded queue the transport drains with `next()`. `onReadable`
- * is called (synchronously, at most once per empty-to-non-empty transition) when events wait.
+ * The live events of one filter, shared by every subscriber of that filter (the idea of
+ * Kubernetes' watch cache and etcd's watcher groups): each change is appended once however
+ * many subscribers there are, and each reads it at its own cursor. With ten thousand watchers
+ * of one type, a change costs one append instead of ten thousand queue pushes, and a backlog
+ * is held once instead of once per subscriber. Positions are absolute (`base` + index), so
+ * dropping events every member has read moves no cursor.
+ */
+class Feed {
+  readonly members = new Set<Subscription>();
+  /** Members with nothing left to read, not ended: woken (onReadable) by the next append. */
+  idle = new Set<Subscription>();
+  private events: StreamEvent[] = [];
+  private base = 0;
+  private appendsSinceTrim = 0;
+  /**
+   * At most the lowest "effective cursor" (cursor minus pending live private events) of the
+   * members not ended: a member can be over the live limit only if `end - minHint` is. Lowered
+   * when a member joins or queues a private live event; raised only by an exact recount.
+   */
+  minHint = 0;
+  lastAppendMs = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    readonly key: string,
+    readonly topic: string,
+    readonly filter: WatchFilter,
+  ) {}
+
+  get end(): number {
+    return this.base + this.events.length;
+  }
+
+  at(pos: number): StreamEvent {
+    const ev = this.events[pos - this.base];
+    assert(ev !== undefined, () => `feed position ${pos} is outside [${this.base}, ${this.end})`);
+    return ev;
+  }
+
+  append(ev: StreamEvent, nowMs: number): void {
+    this.events.push(ev);
+    this.lastAppendMs = nowMs;
+    // Now and then, drop what every member has read (an O(members) pass, so not every time).
+    if (++this.appendsSinceTrim >= 1024) this.trim();
+  }
+
+  /** Drops the events every member has read. */
+  trim(): void {
+    this.appendsSinceTrim = 0;
+    let min = this.end;
+    for (const m of this.members) min = Math.min(min, m.cursor);
+    const drop = min - this.base;
+    if (drop <= 0) return;
+    this.events = drop === this.events.length ? [] : this.events.slice(drop);
+    this.base = min;
+  }
+}
+
+/**
+ * One subscriber's stream, drained by the transport with `next()`: its own queue for what is
+ * its alone (initial state, replayed events, tail, bookmarks, end), then, once it follows live
+ * changes, its filter's shared feed from its cursor. Each private event is due at a feed
+ * position: it comes after the feed events before that position and before the rest, so the
+ * order is exactly that of one queue. `onReadable` is called (synchronously, at most once per
+ * empty-to-non-empty transition) when events wait.
  */
 export class Subscription {
   private queue: StreamEvent[] = [];
+  /** For each private event, the feed position it is due at (-Infinity: before any feed event). */
+  private queuePos: number[] = [];
   private head = 0;
   ended = false;
   /** Resuming from a revision this node has not applied yet: skip up to it, tail once reached. */
@@ -65,6 +129,12 @@ export class Subscription {
    * for falling behind the live stream; a large initial state is not that.)
    */
   private exempt = 0;
+  /** @internal The shared feed of its filter, once it follows live changes (until closed or drained after its end). */
+  feed: Feed | undefined;
+  /** @internal Its read position in the feed. */
+  cursor = 0;
+  /** Feed events at or after this position are not its (set when it ends). */
+  private feedStop = Number.POSITIVE_INFINITY;
 
   constructor(
     readonly id: number,
@@ -75,23 +145,54 @@ export class Subscription {
     this.lastEventMs = nowMs;
   }
 
+  private feedPending(): number {
+    const f = this.feed;
+    return f === undefined ? 0 : Math.max(0, Math.min(f.end, this.feedStop) - this.cursor);
+  }
+
   get queued(): number {
-    return this.queue.length - this.head;
+    return this.queue.length - this.head + this.feedPending();
+  }
+
+  /** @internal Events counted against the live limit: everything queued but the initial state. */
+  get live(): number {
+    return this.queued - this.exempt;
+  }
+
+  /** @internal The feed position minus the private live events pending: its live lag is `feed.end` minus this. */
+  get effectiveCursor(): number {
+    return this.cursor - (this.queue.length - this.head - this.exempt);
+  }
+
+  /** Whether the next event is the head of the private queue (due before the feed event at the cursor). */
+  private privateFirst(): boolean {
+    return this.head < this.queue.length && (this.feedPending() === 0 || (this.queuePos[this.head] as number) <= this.cursor);
   }
 
   /** The next event without taking it. */
   peek(): StreamEvent | undefined {
-    return this.queue[this.head];
+    if (this.privateFirst()) return this.queue[this.head];
+    return this.feedPending() > 0 ? this.feed?.at(this.cursor) : undefined;
   }
 
   /** The next event, or undefined when none is waiting. After an `end` event, always undefined. */
   next(): StreamEvent | undefined {
-    if (this.head >= this.queue.length) return undefined;
-    const ev = this.queue[this.head++] as StreamEvent;
-    if (this.exempt > 0) this.exempt--;
-    if (this.head > 1024 && this.head * 2 > this.queue.length) {
-      this.queue = this.queue.slice(this.head);
-      this.head = 0;
+    let ev: StreamEvent;
+    if (this.privateFirst()) {
+      ev = this.queue[this.head++] as StreamEvent;
+      if (this.exempt > 0) this.exempt--;
+      if (this.head > 1024 && this.head * 2 > this.queue.length) {
+        this.queue = this.queue.slice(this.head);
+        this.queuePos = this.queuePos.slice(this.head);
+        this.head = 0;
+      }
+    } else if (this.feed !== undefined && this.feedPending() > 0) {
+      ev = this.feed.at(this.cursor++);
+    } else return undefined;
+    if (this.queued === 0) {
+      // Drained: wait for the next append, or (ended) leave the feed for good.
+      if (this.ended) this.publisher.leaveFeed(this);
+      else this.feed?.idle.add(this);
     }
     return ev;
   }
@@ -100,20 +201,35 @@ export class Subscription {
   close(): void {
     if (!this.ended) this.publisher.unsubscribe(this);
     this.ended = true;
+    this.publisher.leaveFeed(this);
   }
 
-  /** @internal */
+  /** @internal Follows live changes from the feed's end. */
+  join(feed: Feed): void {
+    this.feed = feed;
+    this.cursor = feed.end;
+    feed.members.add(this);
+    feed.minHint = Math.min(feed.minHint, this.effectiveCursor);
+    if (this.queued === 0) feed.idle.add(this);
+  }
+
+  /** @internal Queues an event of its own (initial state, tail, bookmark, end). */
   push(ev: StreamEvent, limit: number, nowMs: number): void {
     if (this.ended) return;
     const wasEmpty = this.queued === 0;
     if (limit === Number.POSITIVE_INFINITY) this.exempt++;
-    else if (ev.type !== 'end' && this.queued - this.exempt >= limit) {
+    else if (ev.type !== 'end' && this.live >= limit) {
       this.end('SLOW_CONSUMER', `the subscriber fell more than ${limit} events behind; resume from the last revision received`, ev.revision, nowMs);
       return;
     }
     this.queue.push(ev);
+    this.queuePos.push(this.feed !== undefined ? this.feed.end : Number.NEGATIVE_INFINITY);
     this.lastEventMs = nowMs;
-    if (wasEmpty) this.onReadable?.();
+    if (this.feed !== undefined) this.feed.minHint = Math.min(this.feed.minHint, this.effectiveCursor);
+    if (wasEmpty) {
+      this.feed?.idle.delete(this);
+      this.onReadable?.();
+    }
   }
 
   /** @internal Ends the stream: pending events are dropped only for a slow consumer. */
@@ -121,13 +237,19 @@ export class Subscription {
     if (this.ended) return;
     if (code === 'SLOW_CONSUMER') {
       this.queue = [];
+      this.queuePos = [];
       this.head = 0;
       this.exempt = 0;
+      if (this.feed !== undefined) this.cursor = this.feed.end;
     }
     const wasEmpty = this.queued === 0;
+    // Nothing appended from now on is its; what is already in the feed comes before the end.
+    this.feedStop = this.feed !== undefined ? this.feed.end : this.feedStop;
     this.queue.push({ type: 'end', code, message, revision });
+    this.queuePos.push(this.feed !== undefined ? this.feed.end : Number.NEGATIVE_INFINITY);
     this.ended = true;
     this.lastEventMs = nowMs;
+    this.feed?.idle.delete(this);
     this.publisher.unsubscribe(this);
     if (wasEmpty) this.onReadable?.();
   }
@@ -148,8 +270,9 @@ export class EventPublisher {
   /** Resumes must be from at least this revision (everything after it is in the window). */
   private compactedThrough: Revision;
   private readonly subs = new Map<number, Subscription>();
-  /** Subscriptions by topic (group and kind): a change is only offered to its topic's subscribers. */
-  private readonly byTopic = new Map<string, Set<Subscription>>();
+  /** The live feeds by filter (filterKey), and by topic (group and kind): a change is only offered to its topic's feeds. */
+  private readonly feeds = new Map<string, Feed>();
+  private readonly byTopic = new Map<string, Set<Feed>>();
   /** Subscriptions resuming from a revision not yet published here. */
   private readonly waiting = new Set<Subscription>();
   private readonly cache = new Map<string, CachedSnapshot>();
@@ -190,6 +313,11 @@ export class EventPublisher {
     return this.subs.size;
   }
 
+  /** Live feeds (one per distinct filter followed), for tests and metrics. */
+  get feedCount(): number {
+    return this.feeds.size;
+  }
+
   get windowSize(): number {
     return this.windowEvents;
   }
@@ -214,11 +342,13 @@ export class EventPublisher {
       }
       this.replay(sub, n, limit, now);
       sub.push({ type: 'tail', revision: current }, limit, now);
+      this.follow(sub);
       return sub;
     }
     this.add(sub);
     if (opts.atTail === true) {
       sub.push({ type: 'tail', revision: current }, limit, now);
+      this.follow(sub);
       return sub;
     }
     const snap = this.initialState(filter, now);
@@ -226,28 +356,51 @@ export class EventPublisher {
     // A shared snapshot may be a little older than the present: the window covers the rest.
     this.replay(sub, snap.revision, limit, now);
     sub.push({ type: 'tail', revision: current }, limit, now);
+    this.follow(sub);
     return sub;
   }
 
   private add(sub: Subscription): void {
     this.subs.set(sub.id, sub);
-    const topic = topicOf(sub.filter.group, sub.filter.kind);
-    let set = this.byTopic.get(topic);
-    if (!set) {
-      set = new Set();
-      this.byTopic.set(topic, set);
-    }
-    set.add(sub);
   }
 
-  /** @internal */
+  /** From now on `sub` gets every live change of its filter: it joins (or starts) the filter's feed at its end. */
+  private follow(sub: Subscription): void {
+    const key = filterKey(sub.filter);
+    let feed = this.feeds.get(key);
+    if (!feed) {
+      const topic = topicOf(sub.filter.group, sub.filter.kind);
+      feed = new Feed(key, topic, sub.filter);
+      this.feeds.set(key, feed);
+      let set = this.byTopic.get(topic);
+      if (!set) {
+        set = new Set();
+        this.byTopic.set(topic, set);
+      }
+      set.add(feed);
+    }
+    sub.join(feed);
+  }
+
+  /** @internal A subscription no longer follows (ended or closed); it stays in its feed while it still has feed events to read. */
   unsubscribe(sub: Subscription): void {
     if (!this.subs.delete(sub.id)) return;
     this.waiting.delete(sub);
-    const topic = topicOf(sub.filter.group, sub.filter.kind);
-    const set = this.byTopic.get(topic);
-    set?.delete(sub);
-    if (set?.size === 0) this.byTopic.delete(topic);
+    if (sub.queued === 0) this.leaveFeed(sub);
+  }
+
+  /** @internal `sub` will read nothing more from its feed; the feed goes when its last member does. */
+  leaveFeed(sub: Subscription): void {
+    const feed = sub.feed;
+    if (feed === undefined) return;
+    sub.feed = undefined;
+    feed.members.delete(sub);
+    feed.idle.delete(sub);
+    if (feed.members.size > 0) return;
+    this.feeds.delete(feed.key);
+    const set = this.byTopic.get(feed.topic);
+    set?.delete(feed);
+    if (set?.size === 0) this.byTopic.delete(feed.topic);
   }
 
   private initialState(filter: WatchFilter, now: number): CachedSnapshot {
@@ -285,8 +438,9 @@ export class EventPublisher {
     }
     const limit = this.o.subscriberBufferEvents;
     // Resumes waiting for this revision: the changes up to the one they resume from are ones
-    // they already have; what follows is live.
-    let caughtUpHere: Set<Subscription> | undefined;
+    // they already have; what follows is live. One that resumes from exactly this revision
+    // follows from after this entry's changes, the others from before them.
+    let caughtUpHere: Subscription[] | undefined;
     for (const sub of this.waiting) {
       const wanted = sub.waitingFor as Revision;
       if (revision < wanted) continue;
@@ -294,30 +448,53 @@ export class EventPublisher {
       sub.waitingFor = undefined;
       const tailAt = revision === wanted ? revision : ((revision - 1) as Revision);
       sub.push({ type: 'tail', revision: tailAt }, limit, now);
-      if (tailAt === revision) (caughtUpHere ??= new Set()).add(sub);
+      if (sub.ended) continue;
+      if (tailAt === revision) (caughtUpHere ??= []).push(sub);
+      else this.follow(sub);
     }
-    if (records.length === 0) return;
-    const topics = new Set<string>();
-    for (const rec of records) topics.add(topicOf(rec.resource.id.type.group, rec.resource.id.type.kind));
-    // One event object per record, shared by every subscriber it goes to (events are read-only):
-    // with thousands of watchers, allocating one per subscriber dominated the fan-out.
-    const events: StreamEvent[] = records.map((rec) => ({ type: rec.kind === 'delete' ? 'delete' : 'change', revision, resource: rec.resource }));
-    for (const topic of topics) {
-      const set = this.byTopic.get(topic);
-      if (!set) continue;
-      // A subscriber ended mid-loop leaves the set; deleting during iteration is safe, no copy needed.
-      for (const sub of set) {
-        if (sub.waitingFor !== undefined || caughtUpHere?.has(sub)) continue;
-        for (let i = 0; i < records.length; i++) {
-          if (!matches(sub.filter, (records[i] as ChangeRecord).resource)) continue;
-          sub.push(events[i] as StreamEvent, limit, now);
-          if (sub.ended) {
-            this.slowConsumersEnded++;
-            break;
+    if (records.length > 0) {
+      const topics = new Set<string>();
+      for (const rec of records) topics.add(topicOf(rec.resource.id.type.group, rec.resource.id.type.kind));
+      // One event object per record, appended once to each feed it matches: its subscribers
+      // share it (events are read-only).
+      const events: StreamEvent[] = records.map((rec) => ({ type: rec.kind === 'delete' ? 'delete' : 'change', revision, resource: rec.resource }));
+      for (const topic of topics) {
+        const feeds = this.byTopic.get(topic);
+        if (!feeds) continue;
+        for (const feed of feeds) {
+          let appended = 0;
+          for (let i = 0; i < records.length; i++) {
+            if (!matches(feed.filter, (records[i] as ChangeRecord).resource)) continue;
+            feed.append(events[i] as StreamEvent, now);
+            appended++;
           }
+          if (appended > 0) this.afterAppend(feed, limit, revision, now);
         }
       }
     }
+    if (caughtUpHere) for (const sub of caughtUpHere) this.follow(sub);
+  }
+
+  /** Wakes the feed's idle members, and ends those now more than `limit` live events behind. */
+  private afterAppend(feed: Feed, limit: number, revision: Revision, now: number): void {
+    if (feed.end - feed.minHint > limit) {
+      // Someone may be over the limit: count exactly (O(members), and only when one may be).
+      let min = feed.end;
+      for (const m of feed.members) {
+        if (m.ended) continue;
+        if (m.live > limit) {
+          m.end('SLOW_CONSUMER', `the subscriber fell more than ${limit} events behind; resume from the last revision received`, revision, now);
+          this.slowConsumersEnded++;
+          continue;
+        }
+        min = Math.min(min, m.effectiveCursor);
+      }
+      feed.minHint = min;
+    }
+    if (feed.idle.size === 0) return;
+    const woken = feed.idle;
+    feed.idle = new Set();
+    for (const m of woken) m.onReadable?.();
   }
 
   /**
@@ -340,6 +517,7 @@ export class EventPublisher {
   tick(): void {
     const now = this.o.clock.monotonicMs();
     this.trim(now);
+    for (const feed of this.feeds.values()) feed.trim();
     const current = this.revision;
     for (const sub of [...this.subs.values()]) {
       if (sub.waitingFor !== undefined) {
@@ -347,12 +525,15 @@ export class EventPublisher {
           sub.waitingFor = undefined;
           this.waiting.delete(sub);
           sub.push({ type: 'tail', revision: current }, this.o.subscriberBufferEvents, now);
+          if (!sub.ended) this.follow(sub);
         } else if (now - sub.waitingSinceMs > this.o.futureRevisionTimeoutMs) {
           sub.end('TIMEOUT', `this node has not reached revision ${sub.waitingFor} (at ${current}); resume on another node or later`, current, now);
         }
         continue;
       }
-      if (now - sub.lastEventMs >= this.o.bookmarkIntervalMs) sub.push({ type: 'bookmark', revision: current }, this.o.subscriberBufferEvents, now);
+      // Quiet: nothing queued for it, and nothing appended to its feed, for the interval.
+      const lastMs = Math.max(sub.lastEventMs, sub.feed?.lastAppendMs ?? Number.NEGATIVE_INFINITY);
+      if (now - lastMs >= this.o.bookmarkIntervalMs) sub.push({ type: 'bookmark', revision: current }, this.o.subscriberBufferEvents, now);
     }
     for (const [k, c] of this.cache) if (now - c.atMs > this.o.snapshotCacheMs) this.cache.delete(k);
   }
