@@ -19,6 +19,8 @@ export interface ClusterServiceOptions {
   readonly logger: Logger;
   /** Told about every refused batch or message (for metrics). */
   readonly onRejected?: (reason: string) => void;
+  /** True once this node is shutting down: the streams it cancels then are not peers' failures. */
+  readonly stopping?: () => boolean;
 }
 
 /**
@@ -36,6 +38,8 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
   const raft: grpc.handleClientStreamingCall<RaftBatchMsg, RaftAckMsg> = (call, callback) => {
     let received = 0;
     let done = false;
+    // The peer at the other end, once one of its batches was accepted.
+    let peer: NodeId | undefined;
     call.on('data', (batch: RaftBatchMsg) => {
       const ours = opts.clusterId();
       if (ours === '' || batch.clusterId !== ours) {
@@ -51,6 +55,7 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
         return;
       }
       const transport = opts.transport();
+      peer = batch.from as NodeId;
       for (const buf of batch.messages) {
         try {
           const m = decodeMessage(buf);
@@ -67,13 +72,28 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
       }
     });
     call.on('end', () => {
-      if (!done) {
+      // grpc-js emits 'end' both when the peer ends the stream and when the connection breaks
+      // under it; in the second case 'cancelled' follows in the same turn. Answer on the next
+      // turn, by when a broken connection has shown itself.
+      setImmediate(() => {
+        if (done) return;
         done = true;
         callback(null, { received });
-      }
+      });
     });
     call.on('error', () => {
       done = true;
+    });
+    // 'cancelled' before we answered: the connection was reset or closed before the peer ended
+    // the stream. A peer's stream lives as long as its process, so its process is gone (a
+    // SIGKILLed process's connections are reset at once): tell Raft, which may elect a new
+    // leader without waiting out the election timeout. A paused process keeps its
+    // connections, and this side runs no keepalive, so a pause never gets here. Nor does our
+    // own shutdown, which cancels every stream.
+    call.on('cancelled', () => {
+      if (done) return;
+      done = true;
+      if (peer !== undefined && opts.stopping?.() !== true) opts.transport()?.connectionLost(peer);
     });
   };
 

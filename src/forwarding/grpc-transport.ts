@@ -26,6 +26,7 @@ export interface GrpcTransportOptions {
  */
 export class GrpcTransport implements Transport {
   private handler: ((m: Message) => void) | undefined;
+  private lostHandler: ((peer: NodeId) => void) | undefined;
   private readonly links = new Map<NodeId, PeerLink>();
   private closed = false;
   sentMessages = 0;
@@ -57,6 +58,20 @@ export class GrpcTransport implements Transport {
   /** A validated message from the cluster service. */
   deliver(m: Message): void {
     if (!this.closed) this.handler?.(m);
+  }
+
+  onConnectionLost(handler: (peer: NodeId) => void): void {
+    this.lostHandler = handler;
+  }
+
+  /**
+   * From the cluster service: `peer`'s Raft stream to us broke before the peer ended it (the
+   * connection was reset or closed under it). Only this side can tell: grpc-js reports a
+   * keepalive timeout on an outgoing stream exactly as it reports a reset, and a peer that
+   * is merely paused must be left to the election timeout.
+   */
+  connectionLost(peer: NodeId): void {
+    if (!this.closed) this.lostHandler?.(peer);
   }
 
   async close(): Promise<void> {

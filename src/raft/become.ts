@@ -15,12 +15,23 @@ function setLeader(r: RaftState, leader: NodeId): void {
   r.leader = leader;
 }
 
+/**
+ * A follower stops following `r.leader` without a new term (its connection with the leader
+ * broke): the lease on votes ends with it, and reads forwarded to that leader fail now
+ * rather than at their deadline.
+ */
+export function forgetLeader(r: RaftState): void {
+  assert(r.role.kind === 'follower', () => `only a follower forgets its leader (role ${r.role.kind})`);
+  setLeader(r, NO_NODE);
+}
+
 /** Leaves the current role: leader-only duties end and its waiting reads fail. */
 function leaveRole(r: RaftState): void {
   const ls = r.leaderState();
   if (ls) failLeaderReads(r, ls);
   r.broadcastWanted = false;
   r.broadcastCommit = false;
+  r.leaderLostDeadline = 0;
 }
 
 function reset(r: RaftState, term: Term): void {
@@ -29,7 +40,7 @@ function reset(r: RaftState, term: Term): void {
     r.term = term;
     r.vote = NO_NODE;
   }
-  r.electionElapsed = 0;
+  r.resetElectionElapsed();
   r.heartbeatElapsed = 0;
   r.resetRandomizedElectionTimeout();
 }

@@ -1,5 +1,5 @@
 import { NO_NODE, type NodeId, type Term } from '../base/index.js';
-import { becomeCandidate, becomeFollower, becomeLeader, becomePreCandidate } from './become.js';
+import { becomeCandidate, becomeFollower, becomeLeader, becomePreCandidate, forgetLeader } from './become.js';
 import { voteResult } from './quorum.js';
 import type { RaftState } from './state.js';
 import type { MsgVote, MsgVoteResp } from './types.js';
@@ -79,10 +79,51 @@ export function handleVote(r: RaftState, m: MsgVote): void {
     // for a stale response; a granted vote is in our (now equal) term.
     r.send({ type: respType, from: r.id, to: m.from, term: m.term, reject: false });
     if (m.type === 'vote') {
-      r.electionElapsed = 0;
+      r.resetElectionElapsed();
       r.vote = m.from;
+    } else {
+      // Someone else is already campaigning for the lost leader's place: let it, rather than
+      // start a competing campaign that could split the vote. Our election timeout still runs.
+      r.leaderLostDeadline = 0;
     }
   } else {
     r.send({ type: respType, from: r.id, to: m.from, term: r.term, reject: true });
   }
+}
+
+/**
+ * The driver saw its connection with `peer` break at the peer's end (reset or closed: its
+ * process is gone, not merely slow). If `peer` is our leader, forget it and campaign at our
+ * turn instead of waiting out the election timeout. The other followers saw the same break
+ * and forgot the leader too, so they are no longer under the leader lease (thesis §4.2.3) and
+ * grant the pre-vote.
+ *
+ * Turns, not a random spread: the voters other than the lost leader, in id order, campaign
+ * `leaderLostTicks` ticks apart, the first at its next tick. Followers hear of the break at
+ * the same moment, so two that campaigned within one message delay of each other would both
+ * pass the pre-vote (each grants the other's) and split the vote, which only an election
+ * timeout resolves; a random spread of a few ticks makes that likely on a loaded machine,
+ * where a message delay is tens of milliseconds. Turns a few ticks apart cannot collide. A
+ * follower that grants a pre-vote gives up its turn (someone is already campaigning); one whose
+ * log is too far behind to win loses its pre-vote, and the next turn follows.
+ *
+ * Only liveness changes: a report moves nothing but the election clock and the known leader,
+ * as an election timeout would, so the term, vote and log rules (and so safety) hold whatever
+ * the driver reports. A wrong report (the leader is alive) costs at most one failed pre-vote:
+ * the voters that still hear from the leader ignore it under the lease, and the leader's next
+ * message makes us its follower again. Hearing from the leader (or granting a vote, or any
+ * change of role) before our turn calls the campaign off.
+ */
+export function handleConnectionLost(r: RaftState, peer: NodeId): boolean {
+  const spacing = r.opts.leaderLostTicks;
+  if (spacing === 0 || peer === NO_NODE || r.role.kind !== 'follower' || r.leader !== peer) return false;
+  forgetLeader(r);
+  if (!r.promotable()) return false;
+  const turn = r
+    .voters()
+    .filter((id) => id !== peer)
+    .sort()
+    .indexOf(r.id);
+  r.leaderLostDeadline = r.electionElapsed + 1 + turn * spacing;
+  return true;
 }

@@ -13,8 +13,10 @@ export function tick(r: RaftState): void {
 
 function tickElection(r: RaftState): void {
   r.electionElapsed++;
-  if (r.promotable() && r.pastElectionTimeout()) {
-    r.electionElapsed = 0;
+  // The early deadline is armed only after the connection with the leader broke
+  // (handleConnectionLost); whichever comes first starts the (pre-)vote.
+  if (r.promotable() && (r.pastElectionTimeout() || r.pastLeaderLostDeadline())) {
+    r.resetElectionElapsed();
     campaign(r, false);
   }
 }

@@ -56,6 +56,13 @@ export interface Transport {
   send(messages: readonly Message[]): void;
   /** Registers the handler for messages addressed to this node. */
   onMessage(handler: (m: Message) => void): void;
+  /**
+   * Registers the handler told when a working connection with a peer breaks at the peer's end:
+   * reset, or closed before the peer said goodbye, as when its process is killed. Never for a
+   * peer that merely goes quiet (paused, partitioned, slow) or for a keepalive timeout: those
+   * are the election timeout's to judge. Optional: without it the driver waits out the timeout.
+   */
+  onConnectionLost?(handler: (peer: NodeId) => void): void;
   close(): Promise<void>;
 }
 

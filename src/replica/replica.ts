@@ -93,6 +93,7 @@ export class Replica<Result = unknown, R = unknown> {
     this.lastSnapshotIndex = snapshotIndex;
     this.lastLeaderContact = opts.clock.monotonicMs();
     opts.transport.onMessage((m) => this.receive(m));
+    opts.transport.onConnectionLost?.((peer) => this.connectionLost(peer));
     this.ticker = opts.timers.setInterval(() => this.tick(), positive('tickMs', opts.tickMs ?? 100));
     this.schedule();
   }
@@ -264,6 +265,15 @@ export class Replica<Result = unknown, R = unknown> {
       this.lastLeaderContact = this.opts.clock.monotonicMs();
     }
     this.raw.step(m);
+    this.schedule();
+  }
+
+  /** The transport saw the connection with `peer` break at its end (its process died). */
+  private connectionLost(peer: NodeId): void {
+    if (this.closed || this.failure) return;
+    if (this.raw.reportConnectionLost(peer)) {
+      this.log.info({ peer, term: this.raw.basicStatus().term }, 'the connection to the leader broke; campaigning early unless it is heard from again');
+    }
     this.schedule();
   }
 

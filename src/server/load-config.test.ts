@@ -122,6 +122,7 @@ t.test('every option can be set from flags, env and file with the same names', a
     tickMs: { flag: '7', file: 7, want: 7 },
     electionTicks: { flag: '20', file: 20, want: 20 },
     heartbeatTicks: { flag: '2', file: 2, want: 2 },
+    leaderLostTicks: { flag: '0', file: 0, want: 0 },
     snapshotEntries: { flag: '500', file: 500, want: 500 },
     watchWindowEvents: { flag: '50', file: 50, want: 50 },
     watchBufferEvents: { flag: '60', file: 60, want: 60 },
