@@ -40,6 +40,21 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
     let done = false;
     // The peer at the other end, once one of its batches was accepted.
     let peer: NodeId | undefined;
+    // The peer said it is ending the stream (an empty batch), so the end is not a failure.
+    let goodbye = false;
+    let reported = false;
+    // A stream that ends without the peer's goodbye broke under it: the connection was reset
+    // or closed, which a peer's stream (it lives as long as the peer's process) only does when
+    // the process is gone (a SIGKILLed process's connections are reset by its kernel at once).
+    // Tell Raft, which may elect a new leader without waiting out the election timeout. grpc-js
+    // reports such a break as 'end' (then 'cancelled'), the same as a peer's own end, hence the
+    // goodbye. A paused process keeps its connections, and this side runs no keepalive, so a
+    // pause never gets here; nor does our own shutdown, which cancels every stream.
+    const ended = (): void => {
+      if (goodbye || reported || peer === undefined || opts.stopping?.() === true) return;
+      reported = true;
+      opts.transport()?.connectionLost(peer);
+    };
     call.on('data', (batch: RaftBatchMsg) => {
       const ours = opts.clusterId();
       if (ours === '' || batch.clusterId !== ours) {
@@ -56,6 +71,7 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
       }
       const transport = opts.transport();
       peer = batch.from as NodeId;
+      if (batch.messages.length === 0) goodbye = true;
       for (const buf of batch.messages) {
         try {
           const m = decodeMessage(buf);
@@ -72,28 +88,19 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
       }
     });
     call.on('end', () => {
-      // grpc-js emits 'end' both when the peer ends the stream and when the connection breaks
-      // under it; in the second case 'cancelled' follows in the same turn. Answer on the next
-      // turn, by when a broken connection has shown itself.
-      setImmediate(() => {
-        if (done) return;
+      ended();
+      if (!done) {
         done = true;
         callback(null, { received });
-      });
+      }
     });
     call.on('error', () => {
       done = true;
+      ended();
     });
-    // 'cancelled' before we answered: the connection was reset or closed before the peer ended
-    // the stream. A peer's stream lives as long as its process, so its process is gone (a
-    // SIGKILLed process's connections are reset at once): tell Raft, which may elect a new
-    // leader without waiting out the election timeout. A paused process keeps its
-    // connections, and this side runs no keepalive, so a pause never gets here. Nor does our
-    // own shutdown, which cancels every stream.
     call.on('cancelled', () => {
-      if (done) return;
       done = true;
-      if (peer !== undefined && opts.stopping?.() !== true) opts.transport()?.connectionLost(peer);
+      ended();
     });
   };
 

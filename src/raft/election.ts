@@ -81,10 +81,13 @@ export function handleVote(r: RaftState, m: MsgVote): void {
     if (m.type === 'vote') {
       r.resetElectionElapsed();
       r.vote = m.from;
-    } else {
+    } else if (r.leaderLostDeadline > 0) {
       // Someone else is already campaigning for the lost leader's place: let it, rather than
-      // start a competing campaign that could split the vote. Our election timeout still runs.
-      r.leaderLostDeadline = 0;
+      // start a competing campaign that could split the vote. Its vote request (or its first
+      // append) will restart our clock; if neither comes (our grant was lost, or it died too),
+      // we take our turn a round later, still in turn order, rather than after the election
+      // timeout.
+      r.leaderLostDeadline = r.electionElapsed + r.leaderLostTurnTicks + r.opts.leaderLostTicks;
     }
   } else {
     r.send({ type: respType, from: r.id, to: m.from, term: r.term, reject: true });
@@ -104,8 +107,9 @@ export function handleVote(r: RaftState, m: MsgVote): void {
  * pass the pre-vote (each grants the other's) and split the vote, which only an election
  * timeout resolves; a random spread of a few ticks makes that likely on a loaded machine,
  * where a message delay is tens of milliseconds. Turns a few ticks apart cannot collide. A
- * follower that grants a pre-vote gives up its turn (someone is already campaigning); one whose
- * log is too far behind to win loses its pre-vote, and the next turn follows.
+ * follower that grants a pre-vote puts its turn off by a round (someone is already
+ * campaigning); one whose log is too far behind to win loses its pre-vote, and the next turn
+ * follows.
  *
  * Only liveness changes: a report moves nothing but the election clock and the known leader,
  * as an election timeout would, so the term, vote and log rules (and so safety) hold whatever
@@ -124,6 +128,7 @@ export function handleConnectionLost(r: RaftState, peer: NodeId): boolean {
     .filter((id) => id !== peer)
     .sort()
     .indexOf(r.id);
-  r.leaderLostDeadline = r.electionElapsed + 1 + turn * spacing;
+  r.leaderLostTurnTicks = 1 + turn * spacing;
+  r.leaderLostDeadline = r.electionElapsed + r.leaderLostTurnTicks;
   return true;
 }

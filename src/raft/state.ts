@@ -74,6 +74,8 @@ export class RaftState {
    * restarts the election clock (leader contact, a granted vote, a new role) disarms it.
    */
   leaderLostDeadline = 0;
+  /** Ticks from the report to our turn (1 + turn x leaderLostTicks), while armed. */
+  leaderLostTurnTicks = 0;
   /** Outgoing messages, handed out by ready(). */
   msgs: Message[] = [];
   readStates: ReadState[] = [];
