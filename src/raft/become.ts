@@ -52,20 +52,20 @@ export function becomeFollower(r: RaftState, term: Term, leader: NodeId): void {
   setLeader(r, leader);
 }
 
-export function becomePreCandidate(r: RaftState): void {
+export function becomePreCandidate(r: RaftState, leaderLost = false): void {
   assert(r.role.kind !== 'leader', 'a leader cannot become a pre-candidate');
   leaveRole(r);
   // Thesis §9.6: a pre-candidate does not change its term or vote; it only asks.
-  r.role = { kind: 'pre-candidate', votes: new Map() };
+  r.role = { kind: 'pre-candidate', votes: new Map(), leaderLost };
   setLeader(r, NO_NODE);
 }
 
-export function becomeCandidate(r: RaftState): void {
+export function becomeCandidate(r: RaftState, leaderLost = false): void {
   assert(r.role.kind !== 'leader', 'a leader cannot become a candidate');
   leaveRole(r);
   reset(r, (r.term + 1) as Term);
   r.vote = r.id;
-  r.role = { kind: 'candidate', votes: new Map() };
+  r.role = { kind: 'candidate', votes: new Map(), leaderLost };
   setLeader(r, NO_NODE);
 }
 

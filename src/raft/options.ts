@@ -22,7 +22,7 @@ export interface RaftOptions {
   /**
    * When the driver reports that its connection with the leader broke
    * (`RawNode.reportConnectionLost`), the followers campaign in turn instead of waiting out the
-   * election timeout: in the order of their ids, the first at its next tick, each next one this
+   * election timeout: in the order of their ids, the first at once, each next one this
    * many ticks later. Default 2; 0 = ignore such reports.
    */
   readonly leaderLostTicks?: number;

@@ -38,6 +38,13 @@ export interface LeaderState {
 export interface CandidateState {
   readonly kind: 'pre-candidate' | 'candidate';
   readonly votes: Map<NodeId, boolean>;
+  /**
+   * Campaigning for a leader whose connection broke (`handleConnectionLost`): the requests are
+   * sent again every tick to the voters that have not answered, since a voter may not have
+   * heard of the break yet (it ignores the request under the lease) and a lost request would
+   * otherwise cost an election timeout.
+   */
+  readonly leaderLost: boolean;
 }
 
 export interface FollowerState {

@@ -351,7 +351,7 @@ export class InteractionEnv {
     const peer = this.id(a.pos(1, 'the peer whose connection broke'));
     const armed = this.observe(id, () => this.n(id).raw.reportConnectionLost(peer as NodeId));
     const lead = fmt.node(this.n(id).raw.status().leader);
-    this.out.push(armed ? `${id} forgot its leader; early campaign armed` : `${id} ignored the report (Lead:${lead})`);
+    this.out.push(armed ? `${id} forgot its leader; campaigning at its turn` : `${id} ignored the report (Lead:${lead})`);
   }
 
   private propose(a: Args): void {
