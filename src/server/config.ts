@@ -45,7 +45,7 @@ export interface AgentConfig {
   /**
    * When the followers' connections with the leader break (its process died: the kernel resets
    * them at once), they campaign in turn instead of waiting out the election timeout: in id
-   * order, the first at its next tick, each next one this many ticks later. Default 2; 0 =
+   * order, the first at once, each next one this many ticks later. Default 2; 0 =
    * always wait for the election timeout.
    */
   readonly leaderLostTicks: number;
