@@ -31,6 +31,12 @@ class FakeSystem implements KvSystem {
   outageMs = 300;
   kills = 0;
   restarts = 0;
+  /** Failover probe keys with a write in flight, and every key written while one was. */
+  readonly probesInFlight = new Set<number>();
+  readonly probeKeyClashes: number[] = [];
+  probeKeysUsed = new Set<number>();
+  /** Probes wait for a leader until their deadline (as on a real cluster) instead of failing at once. */
+  holdProbes = false;
 
   ops(i: number): KvOps {
     const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
@@ -51,6 +57,20 @@ class FakeSystem implements KvSystem {
         await turn();
         if (!this.acking) throw new Error('no leader');
         this.versions.set(k, (this.versions.get(k) ?? 0) + 1);
+      },
+      probe: async (n, value, timeoutMs) => {
+        if (this.probesInFlight.has(n)) this.probeKeyClashes.push(n);
+        this.probesInFlight.add(n);
+        this.probeKeysUsed.add(n);
+        try {
+          await turn();
+          const deadline = Date.now() + timeoutMs;
+          while (this.holdProbes && !this.acking && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+          if (value.length !== VALUE_BYTES) throw new Error(`value of ${value.length} bytes`);
+          if (!this.acking) throw new Error('no leader');
+        } finally {
+          this.probesInFlight.delete(n);
+        }
       },
     };
   }
@@ -151,6 +171,16 @@ t.test('failover: the time from the kill to the first acknowledged write sent af
   t.equal(trial.newLeader, 'b');
   t.ok(trial.ms >= 400 && trial.ms < 400 + 200, `measured ${trial.ms.toFixed(0)} ms for a 400 ms outage`);
   t.ok(trial.probesFailed > 0 && trial.probesSent > trial.probesFailed, `${trial.probesSent} probes, ${trial.probesFailed} failed`);
+});
+
+t.test('failover probes held during the outage never share a key (on one key they would contend when the leader is back)', async (t) => {
+  const sys = new FakeSystem();
+  sys.outageMs = 400;
+  sys.holdProbes = true;
+  const trial = await failoverTrial(sys, { probeEveryMs: 10, probeTimeoutMs: 1000, giveUpMs: 5000 });
+  t.ok(trial.probesSent > 40, `${trial.probesSent} probes sent after the kill, most held until the outage ended`);
+  t.same(sys.probeKeyClashes, [], 'no key had two probe writes in flight');
+  t.ok(sys.probeKeysUsed.size > 40, `${sys.probeKeysUsed.size} probe keys used`);
 });
 
 t.test('failover gives up when no write is acknowledged', async (t) => {

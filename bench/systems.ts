@@ -42,6 +42,8 @@ export interface KvOps {
   cas(k: number, version: Version, value: string): Promise<boolean>;
   /** Unconditional write. */
   put(k: number, value: string, timeoutMs?: number): Promise<void>;
+  /** Unconditional write of failover probe key `n`, in a key space of its own (not the preloaded keys). */
+  probe(n: number, value: string, timeoutMs: number): Promise<void>;
 }
 
 export interface NodeHealth {
@@ -165,7 +167,6 @@ export class EtcdSystem implements WatchableSystem {
   version = '';
   private clients: (EtcdKv | undefined)[] = [];
   private readonly keys: Buffer[] = Array.from({ length: KEY_COUNT }, (_, k) => Buffer.from(etcdKey(k)));
-  private readonly probeKey = Buffer.from('/bench/failover-probe');
 
   private constructor(
     private readonly procs: ServerProcess[],
@@ -226,7 +227,10 @@ export class EtcdSystem implements WatchableSystem {
       },
       cas: (k, version, value) => c.casPut(keys[k] as Buffer, version as number, Buffer.from(value)),
       put: async (k, value, timeoutMs) => {
-        await c.put(k < 0 ? this.probeKey : (keys[k] as Buffer), Buffer.from(value), timeoutMs);
+        await c.put(keys[k] as Buffer, Buffer.from(value), timeoutMs);
+      },
+      probe: async (n, value, timeoutMs) => {
+        await c.put(Buffer.from(`/bench/failover-probe-${n}`), Buffer.from(value), timeoutMs);
       },
     };
   }
@@ -336,7 +340,6 @@ export class CairnSystem implements WatchableSystem {
   readonly version: string;
   private clients: (CairnClient | undefined)[] = [];
   private readonly refs: ResourceRef[] = Array.from({ length: KEY_COUNT }, (_, k) => ({ type: ALBUM, name: keyName(k), tenancy: { namespace: NAMESPACE } }));
-  private readonly probeRef: ResourceRef = { type: ALBUM, name: 'failover-probe', tenancy: { namespace: NAMESPACE } };
   /** Request ids: a monotonic ULID costs ~1 µs, the client's default ulid() ~46 µs of load-generator CPU. */
   private readonly requestId = monotonicFactory();
 
@@ -359,7 +362,7 @@ export class CairnSystem implements WatchableSystem {
     for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !INHERITED_NOT.test(k)) env[k] = v;
     const procs = names.map((n, i) => {
       const others = names.map((_, j) => j).filter((j) => j !== i).map(grpcAddr);
-      // Default tick (100 ms), election (10 ticks) and heartbeat (1 tick), snapshots every
+      // Default tick (100 ms), election (10 ticks), heartbeat (1 tick) and leader-lost turns (2 ticks), snapshots every
       // 10,000 entries; every log batch fsynced (always, in Cairn).
       const args = [
         ...(opts.nodeFlags ?? []),
@@ -409,7 +412,11 @@ export class CairnSystem implements WatchableSystem {
         }
       },
       put: async (k, value, timeoutMs) => {
-        await c.write(k < 0 ? this.probeRef : (refs[k] as ResourceRef), { data: { title: value } }, { requestId: this.requestId(), ...(timeoutMs !== undefined ? { timeoutMs } : {}) });
+        await c.write(refs[k] as ResourceRef, { data: { title: value } }, { requestId: this.requestId(), ...(timeoutMs !== undefined ? { timeoutMs } : {}) });
+      },
+      probe: async (n, value, timeoutMs) => {
+        const ref: ResourceRef = { type: ALBUM, name: `failover-probe-${n}`, tenancy: { namespace: NAMESPACE } };
+        await c.write(ref, { data: { title: value } }, { requestId: this.requestId(), timeoutMs });
       },
     };
   }

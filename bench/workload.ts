@@ -249,17 +249,37 @@ export interface FailoverOptions {
 }
 
 /**
- * One failover trial: probe writes (unconditional, one key) go to every node every
+ * One failover trial: probe writes (unconditional) go to every surviving node every
  * `probeEveryMs`; once they are being acknowledged the leader is SIGKILLed, and the trial
  * measures the time from the kill to the first acknowledgement of a probe sent after it. The
  * same probing for both systems, so neither's client retry policy is measured, only how soon
  * the cluster can acknowledge a write again. Then the killed node is restarted and the
  * cluster waited on until every node agrees on the leader and has caught up.
+ *
+ * No two probes in flight write the same key. Probes pile up while there is no leader (up to
+ * probeTimeoutMs / probeEveryMs per survivor), and on one key they would all contend the
+ * moment a leader is back: in Cairn an unconditional write is a compare-and-swap on the
+ * version the server read, retried when another write came first, so a hundred writes to one
+ * key go through one at a time, and the first acknowledgement would measure that hot key,
+ * not the failover.
  */
+/** Failover probe keys, reused once free: more than can be in flight (survivors x probeTimeoutMs / probeEveryMs). */
+const PROBE_KEYS = 1000;
+
 export async function failoverTrial(sys: KvSystem, opts: FailoverOptions): Promise<FailoverTrial> {
   const leader = await sys.waitHealthy(60_000);
   const survivors = sys.nodeNames.map((_, i) => i).filter((i) => i !== leader);
   let seq = 0;
+  const keysInFlight = new Set<number>();
+  let nextKey = 0;
+  const freeKey = (): number => {
+    if (keysInFlight.size >= PROBE_KEYS) throw new Error(`more than ${PROBE_KEYS} probe writes in flight`);
+    while (keysInFlight.has(nextKey)) nextKey = (nextKey + 1) % PROBE_KEYS;
+    const k = nextKey;
+    nextKey = (nextKey + 1) % PROBE_KEYS;
+    keysInFlight.add(k);
+    return k;
+  };
   let killAt = Number.POSITIVE_INFINITY;
   let firstAck = Number.POSITIVE_INFINITY;
   let acksBeforeKill = 0;
@@ -270,9 +290,10 @@ export async function failoverTrial(sys: KvSystem, opts: FailoverOptions): Promi
     const sentAt = now();
     const afterKill = sentAt >= killAt;
     if (afterKill) sent++;
+    const key = freeKey();
     const p = sys
       .ops(i)
-      .put(-1, makeValue(i, seq++), opts.probeTimeoutMs)
+      .probe(key, makeValue(i, seq++), opts.probeTimeoutMs)
       .then(
         () => {
           if (afterKill) firstAck = Math.min(firstAck, now());
@@ -282,7 +303,10 @@ export async function failoverTrial(sys: KvSystem, opts: FailoverOptions): Promi
           if (afterKill) failed++;
         },
       )
-      .finally(() => inflight.delete(p));
+      .finally(() => {
+        inflight.delete(p);
+        keysInFlight.delete(key);
+      });
     inflight.add(p);
   };
   let probing = true;

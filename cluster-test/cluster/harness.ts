@@ -355,6 +355,26 @@ export class ClusterNode {
     this.start(flags);
   }
 
+  /** Starts again on its data dir and ports with the flags of its last start plus `extra` (remembered for `restart`). */
+  restartWith(extra: readonly string[]): void {
+    this.startWith([...this.lastFlags, ...extra]);
+  }
+
+  /**
+   * SIGSTOP: the process freezes but stays alive, and so do its connections (the kernel still
+   * accepts and acknowledges for it): to its peers it has merely gone quiet.
+   */
+  pause(): void {
+    if (!this.running()) throw new Error(`node ${this.id} is not running`);
+    this.child?.kill('SIGSTOP');
+  }
+
+  /** SIGCONT after `pause`. */
+  resume(): void {
+    if (!this.running()) throw new Error(`node ${this.id} is not running`);
+    this.child?.kill('SIGCONT');
+  }
+
   /** SIGKILL; resolves once the process is gone. */
   async kill9(): Promise<ExitInfo> {
     const child = this.child;

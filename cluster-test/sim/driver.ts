@@ -151,6 +151,11 @@ export class Replica {
     });
   }
 
+  /** Changes at every start and crash: a process's identity, for events addressed to it. */
+  get incarnationNumber(): number {
+    return this.incarnation;
+  }
+
   get isUp(): boolean {
     return this.core !== undefined;
   }
@@ -223,6 +228,17 @@ export class Replica {
       this.afterStep();
       this.scheduleTick(inc, this.options.tickMs);
     });
+  }
+
+  /**
+   * The connection with `peer` broke at the peer's end (its process died): the driver's
+   * report to the core (RawNode.reportConnectionLost). Ignored while this node is down.
+   */
+  connectionLost(peer: NodeId): void {
+    if (this.core === undefined) return;
+    const armed = this.core.reportConnectionLost(peer);
+    this.log(`connection to ${peer} lost${armed ? ': campaigning at its turn' : ''}`);
+    this.afterStep();
   }
 
   /** Delivers a message from the network (dropped when the node is down). */

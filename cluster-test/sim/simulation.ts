@@ -290,7 +290,7 @@ class Simulation implements ReplicaHost {
       network: this.network,
       nodes: () => this.order,
       leader: () => this.leader(),
-      crash: (n) => n.crash(),
+      crash: (n) => this.crash(n),
       restart: (n) => n.start(),
       createNode: () => this.createNode(),
     });
@@ -298,6 +298,23 @@ class Simulation implements ReplicaHost {
 
   nodes(): readonly Replica[] {
     return this.order;
+  }
+
+  /**
+   * A crash is a process dying: its kernel resets its connections, so every peer that is up
+   * and still reachable from it hears of the break one minimal network delay later (and may
+   * campaign early, RawNode.reportConnectionLost). A peer that restarted meanwhile had no
+   * connection to lose. (A dead host would break no connection: partitions cover silence.)
+   */
+  private crash(n: Replica): void {
+    n.crash();
+    for (const peer of this.order) {
+      if (peer === n || !peer.isUp || !this.network.links.canSend(n.id, peer.id)) continue;
+      const incarnation = peer.incarnationNumber;
+      this.scheduler.after(this.params.network.minDelayMs, () => {
+        if (peer.incarnationNumber === incarnation) peer.connectionLost(n.id);
+      });
+    }
   }
 
   /** The up node that believes it is leader with the highest term. */

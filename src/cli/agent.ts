@@ -54,6 +54,7 @@ export const AGENT_FLAG_HELP: readonly (readonly [string, string])[] = [
   ['--tick-ms <ms>', 'milliseconds per Raft tick (default 100)'],
   ['--election-ticks <n>', 'election timeout in ticks (default 10)'],
   ['--heartbeat-ticks <n>', 'heartbeat interval in ticks (default 1)'],
+  ['--leader-lost-ticks <n>', "when the leader's connections break (its process died), its followers campaign in turn, n ticks apart, not after the election timeout; 0 = always wait for the timeout (default 2)"],
   ['--snapshot-entries <n>', 'entries applied between snapshots (default 10000)'],
   ['--log-store <wal|level>', 'the Raft log store for a new data dir: wal (segment files) or level (LevelDB); an existing data dir keeps its own (default wal)'],
   ['--wal-segment-bytes <n>', 'with the wal store: bytes per preallocated segment file, a multiple of 4096 (default 67108864)'],

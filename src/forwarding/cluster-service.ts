@@ -19,6 +19,8 @@ export interface ClusterServiceOptions {
   readonly logger: Logger;
   /** Told about every refused batch or message (for metrics). */
   readonly onRejected?: (reason: string) => void;
+  /** True once this node is shutting down: the streams it cancels then are not peers' failures. */
+  readonly stopping?: () => boolean;
 }
 
 /**
@@ -36,6 +38,23 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
   const raft: grpc.handleClientStreamingCall<RaftBatchMsg, RaftAckMsg> = (call, callback) => {
     let received = 0;
     let done = false;
+    // The peer at the other end, once one of its batches was accepted.
+    let peer: NodeId | undefined;
+    // The peer said it is ending the stream (an empty batch), so the end is not a failure.
+    let goodbye = false;
+    let reported = false;
+    // A stream that ends without the peer's goodbye broke under it: the connection was reset
+    // or closed, which a peer's stream (it lives as long as the peer's process) only does when
+    // the process is gone (a SIGKILLed process's connections are reset by its kernel at once).
+    // Tell Raft, which may elect a new leader without waiting out the election timeout. grpc-js
+    // reports such a break as 'end' (then 'cancelled'), the same as a peer's own end, hence the
+    // goodbye. A paused process keeps its connections, and this side runs no keepalive, so a
+    // pause never gets here; nor does our own shutdown, which cancels every stream.
+    const ended = (): void => {
+      if (goodbye || reported || peer === undefined || opts.stopping?.() === true) return;
+      reported = true;
+      opts.transport()?.connectionLost(peer);
+    };
     call.on('data', (batch: RaftBatchMsg) => {
       const ours = opts.clusterId();
       if (ours === '' || batch.clusterId !== ours) {
@@ -51,6 +70,8 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
         return;
       }
       const transport = opts.transport();
+      peer = batch.from as NodeId;
+      if (batch.messages.length === 0) goodbye = true;
       for (const buf of batch.messages) {
         try {
           const m = decodeMessage(buf);
@@ -67,6 +88,7 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
       }
     });
     call.on('end', () => {
+      ended();
       if (!done) {
         done = true;
         callback(null, { received });
@@ -74,6 +96,11 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
     });
     call.on('error', () => {
       done = true;
+      ended();
+    });
+    call.on('cancelled', () => {
+      done = true;
+      ended();
     });
   };
 

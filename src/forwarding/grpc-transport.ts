@@ -26,6 +26,7 @@ export interface GrpcTransportOptions {
  */
 export class GrpcTransport implements Transport {
   private handler: ((m: Message) => void) | undefined;
+  private lostHandler: ((peer: NodeId) => void) | undefined;
   private readonly links = new Map<NodeId, PeerLink>();
   private closed = false;
   sentMessages = 0;
@@ -56,7 +57,23 @@ export class GrpcTransport implements Transport {
 
   /** A validated message from the cluster service. */
   deliver(m: Message): void {
-    if (!this.closed) this.handler?.(m);
+    if (this.closed) return;
+    this.links.get(m.from)?.heardFrom();
+    this.handler?.(m);
+  }
+
+  onConnectionLost(handler: (peer: NodeId) => void): void {
+    this.lostHandler = handler;
+  }
+
+  /**
+   * From the cluster service: `peer`'s Raft stream to us broke before the peer ended it (the
+   * connection was reset or closed under it). Only this side can tell: grpc-js reports a
+   * keepalive timeout on an outgoing stream exactly as it reports a reset, and a peer that
+   * is merely paused must be left to the election timeout.
+   */
+  connectionLost(peer: NodeId): void {
+    if (!this.closed) this.lostHandler?.(peer);
   }
 
   async close(): Promise<void> {
@@ -146,7 +163,7 @@ class PeerLink {
       return undefined;
     }
     if (this.stream && this.address === address) return this.stream;
-    this.stream?.end();
+    this.endStream();
     this.address = address;
     const stream = this.opts.pool.get(address).raft((err) => {
       if (this.stream !== stream) return;
@@ -173,10 +190,32 @@ class PeerLink {
     else this.backoffMs = Math.max(50, this.backoffMs);
   }
 
+  /**
+   * The peer just sent us a message, so it is up (a restarted peer, say): end the backoff,
+   * so that our answer goes out now rather than being dropped until the retry time. An answer
+   * to a vote request is sent once; losing it stalls an election until its timeout.
+   */
+  heardFrom(): void {
+    this.retryAt = 0;
+    this.backoffMs = 50;
+  }
+
   close(): void {
     this.closed = true;
-    this.stream?.end();
-    this.stream = undefined;
+    this.endStream();
     this.queue = [];
+  }
+
+  /**
+   * Ends the stream with a goodbye first (an empty batch): the peer then knows the end is ours
+   * on purpose, not the connection breaking under the stream (which it reports to Raft as a
+   * lost connection).
+   */
+  private endStream(): void {
+    const stream = this.stream;
+    if (!stream) return;
+    this.stream = undefined;
+    stream.write({ clusterId: this.opts.clusterId(), from: this.opts.self, to: this.peer, messages: [] });
+    stream.end();
   }
 }

@@ -15,12 +15,23 @@ function setLeader(r: RaftState, leader: NodeId): void {
   r.leader = leader;
 }
 
+/**
+ * A follower stops following `r.leader` without a new term (its connection with the leader
+ * broke): the lease on votes ends with it, and reads forwarded to that leader fail now
+ * rather than at their deadline.
+ */
+export function forgetLeader(r: RaftState): void {
+  assert(r.role.kind === 'follower', () => `only a follower forgets its leader (role ${r.role.kind})`);
+  setLeader(r, NO_NODE);
+}
+
 /** Leaves the current role: leader-only duties end and its waiting reads fail. */
 function leaveRole(r: RaftState): void {
   const ls = r.leaderState();
   if (ls) failLeaderReads(r, ls);
   r.broadcastWanted = false;
   r.broadcastCommit = false;
+  r.leaderLostDeadline = 0;
 }
 
 function reset(r: RaftState, term: Term): void {
@@ -29,7 +40,7 @@ function reset(r: RaftState, term: Term): void {
     r.term = term;
     r.vote = NO_NODE;
   }
-  r.electionElapsed = 0;
+  r.resetElectionElapsed();
   r.heartbeatElapsed = 0;
   r.resetRandomizedElectionTimeout();
 }
@@ -41,20 +52,20 @@ export function becomeFollower(r: RaftState, term: Term, leader: NodeId): void {
   setLeader(r, leader);
 }
 
-export function becomePreCandidate(r: RaftState): void {
+export function becomePreCandidate(r: RaftState, leaderLost = false): void {
   assert(r.role.kind !== 'leader', 'a leader cannot become a pre-candidate');
   leaveRole(r);
   // Thesis §9.6: a pre-candidate does not change its term or vote; it only asks.
-  r.role = { kind: 'pre-candidate', votes: new Map() };
+  r.role = { kind: 'pre-candidate', votes: new Map(), leaderLost };
   setLeader(r, NO_NODE);
 }
 
-export function becomeCandidate(r: RaftState): void {
+export function becomeCandidate(r: RaftState, leaderLost = false): void {
   assert(r.role.kind !== 'leader', 'a leader cannot become a candidate');
   leaveRole(r);
   reset(r, (r.term + 1) as Term);
   r.vote = r.id;
-  r.role = { kind: 'candidate', votes: new Map() };
+  r.role = { kind: 'candidate', votes: new Map(), leaderLost };
   setLeader(r, NO_NODE);
 }
 

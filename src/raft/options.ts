@@ -19,6 +19,13 @@ export interface RaftOptions {
   readonly electionTimeoutTicks?: number;
   /** Ticks between a leader's heartbeats. Must be < electionTimeoutTicks. Default 1. */
   readonly heartbeatTimeoutTicks?: number;
+  /**
+   * When the driver reports that its connection with the leader broke
+   * (`RawNode.reportConnectionLost`), the followers campaign in turn instead of waiting out the
+   * election timeout: in the order of their ids, the first at once, each next one this
+   * many ticks later. Default 2; 0 = ignore such reports.
+   */
+  readonly leaderLostTicks?: number;
   /** Pre-vote (thesis §9.6). Default true. */
   readonly preVote?: boolean;
   /** Check-quorum and the leader lease on votes (thesis §6.2, §4.2.3). Default true. */
@@ -43,6 +50,7 @@ export interface ResolvedRaftOptions {
   readonly id: NodeId;
   readonly electionTimeoutTicks: number;
   readonly heartbeatTimeoutTicks: number;
+  readonly leaderLostTicks: number;
   readonly preVote: boolean;
   readonly checkQuorum: boolean;
   readonly maxAppendBytes: number;
@@ -83,6 +91,7 @@ export function resolveOptions(o: RaftOptions): ResolvedRaftOptions {
     id: o.id,
     electionTimeoutTicks,
     heartbeatTimeoutTicks,
+    leaderLostTicks: nonNegativeInt('leaderLostTicks', o.leaderLostTicks ?? 2),
     preVote: o.preVote ?? true,
     checkQuorum: o.checkQuorum ?? true,
     maxAppendBytes: positiveInt('maxAppendBytes', o.maxAppendBytes ?? 1024 * 1024),

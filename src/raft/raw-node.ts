@@ -1,7 +1,7 @@
 import { CairnError, ErrorCode, NO_NODE, assert, type LogIndex, type NodeId, type Term } from '../base/index.js';
 import { becomeFollower, maybeStepDownAfterRemoval } from './become.js';
 import { applyConfigChange, EMPTY_CONFIG, encodeConfigEntry, isVoter, voters } from './config.js';
-import { campaign } from './election.js';
+import { campaign, handleConnectionLost } from './election.js';
 import { RaftLog } from './log.js';
 import { resolveOptions, type RaftOptions } from './options.js';
 import { committedInTerm, leaderRead, releaseConfirmed } from './read-index.js';
@@ -78,6 +78,17 @@ export class RawNode {
   /** A message from a peer. Messages addressed to another node are ignored. */
   step(m: Message): void {
     step(this.r, m);
+  }
+
+  /**
+   * The driver's connection with `peer` broke at the peer's end: reset or closed without a
+   * goodbye, as when its process is killed (not a timeout: a paused or partitioned peer is
+   * left to the election timeout). If `peer` is this follower's leader, the follower forgets it
+   * and campaigns at its turn (`leaderLostTicks`) unless it hears from a leader first.
+   * Affects liveness only. Returns whether an early campaign was armed.
+   */
+  reportConnectionLost(peer: NodeId): boolean {
+    return handleConnectionLost(this.r, peer);
   }
 
   /** Start an election now (pre-vote first when enabled). No-op for a leader or a non-voter. */

@@ -38,6 +38,13 @@ export interface LeaderState {
 export interface CandidateState {
   readonly kind: 'pre-candidate' | 'candidate';
   readonly votes: Map<NodeId, boolean>;
+  /**
+   * Campaigning for a leader whose connection broke (`handleConnectionLost`): the requests are
+   * sent again every tick to the voters that have not answered, since a voter may not have
+   * heard of the break yet (it ignores the request under the lease) and a lost request would
+   * otherwise cost an election timeout.
+   */
+  readonly leaderLost: boolean;
 }
 
 export interface FollowerState {
@@ -68,6 +75,14 @@ export class RaftState {
   electionElapsed = 0;
   heartbeatElapsed = 0;
   randomizedElectionTimeout = 0;
+  /**
+   * Armed when the connection with the leader broke (`handleConnectionLost`): campaign once
+   * `electionElapsed` reaches this, before the election timeout. 0 = not armed. Anything that
+   * restarts the election clock (leader contact, a granted vote, a new role) disarms it.
+   */
+  leaderLostDeadline = 0;
+  /** Ticks from the report to our turn (1 + turn x leaderLostTicks), while armed. */
+  leaderLostTurnTicks = 0;
   /** Outgoing messages, handed out by ready(). */
   msgs: Message[] = [];
   readStates: ReadState[] = [];
@@ -110,6 +125,17 @@ export class RaftState {
 
   pastElectionTimeout(): boolean {
     return this.electionElapsed >= this.randomizedElectionTimeout;
+  }
+
+  /** The leader lost its connection to us a while ago: time for the early campaign. */
+  pastLeaderLostDeadline(): boolean {
+    return this.leaderLostDeadline > 0 && this.electionElapsed >= this.leaderLostDeadline;
+  }
+
+  /** The election clock starts over (leader contact, a granted vote, a new role); an early campaign is called off. */
+  resetElectionElapsed(): void {
+    this.electionElapsed = 0;
+    this.leaderLostDeadline = 0;
   }
 
   resetRandomizedElectionTimeout(): void {

@@ -7,17 +7,17 @@ import type { Message, MsgApp, MsgHeartbeat, MsgReadIndexResp, MsgSnap, Snapshot
 export function stepFollower(r: RaftState, m: Message): void {
   switch (m.type) {
     case 'app':
-      r.electionElapsed = 0;
+      r.resetElectionElapsed();
       r.leader = m.from;
       handleAppend(r, m);
       return;
     case 'heartbeat':
-      r.electionElapsed = 0;
+      r.resetElectionElapsed();
       r.leader = m.from;
       handleHeartbeat(r, m);
       return;
     case 'snap':
-      r.electionElapsed = 0;
+      r.resetElectionElapsed();
       r.leader = m.from;
       handleSnapChunk(r, m);
       return;

@@ -1,6 +1,6 @@
 import { NO_NODE } from '../base/index.js';
 import { becomeFollower } from './become.js';
-import { campaign } from './election.js';
+import { campaign, repeatVoteRequests } from './election.js';
 import { bcastHeartbeat, quorumActiveAndReset } from './replication.js';
 import type { LeaderState, RaftState } from './state.js';
 
@@ -13,10 +13,15 @@ export function tick(r: RaftState): void {
 
 function tickElection(r: RaftState): void {
   r.electionElapsed++;
-  if (r.promotable() && r.pastElectionTimeout()) {
-    r.electionElapsed = 0;
-    campaign(r, false);
+  // The early deadline is armed only after the connection with the leader broke
+  // (handleConnectionLost); whichever comes first starts the (pre-)vote.
+  if (r.promotable() && (r.pastElectionTimeout() || r.pastLeaderLostDeadline())) {
+    const leaderLost = r.pastLeaderLostDeadline();
+    r.resetElectionElapsed();
+    campaign(r, false, leaderLost);
+    return;
   }
+  repeatVoteRequests(r);
 }
 
 function tickHeartbeat(r: RaftState, ls: LeaderState): void {

@@ -20,6 +20,11 @@ export interface CoordinatorOptions {
   readonly forwarder?: Forwarder;
   /** Default deadline for a proposal, forwarding and retries included. Default 10,000 ms. */
   readonly requestTimeoutMs?: number;
+  /**
+   * Between two attempts at an operation no leader accepted, the wait doubles from `initial` to
+   * `max` ms; a change of role or known leader ends it early. Default 20 and 250.
+   */
+  readonly retryBackoffMs?: { readonly initial: number; readonly max: number };
   /** Told about each proposal's outcome (for metrics). */
   readonly onProposal?: (outcome: 'ok' | 'refused' | 'unavailable' | 'unknown') => void;
   /**
@@ -136,13 +141,19 @@ export class Coordinator {
   }
 
   private async submit(op: ForwardOp, timeoutMs: number, local: (ms: number) => Promise<unknown>): Promise<unknown> {
-    const { clock, timers } = this.replica;
+    const { clock } = this.replica;
     const forwarder = this.opts.forwarder;
     const deadline = clock.monotonicMs() + timeoutMs;
-    let backoffMs = 20;
+    const backoff = this.opts.retryBackoffMs ?? { initial: 20, max: 250 };
+    let backoffMs = backoff.initial;
     let lastError: unknown;
     // Whether an attempt may have reached a leader's log: only then is the outcome unknown.
     let maybeApplied = false;
+    const giveUp = (): CairnError => {
+      const why = lastError instanceof Error ? lastError.message : 'no leader';
+      if (!maybeApplied) return new CairnError(ErrorCode.UNAVAILABLE, `no leader accepted the operation within ${timeoutMs} ms (${why}); it was not applied`);
+      return new CairnError(ErrorCode.TIMEOUT, `not confirmed within ${timeoutMs} ms (${why}); the operation may or may not have been applied`);
+    };
     for (;;) {
       const remaining = Math.max(1, Math.round(deadline - clock.monotonicMs()));
       const st = this.replica.basicStatus();
@@ -172,13 +183,18 @@ export class Coordinator {
         if (!retryable(e) || (!forwarder && isCairnError(e, ErrorCode.NOT_LEADER))) throw e;
         lastError = e;
       }
-      if (clock.monotonicMs() + backoffMs >= deadline) {
-        const why = lastError instanceof Error ? lastError.message : 'no leader';
-        if (!maybeApplied) throw new CairnError(ErrorCode.UNAVAILABLE, `no leader accepted the operation within ${timeoutMs} ms (${why}); it was not applied`);
-        throw new CairnError(ErrorCode.TIMEOUT, `not confirmed within ${timeoutMs} ms (${why}); the operation may or may not have been applied`);
+      const left = deadline - clock.monotonicMs();
+      if (left <= 1) throw giveUp();
+      // Try again once the role or the leader this node knows changes (a new leader is
+      // elected, or this node learns of it), or after the backoff, whichever comes first: a
+      // caller waiting out a failover goes on as soon as there is a leader, not at the next
+      // step of the backoff. A change since the attempt began needs no waiting at all.
+      const now = this.replica.basicStatus();
+      if (now.role === st.role && now.leader === st.leader && now.term === st.term) {
+        await this.replica.waitForRoleChange(Math.min(backoffMs, left));
       }
-      await new Promise<void>((resolve) => timers.setTimeout(resolve, backoffMs));
-      backoffMs = Math.min(backoffMs * 2, 250);
+      backoffMs = Math.min(backoffMs * 2, backoff.max);
+      if (clock.monotonicMs() >= deadline) throw giveUp();
     }
   }
 }

@@ -56,6 +56,14 @@ export interface Transport {
   send(messages: readonly Message[]): void;
   /** Registers the handler for messages addressed to this node. */
   onMessage(handler: (m: Message) => void): void;
+  /**
+   * Registers the handler told when a working connection with a peer breaks at the peer's end:
+   * reset, or closed before the peer said goodbye, as when its process is killed. Never because
+   * this node timed something out: a peer that merely goes quiet (paused, partitioned, slow) is
+   * the election timeout's to judge. A report may be wrong (Raft's safety does not depend on
+   * it). Optional: without it the driver waits out the timeout.
+   */
+  onConnectionLost?(handler: (peer: NodeId) => void): void;
   close(): Promise<void>;
 }
 

@@ -81,6 +81,8 @@ export class Replica<Result = unknown, R = unknown> {
   private readonly proposals = new Map<number, ProposalWaiter<Result>>();
   private readonly reads = new Map<string, ReadWaiter>();
   private readonly listeners = new Set<(e: ReplicaEvent<R>) => void>();
+  /** Woken at the next change of role or known leader (`waitForRoleChange`). */
+  private readonly roleWaiters = new Set<() => void>();
   private readonly ticker: unknown;
   private processing = false;
   private closed = false;
@@ -99,6 +101,7 @@ export class Replica<Result = unknown, R = unknown> {
     this.lastSnapshotIndex = snapshotIndex;
     this.lastLeaderContact = opts.clock.monotonicMs();
     opts.transport.onMessage((m) => this.receive(m));
+    opts.transport.onConnectionLost?.((peer) => this.connectionLost(peer));
     this.ticker = opts.timers.setInterval(() => this.tick(), positive('tickMs', opts.tickMs ?? 100));
     this.schedule();
   }
@@ -201,6 +204,31 @@ export class Replica<Result = unknown, R = unknown> {
     this.schedule();
   }
 
+  /**
+   * Resolves at the next change of this node's role or of the leader it knows (once the Ready
+   * that carried it is durable, as `onRoleChange`), or after `ms`, or when the node stops,
+   * whichever comes first. For callers waiting for a leader: they go on as soon as one is known.
+   */
+  waitForRoleChange(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      if (this.stopped) {
+        resolve();
+        return;
+      }
+      const wake = (): void => {
+        this.opts.timers.clearTimeout(timer);
+        this.roleWaiters.delete(wake);
+        resolve();
+      };
+      const timer = this.opts.timers.setTimeout(wake, ms);
+      this.roleWaiters.add(wake);
+    });
+  }
+
+  private wakeRoleWaiters(): void {
+    for (const wake of [...this.roleWaiters]) wake();
+  }
+
   subscribe(listener: (e: ReplicaEvent<R>) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
@@ -242,6 +270,7 @@ export class Replica<Result = unknown, R = unknown> {
     this.closed = true;
     this.opts.timers.clearInterval(this.ticker);
     this.failAll(new CairnError(ErrorCode.UNAVAILABLE, `node ${this.opts.id} is shutting down`));
+    this.wakeRoleWaiters();
     while (this.processing || this.snapshotting) await this.opts.timers.yield();
     await this.opts.transport.close();
     await this.opts.logStore.close();
@@ -270,6 +299,15 @@ export class Replica<Result = unknown, R = unknown> {
       this.lastLeaderContact = this.opts.clock.monotonicMs();
     }
     this.raw.step(m);
+    this.schedule();
+  }
+
+  /** The transport saw the connection with `peer` break at its end (its process died). */
+  private connectionLost(peer: NodeId): void {
+    if (this.closed || this.failure) return;
+    if (this.raw.reportConnectionLost(peer)) {
+      this.log.info({ peer, term: this.raw.basicStatus().term }, 'the connection to the leader broke; campaigning early unless it is heard from again');
+    }
     this.schedule();
   }
 
@@ -341,6 +379,7 @@ export class Replica<Result = unknown, R = unknown> {
       const term = this.raw.basicStatus().term;
       this.log.info({ term, role: rd.softState.role, leader: rd.softState.leader }, 'raft role changed');
       this.opts.onRoleChange?.({ role: rd.softState.role, leader: rd.softState.leader, term });
+      this.wakeRoleWaiters();
     }
     if (rd.snapshot) {
       this.sm.restore(rd.snapshot.meta, rd.snapshot.data);
@@ -445,6 +484,7 @@ export class Replica<Result = unknown, R = unknown> {
     this.opts.timers.clearInterval(this.ticker);
     this.log.error({ err: this.failure.message }, 'replica stopped: nothing further is acknowledged');
     this.failAll(new CairnError(ErrorCode.UNAVAILABLE, `node ${this.opts.id} stopped: ${this.failure.message}`));
+    this.wakeRoleWaiters();
   }
 
   private failAll(err: CairnError): void {

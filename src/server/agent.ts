@@ -89,6 +89,10 @@ function partitionable(inner: Transport, cut: () => boolean): Transport {
     onMessage: (handler) => inner.onMessage((m) => {
       if (!cut()) handler(m);
     }),
+    // A partition loses messages; it resets no connection.
+    onConnectionLost: (handler) => inner.onConnectionLost?.((peer) => {
+      if (!cut()) handler(peer);
+    }),
     close: () => inner.close(),
   };
 }
@@ -185,6 +189,7 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
     bootstrapExpect: config.bootstrapExpect,
     logger,
     onRejected: (reason) => metrics.rejectedPeerInput.inc({ reason }),
+    stopping: () => closing !== undefined,
   });
   const registry = new TypeRegistry();
   if (config.demoTypes || config.dev) registerDemoTypes(registry);
@@ -374,7 +379,12 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
       logger,
       tickMs: config.tickMs,
       snapshotEveryEntries: config.snapshotEntries,
-      raft: { electionTimeoutTicks: config.electionTicks, heartbeatTimeoutTicks: config.heartbeatTicks, plantedBugs: bugs.raft },
+      raft: {
+        electionTimeoutTicks: config.electionTicks,
+        heartbeatTimeoutTicks: config.heartbeatTicks,
+        leaderLostTicks: config.leaderLostTicks,
+        plantedBugs: bugs.raft,
+      },
       onRoleChange: ({ role, leader }) => {
         if (leader !== NO_NODE && leader !== lastLeader) metrics.leaderChanges.inc();
         if (leader !== NO_NODE) lastLeader = leader;

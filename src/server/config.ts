@@ -42,6 +42,13 @@ export interface AgentConfig {
   readonly electionTicks: number;
   /** Heartbeat interval in ticks. Default 1. */
   readonly heartbeatTicks: number;
+  /**
+   * When the followers' connections with the leader break (its process died: the kernel resets
+   * them at once), they campaign in turn instead of waiting out the election timeout: in id
+   * order, the first at once, each next one this many ticks later. Default 2; 0 =
+   * always wait for the election timeout.
+   */
+  readonly leaderLostTicks: number;
   /** Entries applied between snapshots. Default 10,000. */
   readonly snapshotEntries: number;
   /**
@@ -84,6 +91,7 @@ export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertise
   tickMs: 100,
   electionTicks: 10,
   heartbeatTicks: 1,
+  leaderLostTicks: 2,
   snapshotEntries: 10_000,
   logStore: 'wal',
   walSegmentBytes: 64 * 1024 * 1024, // DEFAULT_SEGMENT_BYTES of src/platform (a test keeps them equal)

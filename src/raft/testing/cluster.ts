@@ -27,6 +27,7 @@ export interface ClusterOptions {
   readonly seed?: number;
   readonly electionTimeoutTicks?: number;
   readonly heartbeatTimeoutTicks?: number;
+  readonly leaderLostTicks?: number;
   readonly preVote?: boolean;
   readonly checkQuorum?: boolean;
   readonly maxAppendBytes?: number;
@@ -54,6 +55,7 @@ export class TestCluster {
       random: this.rng.fork(),
       ...(o.electionTimeoutTicks !== undefined ? { electionTimeoutTicks: o.electionTimeoutTicks } : {}),
       ...(o.heartbeatTimeoutTicks !== undefined ? { heartbeatTimeoutTicks: o.heartbeatTimeoutTicks } : {}),
+      ...(o.leaderLostTicks !== undefined ? { leaderLostTicks: o.leaderLostTicks } : {}),
       ...(o.preVote !== undefined ? { preVote: o.preVote } : {}),
       ...(o.checkQuorum !== undefined ? { checkQuorum: o.checkQuorum } : {}),
       ...(o.maxAppendBytes !== undefined ? { maxAppendBytes: o.maxAppendBytes } : {}),

@@ -174,6 +174,8 @@ export class InteractionEnv {
         return this.addEmpty(a);
       case 'campaign':
         return this.campaign(a);
+      case 'connection-lost':
+        return this.connectionLost(a);
       case 'propose':
         return this.propose(a);
       case 'propose-conf-change':
@@ -305,6 +307,7 @@ export class InteractionEnv {
     const seed = a.int('seed');
     const election = a.int('election');
     const heartbeat = a.int('heartbeat');
+    const leaderLost = a.int('leader-lost');
     const preVote = a.bool('prevote');
     const checkQuorum = a.bool('checkquorum');
     const maxAppendBytes = a.int('max-append-bytes');
@@ -314,6 +317,7 @@ export class InteractionEnv {
       ...(seed !== undefined ? { seed } : {}),
       ...(election !== undefined ? { electionTimeoutTicks: election } : {}),
       ...(heartbeat !== undefined ? { heartbeatTimeoutTicks: heartbeat } : {}),
+      ...(leaderLost !== undefined ? { leaderLostTicks: leaderLost } : {}),
       ...(preVote !== undefined ? { preVote } : {}),
       ...(checkQuorum !== undefined ? { checkQuorum } : {}),
       ...(maxAppendBytes !== undefined ? { maxAppendBytes } : {}),
@@ -339,6 +343,15 @@ export class InteractionEnv {
   private campaign(a: Args): void {
     const id = this.id(a.pos(0, 'a node'));
     this.observe(id, () => this.n(id).raw.campaign());
+  }
+
+  /** The driver of `id` saw its connection with `peer` break (RawNode.reportConnectionLost). */
+  private connectionLost(a: Args): void {
+    const id = this.id(a.pos(0, 'a node'));
+    const peer = this.id(a.pos(1, 'the peer whose connection broke'));
+    const armed = this.observe(id, () => this.n(id).raw.reportConnectionLost(peer as NodeId));
+    const lead = fmt.node(this.n(id).raw.status().leader);
+    this.out.push(armed ? `${id} forgot its leader; campaigning at its turn` : `${id} ignored the report (Lead:${lead})`);
   }
 
   private propose(a: Args): void {
