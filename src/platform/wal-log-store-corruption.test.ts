@@ -215,3 +215,33 @@ t.test('a segment whose header names another sequence number is damage', async (
   // Its records are checksummed with their position (segment 1 now): none of them verifies.
   await t.rejects(s2.load(z), { name: 'CorruptLogError', message: /the header of raft log segment .*0000000000000001-0000000000000001\.wal is damaged \(a record fails its checksum\); a segment header is never torn/ });
 });
+
+t.test('a damaged record that replaced uncommitted entries, with a commit index behind it that covers them: refused, not served as the old entries', async (t) => {
+  // Entries 16..20 of term 1 are above the commit index 15; a term-2 leader replaces 16..18
+  // (one record) and then commits 17 (a later record). If the replacing record is unreadable,
+  // the entries 16..17 the log still holds are the replaced term-1 ones: cutting behind them
+  // and keeping the commit index 17 would apply entries the cluster never committed.
+  const { dir, remove } = await tempDir('wal-replaced');
+  t.teardown(remove);
+  const s = await WalLogStore.open({ dataDir: dir, segmentBytes: SEGMENT });
+  for (let i = 1; i <= 20; i++) await s.append({ entries: [entry(i, 1, `${i}:old`)], hardState: hardState(1, Math.min(i, 15)), sync: true });
+  await s.append({ entries: [entry(16, 2, '16:new'), entry(17, 2, '17:new'), entry(18, 2, '18:new')], hardState: hardState(2, 15), sync: true });
+  await s.append({ entries: [], hardState: hardState(2, 17), sync: true });
+  t.same(
+    describeEntries((await s.load(z)).entries.slice(14)),
+    describeEntries([entry(15, 1, '15:old'), entry(16, 2, '16:new'), entry(17, 2, '17:new'), entry(18, 2, '18:new')]),
+    'before the damage: 16..18 are term 2',
+  );
+  await s.close();
+  const victim = await walRecordOf(dir, 16);
+  t.equal(victim.count, 3, 'the replacing record');
+  await flipByte(victim.file, victim.offset + victim.length - 1, 0x01);
+  const s2 = await WalLogStore.open({ dataDir: dir, segmentBytes: SEGMENT });
+  t.teardown(() => s2.close());
+  const outcome = await s2.load(z).then(
+    (l) => `loaded entries up to ${l.entries.length} (16 and 17 of term ${l.entries[15]?.term}/${l.entries[16]?.term}) with commit ${l.hardState.commit}`,
+    (e: unknown) => e,
+  );
+  t.ok(outcome instanceof CorruptLogError, `CorruptLogError, not: ${String(outcome)}`);
+  t.match(String(outcome), /the commit index reached 17, above the commit index 15 known before it, and the unreadable record may have replaced entries from 16 on/);
+});

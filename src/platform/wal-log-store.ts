@@ -225,6 +225,17 @@ export class WalLogStore implements LogStore {
         if (at <= seen) {
           throw this.corrupt(`the raft log is damaged in ${file} at offset ${damage.offset} (${damage.problem}): entries from ${at} on cannot be read, at or below the commit index ${seen}`);
         }
+        // What the unreadable record held is unknown: it may have replaced entries (Raft §5.3)
+        // anywhere above the commit index known before it, and so may the intact records behind
+        // it, which the cut drops too. The entries the log still holds there may be the replaced
+        // ones, so the commit index may not move past the one known before the damage (or the
+        // snapshot): if a record behind it says it did, those entries are committed and unknown.
+        const before = Math.max(replay.shape.hardState?.commit ?? 0, afterIndex);
+        if (beyond.maxCommit > before) {
+          throw this.corrupt(
+            `the raft log is damaged in ${file} at offset ${damage.offset} (${damage.problem}): records after it say the commit index reached ${beyond.maxCommit}, above the commit index ${before} known before it, and the unreadable record may have replaced entries from ${before + 1} on`,
+          );
+        }
         // Intact records behind the damage were written after it: their hard state is the
         // newest (a vote must not be forgotten). Its commit index is below `at` (checked above).
         if (beyond.hardState !== undefined) hardState = beyond.hardState;
