@@ -67,6 +67,23 @@ export function preparedName(seq: number): string {
   return `${hex16(seq)}.tmp`;
 }
 
+/**
+ * The marker of a cut in progress (WalLogStore's cutDamage): segment `seq` is cut at file offset
+ * `offset`, and the marker holds the record written there. Its presence at open means a crash
+ * interrupted the cut, which is then finished from the marker (see wal-log-store.ts).
+ */
+export function cutMarkerName(seq: number, offset: number): string {
+  return `${hex16(seq)}-${hex16(offset)}.cut`;
+}
+
+export function parseCutMarkerName(name: string): { readonly seq: number; readonly offset: number } | undefined {
+  const m = /^([0-9a-f]{16})-([0-9a-f]{16})\.cut$/.exec(name);
+  if (m === null) return undefined;
+  const seq = Number.parseInt(m[1] ?? '', 16);
+  const offset = Number.parseInt(m[2] ?? '', 16);
+  return Number.isSafeInteger(seq) && Number.isSafeInteger(offset) ? { seq, offset } : undefined;
+}
+
 export function parseSegmentName(name: string): { readonly seq: number; readonly firstIndex: number } | undefined {
   const m = /^([0-9a-f]{16})-([0-9a-f]{16})\.wal$/.exec(name);
   if (m === null) return undefined;
@@ -108,8 +125,9 @@ export type ReadRecord =
 /**
  * Reads the record at `offset` of segment `seq`, whose bytes are `buf` (the whole file).
  * `body` of a bad record is what its length field claims, when that lies inside the file.
+ * `fileOffset` is where the record sits in the segment when `buf` is not the whole file.
  */
-export function readRecord(buf: Uint8Array, offset: number, seq: number): ReadRecord {
+export function readRecord(buf: Uint8Array, offset: number, seq: number, fileOffset = offset): ReadRecord {
   if (offset + RECORD_HEADER_BYTES > buf.length) return { kind: 'end' };
   const view = viewOf(buf);
   const length = view.getUint32(offset);
@@ -119,7 +137,7 @@ export function readRecord(buf: Uint8Array, offset: number, seq: number): ReadRe
     return { kind: 'bad', problem: `a record claims ${length} bytes, past the end of the segment`, body: undefined };
   }
   const body = buf.subarray(offset + RECORD_HEADER_BYTES, end);
-  if (view.getUint32(offset + 4) !== recordCrc(seq, offset, buf.subarray(offset, offset + 4), body)) {
+  if (view.getUint32(offset + 4) !== recordCrc(seq, fileOffset, buf.subarray(offset, offset + 4), body)) {
     return { kind: 'bad', problem: 'a record fails its checksum', body };
   }
   const type = body[0] ?? 0;
