@@ -52,6 +52,11 @@ export interface Batch {
 
 export const align8 = (n: number): number => Math.ceil(n / 8) * 8;
 
+// One of each for the module rather than one per record encoded or decoded (an allocation per
+// append, and per record on every start-up's read-back).
+const utf8Encoder = new TextEncoder();
+const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
+
 /** Bytes a record with a body (type byte + payload) of `bodyLength` bytes takes in a segment. */
 export const recordBytes = (bodyLength: number): number => align8(RECORD_HEADER_BYTES + bodyLength);
 
@@ -177,7 +182,7 @@ export const SEGMENT_HEADER_BYTES = recordBytes(SEGMENT_BODY_BYTES);
  */
 export function encodeBatch(batch: Batch): Uint8Array {
   const { hardState, installedSnapshot, compact, truncateFrom, entries } = batch;
-  const vote = hardState === undefined ? undefined : new TextEncoder().encode(hardState.vote);
+  const vote = hardState === undefined ? undefined : utf8Encoder.encode(hardState.vote);
   let size = 2 + 8 + 4;
   if (vote !== undefined) size += 8 + 8 + 2 + vote.length;
   if (installedSnapshot !== undefined) size += 8;
@@ -255,7 +260,7 @@ export function decodeBatch(body: Uint8Array, options: DecodeBatchOptions): Deco
     if (at + voteLength > body.length) return bad('vote');
     let vote: string;
     try {
-      vote = new TextDecoder('utf-8', { fatal: true }).decode(body.subarray(at, at + voteLength));
+      vote = utf8Decoder.decode(body.subarray(at, at + voteLength));
     } catch {
       return bad('the vote is not UTF-8');
     }
