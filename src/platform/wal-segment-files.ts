@@ -80,6 +80,6 @@ export async function writeCut(handle: FileHandle, offset: number, zeroEnd: numb
 
 /** The end of the last 8-byte word at or after `from` in `buf` that is not all zeros (or `from`). */
 export function nonZeroEnd(buf: Uint8Array, from: number): number {
-  for (let end = buf.length; end > from; end--) if (buf[end - 1] !== 0) return Math.ceil(end / 8) * 8;
+  for (let end = buf.length; end > from; end--) if (buf[end - 1] !== 0) return Math.min(buf.length, Math.ceil(end / 8) * 8);
   return from;
 }
