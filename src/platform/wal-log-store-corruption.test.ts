@@ -328,3 +328,41 @@ t.test('a cut marker whose segment is missing, or which is damaged, refuses to s
   await writeFile(path.join(walDir, cutMarkerName(0, 64)), state);
   await t.rejects(WalLogStore.open({ dataDir: dir, segmentBytes: SEGMENT }), { name: 'CorruptLogError', message: /was being cut when the node stopped, and its marker .* is damaged/ });
 });
+
+t.test('zeros at the end of a segment that is not the last (a lost sector): the next segment does not begin where the log ends, so it is damage, never replayed onto the wrong log', async (t) => {
+  // Segment 0: entries 1..12 (term 1), then a record replacing from 8 with 8..9 of term 2 (the
+  // log now ends at 9) that fills the segment; segment 1 goes on from 10 (term 2). The
+  // replacing record reads back as zeros, which look like segment 0's normal end. Replaying
+  // segment 1 onto what is left would give 8..9 of term 1 followed by 10.. of term 2.
+  const seg = 8192;
+  const { dir, remove } = await tempDir('wal-lost-tail');
+  t.teardown(remove);
+  const openStore = (): Promise<WalLogStore> => WalLogStore.open({ dataDir: dir, segmentBytes: seg });
+  const e = (i: number, term: number, bytes = 400): Entry => entry(i, term, `${i}/${term}:`.padEnd(bytes, 'q'));
+  const s = await openStore();
+  for (let i = 1; i <= 12; i++) await s.append({ entries: [e(i, 1)], hardState: hardState(1, 5), sync: true });
+  await s.append({ entries: [e(8, 2, 1200), e(9, 2, 1200)], hardState: hardState(2, 5), sync: true });
+  for (let i = 10; i <= 20; i++) await s.append({ entries: [e(i, 2)], hardState: hardState(2, 5), sync: true });
+  await s.close();
+  const victim = await walRecordOf(dir, 8);
+  const [first, second] = await walSegments(dir);
+  t.equal(victim.file, first, 'the replacing record is in segment 0');
+  t.match(path.basename(second ?? ''), /^0000000000000001-000000000000000a\.wal$/, 'segment 1 begins at index 10');
+  const buf = await readFile(victim.file);
+  buf.fill(0, victim.offset, victim.offset + victim.length);
+  await writeFile(victim.file, buf);
+
+  const s2 = await openStore();
+  const loaded = describeLoaded(await s2.load(z));
+  await s2.close();
+  t.same(
+    { ...loaded, truncatedTail: 0 },
+    { hardState: hardState(2, 5), entries: describeEntries(Array.from({ length: 12 }, (_, k) => e(k + 1, 1))), truncatedTail: 0 },
+    'cut at the end of segment 0: entries 1..12 of term 1 (the log as it was before the lost record), the newest hard state',
+  );
+  t.equal(loaded.truncatedTail, 11, 'entries 10..20 cut');
+  t.same(await walSegments(dir), [first], 'segment 1 is gone');
+  const s3 = await openStore();
+  t.same(describeLoaded(await s3.load(z)), { ...loaded, truncatedTail: 0 }, 'durably');
+  await s3.close();
+});
