@@ -298,7 +298,7 @@ export class WalLogStore implements LogStore {
           );
         }
         // Intact records behind the damage were written after it: their hard state is the
-        // newest (a vote must not be forgotten). Its commit index is below `at` (checked above).
+        // newest (a vote must not be forgotten). Its commit index is at most `before` (checked above).
         if (beyond.hardState !== undefined) hardState = beyond.hardState;
         cut += damage.entries + beyond.entries;
       }
