@@ -8,6 +8,7 @@ function report(resources: [name: string, version: number, data?: unknown][], re
     revision,
     status: { term: 2, commit: revision, applied: revision, firstIndex: 1, lastIndex: revision, snapshotIndex: 0 },
     startup: { loadedSnapshotIndex: 0, diskCommit: revision, openAndReplayMs: 1, leadMs: 1 },
+    logStore: 'level',
     recovery: { droppedBytes: 0, messages: [] },
     warnings: [],
   };

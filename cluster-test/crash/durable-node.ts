@@ -3,10 +3,12 @@
  * (crash-recovery.test.ts), which runs it as a child process and SIGKILLs it.
  *
  *   node dist/cluster-test/crash/durable-node.js write  --data-dir DIR --round R [--concurrency 8] [--max-ms 60000]
- *   node dist/cluster-test/crash/durable-node.js verify --data-dir DIR
+ *                                                   [--log-store wal|level] [--wal-segment-bytes N]
+ *   node dist/cluster-test/crash/durable-node.js verify --data-dir DIR [--wal-segment-bytes N]
  *
- * The node is assembled as the agent will assemble it: the data dir lock and node id
- * (openDataDir), the LevelDB log store, the snapshot file store, the FSM and the replica
+ * The node is assembled as the agent assembles it: the data dir lock and node id
+ * (openDataDir), the log store (openLogStore: the one the data dir has, else --log-store,
+ * default wal as for the agent), the snapshot file store, the FSM and the replica
  * driver (proposals go to Replica.propose directly: see runWrite for why, and the Coordinator
  * adds nothing on a one-voter leader). Node id n1; a fresh data dir is bootstrapped as a one-voter
  * cluster. Snapshots are taken every 300 entries (50 retained behind them) so that crashes
@@ -40,7 +42,7 @@ import { performance } from 'node:perf_hooks';
 import { monotonicFactory } from 'ulid';
 import { CairnError, ErrorCode, SeededRandom, nodeId, type LogIndex } from '../../src/base/index.js';
 import { Fsm, MessageType, encodeEnvelope, type ApplyResult, type WriteCommand } from '../../src/fsm/index.js';
-import { createLogger, FileSnapshotStore, LevelLogStore, openDataDir, systemClock, systemTimers, type DataDir } from '../../src/platform/index.js';
+import { createLogger, FileSnapshotStore, LevelLogStore, openDataDir, openLogStore, systemClock, systemTimers, type DataDir, type LogStoreKind } from '../../src/platform/index.js';
 import { makeConfig } from '../../src/raft/index.js';
 import { Replica, type Logger, type LogStore, type Transport } from '../../src/replica/index.js';
 import type { Resource } from '../../src/store/index.js';
@@ -84,7 +86,9 @@ export interface VerifyReport {
     /** From then until the node led and its read index was applied. */
     readonly leadMs: number;
   };
-  /** What LevelDB reported dropping from its write-ahead log while opening. */
+  /** The log store the data dir has. */
+  readonly logStore: LogStoreKind;
+  /** What LevelDB reported dropping from its write-ahead log while opening (nothing for wal). */
   readonly recovery: { readonly droppedBytes: number; readonly messages: readonly string[] };
   /** Every warn and error event logged during start-up, as `message {fields}`. */
   readonly warnings: readonly string[];
@@ -206,18 +210,26 @@ interface Node {
   readonly dataDir: DataDir;
   readonly replica: Replica<ApplyResult, Resource>;
   readonly fsm: Fsm;
-  readonly logStore: LevelLogStore;
+  readonly logStore: LogStore;
+  readonly logStoreKind: LogStoreKind;
   /** performance.now() when Replica.open was called. */
   readonly openStarted: number;
   /** Until Replica.open resolved (which may include part or all of the replay that follows it). */
   readonly openMs: number;
 }
 
-async function openNode(dir: string, logger: Logger, snapshots: boolean, plantedBug = false): Promise<Node> {
+interface StoreChoice {
+  /** For a data dir without a log yet. */
+  readonly kind: LogStoreKind;
+  readonly walSegmentBytes: number | undefined;
+}
+
+async function openNode(dir: string, logger: Logger, snapshots: boolean, store: StoreChoice, plantedBug = false): Promise<Node> {
   const id = nodeId(NODE_ID);
   const dataDir = await openDataDir({ path: dir, nodeId: id, logger });
   try {
-    const logStore = await LevelLogStore.open({ dataDir: dataDir.path, logger });
+    const opened = await openLogStore({ dataDir: dataDir.path, kind: store.kind, logger, ...(store.walSegmentBytes !== undefined ? { walSegmentBytes: store.walSegmentBytes } : {}) });
+    const logStore = opened.store;
     const snapshotStore = await FileSnapshotStore.open({ dataDir: dataDir.path, logger });
     const fsm = new Fsm();
     const started = performance.now();
@@ -241,7 +253,7 @@ async function openNode(dir: string, logger: Logger, snapshots: boolean, planted
       throw e;
     });
     const openMs = performance.now() - started;
-    return { dataDir, replica, fsm, logStore, openStarted: started, openMs };
+    return { dataDir, replica, fsm, logStore, logStoreKind: opened.kind, openStarted: started, openMs };
   } catch (e) {
     await dataDir.close().catch(() => undefined);
     throw e;
@@ -269,6 +281,12 @@ function round1(ms: number): number {
   return Math.round(ms * 10) / 10;
 }
 
+function storeChoice(flags: Map<string, string>): StoreChoice {
+  const kind = flags.get('log-store') ?? 'wal';
+  if (kind !== 'wal' && kind !== 'level') throw new UsageError(`--log-store must be wal or level, got ${JSON.stringify(kind)}`);
+  return { kind, walSegmentBytes: flags.has('wal-segment-bytes') ? intFlag(flags, 'wal-segment-bytes', 0) : undefined };
+}
+
 async function runWrite(dir: string, flags: Map<string, string>): Promise<number> {
   const round = intFlag(flags, 'round', 0);
   const concurrency = Math.max(1, intFlag(flags, 'concurrency', 8));
@@ -276,7 +294,7 @@ async function runWrite(dir: string, flags: Map<string, string>): Promise<number
   const planted = flags.get('planted-bug');
   if (planted !== undefined && planted !== 'ack-before-write') throw new UsageError(`--planted-bug must be ack-before-write, got ${JSON.stringify(planted)}`);
   const logger = createLogger({ nodeId: NODE_ID, destination: 2 });
-  const node = await openNode(dir, logger, true, planted !== undefined);
+  const node = await openNode(dir, logger, true, storeChoice(flags), planted !== undefined);
   const st0 = node.replica.status();
   const opened = performance.now();
   await until(() => node.replica.status().role === 'leader', 10_000, 'this node to lead its one-voter cluster');
@@ -328,10 +346,10 @@ async function runWrite(dir: string, flags: Map<string, string>): Promise<number
   return 0;
 }
 
-async function runVerify(dir: string): Promise<number> {
+async function runVerify(dir: string, flags: Map<string, string>): Promise<number> {
   const warnings: string[] = [];
   const logger = recordingLogger(createLogger({ nodeId: NODE_ID, destination: 2 }), warnings);
-  const node = await openNode(dir, logger, false);
+  const node = await openNode(dir, logger, false, storeChoice(flags));
   const st0 = node.replica.status();
   const diskCommit = st0.commit;
   await until(() => node.fsm.appliedIndex >= diskCommit, 60_000, `replay up to the commit index ${diskCommit} found on disk`, 0);
@@ -353,7 +371,8 @@ async function runVerify(dir: string): Promise<number> {
       openAndReplayMs: round1(openAndReplayMs),
       leadMs: round1(leadMs),
     },
-    recovery: { droppedBytes: node.logStore.recovery.droppedBytes, messages: node.logStore.recovery.messages },
+    logStore: node.logStoreKind,
+    recovery: node.logStore instanceof LevelLogStore ? { droppedBytes: node.logStore.recovery.droppedBytes, messages: node.logStore.recovery.messages } : { droppedBytes: 0, messages: [] },
     warnings,
   };
   await closeNode(node);
@@ -379,12 +398,12 @@ async function main(): Promise<number> {
   try {
     parsed = parseArgs(process.argv.slice(2));
   } catch (e) {
-    process.stderr.write(`durable-node: ${oneLine(e)}\nusage: durable-node.js write|verify --data-dir DIR [--round R] [--concurrency N] [--max-ms MS] [--planted-bug ack-before-write]\n`);
+    process.stderr.write(`durable-node: ${oneLine(e)}\nusage: durable-node.js write|verify --data-dir DIR [--round R] [--concurrency N] [--max-ms MS] [--log-store wal|level] [--wal-segment-bytes N] [--planted-bug ack-before-write]\n`);
     return 2;
   }
   const dir = parsed.flags.get('data-dir') ?? '';
   try {
-    return parsed.mode === 'write' ? await runWrite(dir, parsed.flags) : await runVerify(dir);
+    return parsed.mode === 'write' ? await runWrite(dir, parsed.flags) : await runVerify(dir, parsed.flags);
   } catch (e) {
     out(`error ${errorCode(e)} ${oneLine(e)}`);
     return EXIT_STARTUP_ERROR;

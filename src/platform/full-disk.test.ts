@@ -151,3 +151,25 @@ t.test('full disk: a snapshot that does not fit fails cleanly, leaves no temp fi
   t.equal(loaded.snapshot?.meta.index, 10);
   t.same(loaded.skippedCorrupt, []);
 });
+
+t.test('full disk (wal): with appends in flight and queued when a segment cannot be made, every one after the failure rejects (resolved ones are a prefix, in call order)', { skip: skip ?? false }, async (t) => {
+  const disk = await tinyDisk(t);
+  const dataDir = path.join(disk, 'node');
+  await writeFile(path.join(disk, 'ballast'), randomBytes(700 * 1024));
+  const log = await WalLogStore.open({ dataDir, segmentBytes: 64 * 1024 });
+  // Groups of concurrent appends (one group commit each, roughly) until one fails.
+  const outcomes: ('ok' | 'failed')[] = [];
+  let index = 1;
+  for (let round = 0; round < 200 && !outcomes.includes('failed'); round++) {
+    const calls: Promise<'ok' | 'failed'>[] = [];
+    for (let k = 0; k < 20; k++, index++) {
+      const e: Entry = { index: index as LogIndex, term: 1 as Term, data: Uint8Array.from(randomBytes(1000)) };
+      calls.push(log.append({ entries: [e], hardState: hardState(1, Math.max(0, index - 5)), sync: k % 2 === 0 }).then(() => 'ok' as const, () => 'failed' as const));
+    }
+    outcomes.push(...(await Promise.all(calls)));
+  }
+  const firstFailed = outcomes.indexOf('failed');
+  t.ok(firstFailed > 0, `appends failed once the disk was full (after ${firstFailed} succeeded)`);
+  t.same(outcomes.slice(firstFailed).filter((o) => o === 'ok'), [], `all ${outcomes.length - firstFailed} appends from the first failure on rejected, none resolved after it`);
+  await log.close();
+});

@@ -52,6 +52,11 @@ export interface Batch {
 
 export const align8 = (n: number): number => Math.ceil(n / 8) * 8;
 
+// One of each for the module rather than one per record encoded or decoded (an allocation per
+// append, and per record on every start-up's read-back).
+const utf8Encoder = new TextEncoder();
+const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
+
 /** Bytes a record with a body (type byte + payload) of `bodyLength` bytes takes in a segment. */
 export const recordBytes = (bodyLength: number): number => align8(RECORD_HEADER_BYTES + bodyLength);
 
@@ -65,6 +70,23 @@ export function segmentName(seq: number, firstIndex: number): string {
 /** A segment being prepared (zeros and a header) before it joins the log under its real name. */
 export function preparedName(seq: number): string {
   return `${hex16(seq)}.tmp`;
+}
+
+/**
+ * The marker of a cut in progress (WalLogStore's cutDamage): segment `seq` is cut at file offset
+ * `offset`, and the marker holds the record written there. Its presence at open means a crash
+ * interrupted the cut, which is then finished from the marker (see wal-log-store.ts).
+ */
+export function cutMarkerName(seq: number, offset: number): string {
+  return `${hex16(seq)}-${hex16(offset)}.cut`;
+}
+
+export function parseCutMarkerName(name: string): { readonly seq: number; readonly offset: number } | undefined {
+  const m = /^([0-9a-f]{16})-([0-9a-f]{16})\.cut$/.exec(name);
+  if (m === null) return undefined;
+  const seq = Number.parseInt(m[1] ?? '', 16);
+  const offset = Number.parseInt(m[2] ?? '', 16);
+  return Number.isSafeInteger(seq) && Number.isSafeInteger(offset) ? { seq, offset } : undefined;
 }
 
 export function parseSegmentName(name: string): { readonly seq: number; readonly firstIndex: number } | undefined {
@@ -108,8 +130,9 @@ export type ReadRecord =
 /**
  * Reads the record at `offset` of segment `seq`, whose bytes are `buf` (the whole file).
  * `body` of a bad record is what its length field claims, when that lies inside the file.
+ * `fileOffset` is where the record sits in the segment when `buf` is not the whole file.
  */
-export function readRecord(buf: Uint8Array, offset: number, seq: number): ReadRecord {
+export function readRecord(buf: Uint8Array, offset: number, seq: number, fileOffset = offset): ReadRecord {
   if (offset + RECORD_HEADER_BYTES > buf.length) return { kind: 'end' };
   const view = viewOf(buf);
   const length = view.getUint32(offset);
@@ -119,7 +142,7 @@ export function readRecord(buf: Uint8Array, offset: number, seq: number): ReadRe
     return { kind: 'bad', problem: `a record claims ${length} bytes, past the end of the segment`, body: undefined };
   }
   const body = buf.subarray(offset + RECORD_HEADER_BYTES, end);
-  if (view.getUint32(offset + 4) !== recordCrc(seq, offset, buf.subarray(offset, offset + 4), body)) {
+  if (view.getUint32(offset + 4) !== recordCrc(seq, fileOffset, buf.subarray(offset, offset + 4), body)) {
     return { kind: 'bad', problem: 'a record fails its checksum', body };
   }
   const type = body[0] ?? 0;
@@ -159,7 +182,7 @@ export const SEGMENT_HEADER_BYTES = recordBytes(SEGMENT_BODY_BYTES);
  */
 export function encodeBatch(batch: Batch): Uint8Array {
   const { hardState, installedSnapshot, compact, truncateFrom, entries } = batch;
-  const vote = hardState === undefined ? undefined : new TextEncoder().encode(hardState.vote);
+  const vote = hardState === undefined ? undefined : utf8Encoder.encode(hardState.vote);
   let size = 2 + 8 + 4;
   if (vote !== undefined) size += 8 + 8 + 2 + vote.length;
   if (installedSnapshot !== undefined) size += 8;
@@ -237,7 +260,7 @@ export function decodeBatch(body: Uint8Array, options: DecodeBatchOptions): Deco
     if (at + voteLength > body.length) return bad('vote');
     let vote: string;
     try {
-      vote = new TextDecoder('utf-8', { fatal: true }).decode(body.subarray(at, at + voteLength));
+      vote = utf8Decoder.decode(body.subarray(at, at + voteLength));
     } catch {
       return bad('the vote is not UTF-8');
     }

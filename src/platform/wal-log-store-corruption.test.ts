@@ -1,12 +1,12 @@
-import { access, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { access, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import type { LogIndex } from '../base/index.js';
 import type { Entry } from '../raft/index.js';
 import { CorruptLogError } from '../replica/index.js';
 import { describeEntries, describeLoaded, entry, hardState } from '../replica/testing/index.js';
-import { flipByte, logStoreDamageContract, tempDir, walRecordOf, walSegments } from './testing/index.js';
-import { encodeSegmentHeader, segmentName, WAL_DIR, writeRecord } from './wal-format.js';
+import { flipByte, logStoreDamageContract, tempDir, walRecordOf, walRecords, walSegments } from './testing/index.js';
+import { cutMarkerName, encodeSegmentHeader, recordBytes, segmentName, WAL_DIR, writeRecord } from './wal-format.js';
 import { WalLogStore } from './wal-log-store.js';
 
 const z = 0 as LogIndex;
@@ -214,4 +214,155 @@ t.test('a segment whose header names another sequence number is damage', async (
   t.teardown(() => s2.close());
   // Its records are checksummed with their position (segment 1 now): none of them verifies.
   await t.rejects(s2.load(z), { name: 'CorruptLogError', message: /the header of raft log segment .*0000000000000001-0000000000000001\.wal is damaged \(a record fails its checksum\); a segment header is never torn/ });
+});
+
+t.test('a damaged record that replaced uncommitted entries, with a commit index behind it that covers them: refused, not served as the old entries', async (t) => {
+  // Entries 16..20 of term 1 are above the commit index 15; a term-2 leader replaces 16..18
+  // (one record) and then commits 17 (a later record). If the replacing record is unreadable,
+  // the entries 16..17 the log still holds are the replaced term-1 ones: cutting behind them
+  // and keeping the commit index 17 would apply entries the cluster never committed.
+  const { dir, remove } = await tempDir('wal-replaced');
+  t.teardown(remove);
+  const s = await WalLogStore.open({ dataDir: dir, segmentBytes: SEGMENT });
+  for (let i = 1; i <= 20; i++) await s.append({ entries: [entry(i, 1, `${i}:old`)], hardState: hardState(1, Math.min(i, 15)), sync: true });
+  await s.append({ entries: [entry(16, 2, '16:new'), entry(17, 2, '17:new'), entry(18, 2, '18:new')], hardState: hardState(2, 15), sync: true });
+  await s.append({ entries: [], hardState: hardState(2, 17), sync: true });
+  t.same(
+    describeEntries((await s.load(z)).entries.slice(14)),
+    describeEntries([entry(15, 1, '15:old'), entry(16, 2, '16:new'), entry(17, 2, '17:new'), entry(18, 2, '18:new')]),
+    'before the damage: 16..18 are term 2',
+  );
+  await s.close();
+  const victim = await walRecordOf(dir, 16);
+  t.equal(victim.count, 3, 'the replacing record');
+  await flipByte(victim.file, victim.offset + victim.length - 1, 0x01);
+  const s2 = await WalLogStore.open({ dataDir: dir, segmentBytes: SEGMENT });
+  t.teardown(() => s2.close());
+  const outcome = await s2.load(z).then(
+    (l) => `loaded entries up to ${l.entries.length} (16 and 17 of term ${l.entries[15]?.term}/${l.entries[16]?.term}) with commit ${l.hardState.commit}`,
+    (e: unknown) => e,
+  );
+  t.ok(outcome instanceof CorruptLogError, `CorruptLogError, not: ${String(outcome)}`);
+  t.match(String(outcome), /the commit index reached 17, above the commit index 15 known before it, and the unreadable record may have replaced entries from 16 on/);
+});
+
+t.test('a cut interrupted by a crash is finished on open: the segments behind the damage never replay after the cut', async (t) => {
+  // Segment 0: entries 1..12 (term 1), then one record replacing 8..12 with term 2 (the last
+  // index stays 12), then 13..45 of term 2 in later segments; commit 5 throughout. The
+  // replacing record is damaged: load cuts the log after entry 12 (term 1) and deletes the later
+  // segments. Had a crash left the cut segment with the later segments still there, they would
+  // replay after it: 8..12 of term 1 followed by 13.. of term 2, a log that never existed.
+  const seg = 8192;
+  const { dir, remove } = await tempDir('wal-cut-crash');
+  t.teardown(remove);
+  const walDir = path.join(dir, WAL_DIR);
+  const openStore = (): Promise<WalLogStore> => WalLogStore.open({ dataDir: dir, segmentBytes: seg });
+  const e = (i: number, term: number, bytes = 400): Entry => entry(i, term, `${i}/${term}:`.padEnd(bytes, 'q'));
+  const s = await openStore();
+  for (let i = 1; i <= 12; i++) await s.append({ entries: [e(i, 1)], hardState: hardState(1, 5), sync: true });
+  // Sized so that it fills segment 0: entry 13 starts segment 1, right after where the cut ends.
+  await s.append({ entries: [8, 9, 10, 11, 12].map((i) => e(i, 2, 480)), hardState: hardState(2, 5), sync: true });
+  for (let i = 13; i <= 45; i++) await s.append({ entries: [e(i, 2)], hardState: hardState(2, 5), sync: true });
+  await s.close();
+  const victim = await walRecordOf(dir, 8);
+  t.equal(victim.count, 5, 'the replacing record');
+  const [first, ...later] = await walSegments(dir);
+  t.ok(later.length >= 2 && victim.file === first, `the replacing record is in the first of ${later.length + 1} segments`);
+  t.equal((await walRecords(dir)).find((r) => r.file === later[0] && r.count > 0)?.firstIndex, 13, 'and the second segment goes on from entry 13');
+  await flipByte(victim.file, victim.offset + victim.length - 1, 0x01);
+  const damaged = new Map<string, Uint8Array>();
+  for (const f of await walSegments(dir)) damaged.set(f, await readFile(f));
+
+  const want = { hardState: hardState(2, 5), entries: describeEntries(Array.from({ length: 12 }, (_, k) => e(k + 1, 1))), truncatedTail: 0 };
+  const cut = await openStore();
+  t.same({ ...describeLoaded(await cut.load(z)), truncatedTail: 0 }, want, 'the cut: entries 1..12 of term 1, the newest hard state');
+  await cut.close();
+  t.same(await walSegments(dir), [first], 'the later segments are gone');
+  t.same((await readdir(walDir)).filter((n) => n.endsWith('.cut')), [], 'and the marker');
+  const cutSegment = await readFile(first ?? '');
+  // The record the cut wrote in place of the damaged one is what the marker holds.
+  const length = new DataView(cutSegment.buffer, cutSegment.byteOffset).getUint32(victim.offset);
+  const record = cutSegment.slice(victim.offset, victim.offset + recordBytes(length));
+  const marker = path.join(walDir, cutMarkerName(0, victim.offset));
+
+  const crashes: { what: string; first: Uint8Array; later: number }[] = [
+    { what: 'right after the marker was written', first: damaged.get(first ?? '') ?? new Uint8Array(), later: later.length },
+    { what: 'after the damage was zeroed, before the record was written', first: Uint8Array.from(damaged.get(first ?? '') ?? []).fill(0, victim.offset), later: later.length },
+    { what: 'after the cut, before any later segment was deleted', first: cutSegment, later: later.length },
+    { what: 'after the cut and deleting the newest segment', first: cutSegment, later: later.length - 1 },
+  ];
+  for (const c of crashes) {
+    await writeFile(first ?? '', c.first);
+    for (const f of later.slice(0, c.later)) await writeFile(f, damaged.get(f) ?? new Uint8Array());
+    await writeFile(marker, record);
+    const s2 = await openStore();
+    const loaded = describeLoaded(await s2.load(z));
+    await s2.close();
+    t.same(loaded, want, `crash ${c.what}: loads the cut log`);
+    t.same(await walSegments(dir), [first], `crash ${c.what}: the later segments are gone`);
+    t.same((await readdir(walDir)).filter((n) => n.endsWith('.cut')), [], `crash ${c.what}: the marker is gone`);
+  }
+  // And the log goes on from the cut.
+  const s3 = await openStore();
+  await s3.load(z);
+  await s3.append({ entries: [e(13, 3)], hardState: hardState(3, 5), sync: true });
+  await s3.close();
+  t.same(await reloaded(dir), { hardState: hardState(3, 5), entries: [...want.entries, ...describeEntries([e(13, 3)])], truncatedTail: 0 });
+  async function reloaded(d: string): Promise<ReturnType<typeof describeLoaded>> {
+    const s4 = await WalLogStore.open({ dataDir: d, segmentBytes: seg });
+    try {
+      return describeLoaded(await s4.load(z));
+    } finally {
+      await s4.close();
+    }
+  }
+});
+
+t.test('a cut marker whose segment is missing, or which is damaged, refuses to start', async (t) => {
+  const { dir } = await written(t, 10, 5);
+  const walDir = path.join(dir, WAL_DIR);
+  const state = new Uint8Array(recordBytes(14));
+  await writeFile(path.join(walDir, cutMarkerName(3, 64)), state);
+  await t.rejects(WalLogStore.open({ dataDir: dir, segmentBytes: SEGMENT }), { name: 'CorruptLogError', message: /was being cut when the node stopped, and the segment it was cutting \(sequence number 3\) is missing/ });
+  await rm(path.join(walDir, cutMarkerName(3, 64)));
+  await writeFile(path.join(walDir, cutMarkerName(0, 64)), state);
+  await t.rejects(WalLogStore.open({ dataDir: dir, segmentBytes: SEGMENT }), { name: 'CorruptLogError', message: /was being cut when the node stopped, and its marker .* is damaged/ });
+});
+
+t.test('zeros at the end of a segment that is not the last (a lost sector): the next segment does not begin where the log ends, so it is damage, never replayed onto the wrong log', async (t) => {
+  // Segment 0: entries 1..12 (term 1), then a record replacing from 8 with 8..9 of term 2 (the
+  // log now ends at 9) that fills the segment; segment 1 goes on from 10 (term 2). The
+  // replacing record reads back as zeros, which look like segment 0's normal end. Replaying
+  // segment 1 onto what is left would give 8..9 of term 1 followed by 10.. of term 2.
+  const seg = 8192;
+  const { dir, remove } = await tempDir('wal-lost-tail');
+  t.teardown(remove);
+  const openStore = (): Promise<WalLogStore> => WalLogStore.open({ dataDir: dir, segmentBytes: seg });
+  const e = (i: number, term: number, bytes = 400): Entry => entry(i, term, `${i}/${term}:`.padEnd(bytes, 'q'));
+  const s = await openStore();
+  for (let i = 1; i <= 12; i++) await s.append({ entries: [e(i, 1)], hardState: hardState(1, 5), sync: true });
+  await s.append({ entries: [e(8, 2, 1200), e(9, 2, 1200)], hardState: hardState(2, 5), sync: true });
+  for (let i = 10; i <= 20; i++) await s.append({ entries: [e(i, 2)], hardState: hardState(2, 5), sync: true });
+  await s.close();
+  const victim = await walRecordOf(dir, 8);
+  const [first, second] = await walSegments(dir);
+  t.equal(victim.file, first, 'the replacing record is in segment 0');
+  t.match(path.basename(second ?? ''), /^0000000000000001-000000000000000a\.wal$/, 'segment 1 begins at index 10');
+  const buf = await readFile(victim.file);
+  buf.fill(0, victim.offset, victim.offset + victim.length);
+  await writeFile(victim.file, buf);
+
+  const s2 = await openStore();
+  const loaded = describeLoaded(await s2.load(z));
+  await s2.close();
+  t.same(
+    { ...loaded, truncatedTail: 0 },
+    { hardState: hardState(2, 5), entries: describeEntries(Array.from({ length: 12 }, (_, k) => e(k + 1, 1))), truncatedTail: 0 },
+    'cut at the end of segment 0: entries 1..12 of term 1 (the log as it was before the lost record), the newest hard state',
+  );
+  t.equal(loaded.truncatedTail, 11, 'entries 10..20 cut');
+  t.same(await walSegments(dir), [first], 'segment 1 is gone');
+  const s3 = await openStore();
+  t.same(describeLoaded(await s3.load(z)), { ...loaded, truncatedTail: 0 }, 'durably');
+  await s3.close();
 });

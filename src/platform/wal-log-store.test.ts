@@ -71,8 +71,9 @@ t.test('group commit: one record per append, one write and one fdatasync per rou
 });
 
 t.test('concurrent appends share writes and fsyncs, resolve in call order, each only after an fsync that covers it', async (t) => {
+  // When each fdatasync started (onSync is called as it returns, with its duration).
   const syncs: number[] = [];
-  const { open } = await fresh(t, 1024 * 1024, { onSync: (seconds) => syncs.push(seconds) });
+  const { open } = await fresh(t, 1024 * 1024, { onSync: (seconds) => syncs.push(performance.now() - seconds * 1000) });
   const s = await open();
   t.teardown(() => s.close());
   const n = 200;
@@ -80,12 +81,16 @@ t.test('concurrent appends share writes and fsyncs, resolve in call order, each 
   const covered: boolean[] = [];
   const calls: Promise<void>[] = [];
   for (let i = 1; i <= n; i++) {
-    const syncsAtCall = syncs.length;
+    // Every few appends a turn of the event loop, so that later ones arrive while a round's
+    // write or fdatasync is in flight (they must wait for the next round's).
+    if (i % 8 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    const calledAt = performance.now();
     calls.push(
       s.append({ entries: [big(i, 1)], hardState: hardState(1, Math.max(0, i - 3)), sync: true }).then(() => {
         resolved.push(i);
-        // An fsync finished after this append was made (so after its write) and before it resolved.
-        covered.push(syncs.length > syncsAtCall);
+        // An fsync that started after this append was made (not one already in flight then)
+        // and finished before it resolved.
+        covered.push(syncs.some((started) => started >= calledAt));
       }),
     );
   }

@@ -1,17 +1,21 @@
-import { mkdir, open, readdir, rename, rm, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { assert, NO_NODE, type LogIndex, type Term } from '../base/index.js';
 import type { Entry, HardState } from '../raft/index.js';
 import { CorruptLogError, silentLogger, type LoadedLog, type Logger, type LogStore } from '../replica/index.js';
 import { lockDir, type DirLock } from './dir-lock.js';
-import { fsyncDir } from './durable-fs.js';
+import { fsyncDir, writeFileAtomic } from './durable-fs.js';
 import { StorageError } from './errors.js';
 import { Serial } from './serial.js';
 import {
+  cutMarkerName,
   encodeBatch,
   MAX_SEGMENT_BYTES,
+  parseCutMarkerName,
   parseSegmentName,
+  readRecord,
   recordBytes,
+  RecordType,
   SEGMENT_HEADER_BYTES,
   segmentName,
   WAL_DIR,
@@ -19,7 +23,7 @@ import {
   type Batch,
 } from './wal-format.js';
 import { LogShape, scanSegments, type ScanResult, type SegmentRef } from './wal-scan.js';
-import { discard, prepareSegment, writeFully, writeZeros, type Prepared } from './wal-segment-files.js';
+import { discard, nonZeroEnd, prepareSegment, writeCut, writeFully, type Prepared } from './wal-segment-files.js';
 
 /** The lock directory inside `<dataDir>/wal` (an empty LevelDB database held open; dir-lock.ts). */
 export const WAL_LOCK_DIR = 'lock';
@@ -82,6 +86,55 @@ function effectOf(b: Batch): Effect {
 }
 
 /**
+ * Finishes a cut that a crash interrupted (WalLogStore.cutDamage), from its marker `name` in
+ * `dir`: the segment it names is cut again at the offset it names (zeros from there to the last
+ * byte that is not zero, the marker's record at the offset, fdatasync), every later segment is
+ * deleted (newest first), then the marker. Idempotent, so a crash in here is finished next time.
+ * Nothing was written after the cut while the marker existed, so nothing live is zeroed.
+ */
+async function finishCut(dir: string, name: string, segments: readonly SegmentRef[], logger: Logger): Promise<void> {
+  const at = parseCutMarkerName(name);
+  assert(at !== undefined, 'a cut marker name');
+  const marker = path.join(dir, name);
+  const refuse = (problem: string): CorruptLogError =>
+    new CorruptLogError(
+      `the raft log in ${dir} was being cut when the node stopped, and ${problem}; refusing to start rather than serve wrong data; restore this node from a snapshot or wipe its data dir to rejoin the cluster`,
+    );
+  const seg = segments.find((s) => s.seq === at.seq);
+  if (seg === undefined) throw refuse(`the segment it was cutting (sequence number ${at.seq}) is missing`);
+  let record: Uint8Array;
+  let buf: Uint8Array;
+  try {
+    record = await readFile(marker);
+    buf = await readFile(seg.path);
+  } catch (e) {
+    throw new StorageError('read an interrupted raft log cut', marker, e);
+  }
+  const r = readRecord(record, 0, at.seq, at.offset);
+  // (The record may reach past the segment's end: a cut of a small last record grows the file.)
+  if (r.kind !== 'record' || r.type !== RecordType.batch || r.next !== record.length || at.offset < SEGMENT_HEADER_BYTES || at.offset > buf.length) {
+    throw refuse(`its marker ${marker} is damaged`);
+  }
+  let handle: FileHandle | undefined;
+  try {
+    handle = await open(seg.path, 'r+');
+    await writeCut(handle, at.offset, Math.max(at.offset, nonZeroEnd(buf, at.offset)), record);
+    await handle.close();
+    handle = undefined;
+    for (const s of segments.filter((x) => x.seq > at.seq).reverse()) {
+      await rm(s.path, { force: true });
+      await fsyncDir(dir);
+    }
+    await rm(marker);
+    await fsyncDir(dir);
+  } catch (e) {
+    await handle?.close().catch(() => undefined);
+    throw new StorageError(`finish the interrupted cut of raft log segment ${path.basename(seg.path)} at offset ${at.offset}`, seg.path, e);
+  }
+  logger.warn({ path: dir, segment: path.basename(seg.path), offset: at.offset }, 'finished cutting a damaged raft log tail (the cut was interrupted by a crash)');
+}
+
+/**
  * The Raft log and hard state as a segment-file write-ahead log, after etcd's WAL: fixed-size
  * segment files preallocated with zeros (so an fdatasync writes data, not file-size metadata),
  * one checksummed record per batch, appended; the next segment prepared in the background before
@@ -141,18 +194,26 @@ export class WalLogStore implements LogStore {
       } catch (e) {
         throw new StorageError('list the raft log segments', dir, e);
       }
-      const segments: SegmentRef[] = [];
+      let segments: SegmentRef[] = [];
+      const cuts: string[] = [];
       for (const name of names) {
         if (name.endsWith('.tmp')) {
-          // A segment prepared but never started (or cut short by a crash): not part of the log.
+          // A segment prepared but never started (or cut short by a crash), or a cut marker
+          // never completed (so the cut had not begun): not part of the log.
           await rm(path.join(dir, name), { force: true });
           continue;
         }
         const parsed = parseSegmentName(name);
         if (parsed !== undefined) segments.push({ ...parsed, path: path.join(dir, name) });
+        else if (parseCutMarkerName(name) !== undefined) cuts.push(name);
         else if (name !== WAL_LOCK_DIR) logger.warn({ path: path.join(dir, name) }, 'ignoring a file in the raft log directory that is not a segment');
       }
       segments.sort((a, b) => a.seq - b.seq);
+      for (const name of cuts.sort()) {
+        await finishCut(dir, name, segments, logger);
+        const { seq } = parseCutMarkerName(name) ?? { seq: 0 };
+        segments = segments.filter((s) => s.seq <= seq);
+      }
       for (let j = 1; j < segments.length; j++) {
         const before = segments[j - 1] as SegmentRef;
         const seg = segments[j] as SegmentRef;
@@ -225,8 +286,19 @@ export class WalLogStore implements LogStore {
         if (at <= seen) {
           throw this.corrupt(`the raft log is damaged in ${file} at offset ${damage.offset} (${damage.problem}): entries from ${at} on cannot be read, at or below the commit index ${seen}`);
         }
+        // What the unreadable record held is unknown: it may have replaced entries (Raft §5.3)
+        // anywhere above the commit index known before it, and so may the intact records behind
+        // it, which the cut drops too. The entries the log still holds there may be the replaced
+        // ones, so the commit index may not move past the one known before the damage (or the
+        // snapshot): if a record behind it says it did, those entries are committed and unknown.
+        const before = Math.max(replay.shape.hardState?.commit ?? 0, afterIndex);
+        if (beyond.maxCommit > before) {
+          throw this.corrupt(
+            `the raft log is damaged in ${file} at offset ${damage.offset} (${damage.problem}): records after it say the commit index reached ${beyond.maxCommit}, above the commit index ${before} known before it, and the unreadable record may have replaced entries from ${before + 1} on`,
+          );
+        }
         // Intact records behind the damage were written after it: their hard state is the
-        // newest (a vote must not be forgotten). Its commit index is below `at` (checked above).
+        // newest (a vote must not be forgotten). Its commit index is at most `before` (checked above).
         if (beyond.hardState !== undefined) hardState = beyond.hardState;
         cut += damage.entries + beyond.entries;
       }
@@ -518,6 +590,14 @@ export class WalLogStore implements LogStore {
    * zeros from the damaged record on, a state record in its place (the newest hard state, which
    * may come from intact records behind the damage), fsync, then the segments after it deleted,
    * newest first.
+   *
+   * None of that is one atomic step, and every state in between is dangerous to load: a cut
+   * segment followed by segments not yet deleted would replay records written after the
+   * damaged one (which may have been replaced by it: a log that never existed), and deleting
+   * the later segments first would forget the newest hard state (a vote) they hold. So the cut
+   * is announced first by a marker file `<seq>-<offset>.cut` holding the state record, written
+   * atomically; `open` finds a marker left by a crash and finishes the cut from it
+   * (`finishCut`), before reading anything. The marker goes only once the cut is durable.
    */
   private async cutDamage(scan: ScanResult, hardState: HardState | undefined): Promise<void> {
     const damage = scan.damage;
@@ -527,19 +607,17 @@ export class WalLogStore implements LogStore {
     assert(damage.offset >= SEGMENT_HEADER_BYTES, 'a damaged segment header is refused, never cut');
     const later = scan.segments.slice(damage.segment + 1);
     const isActive = seg.ref.path === this.active.ref.path;
+    const shape = scan.replay.shape;
+    const stateBatch: Batch = { hardState, compact: shape.floor > 0 ? shape.floor : undefined, entries: [] };
+    const state = encodeBatch(stateBatch);
+    const record = new Uint8Array(recordBytes(state.length));
+    writeRecord(record, 0, state, seg.ref.seq, damage.offset);
+    const marker = path.join(this.path, cutMarkerName(seg.ref.seq, damage.offset));
     let handle: FileHandle | undefined;
     try {
+      await writeFileAtomic(marker, record);
       handle = isActive ? this.active.handle : await open(seg.ref.path, 'r+');
-      await writeZeros(handle, damage.offset, damage.zeroEnd);
-      let off = damage.offset;
-      const shape = scan.replay.shape;
-      const stateBatch: Batch = { hardState, compact: shape.floor > 0 ? shape.floor : undefined, entries: [] };
-      const state = encodeBatch(stateBatch);
-      const buf = new Uint8Array(recordBytes(state.length));
-      writeRecord(buf, 0, state, seg.ref.seq, off);
-      await writeFully(handle, buf, off);
-      off += buf.length;
-      await handle.datasync();
+      await writeCut(handle, damage.offset, damage.zeroEnd, record);
       this.counts.syncs++;
       this.counts.records++;
       for (const s of [...later].reverse()) {
@@ -547,6 +625,10 @@ export class WalLogStore implements LogStore {
         await rm(s.ref.path, { force: true });
         await fsyncDir(this.path);
       }
+      // Durably gone before anything is written after the cut: finishing it again would zero that.
+      await rm(marker);
+      await fsyncDir(this.path);
+      const off = damage.offset + record.length;
       this.segments = scan.segments.slice(0, damage.segment + 1).map((s) => s.ref);
       if (!isActive) this.active = { ref: seg.ref, handle, size: Math.max(seg.size, off), offset: off, dirty: false };
       else this.active.offset = off;

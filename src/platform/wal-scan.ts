@@ -103,6 +103,8 @@ export interface ScannedSegment {
   readonly size: number;
   /** Offset just after the last intact record (where the next record goes, for the last segment). */
   readonly end: number;
+  /** The end of the last 8-byte word from `end` on that is not all zeros (`end` if none). */
+  readonly nonZeroEnd: number;
 }
 
 export interface ScanResult {
@@ -188,10 +190,29 @@ export async function scanSegments(segments: readonly SegmentRef[], keepFrom: nu
   for (let j = 0; j < segments.length; j++) {
     const ref = segments[j] as SegmentRef;
     const buf = await readSegment(ref);
+    const prev = scanned[j - 1];
+    if (prev === undefined) {
+      // The log stood at firstIndex - 1 when this segment began (its name says so); the
+      // segments before it, if any, are compacted away.
+      replay.shape.lastIndex = ref.firstIndex - 1;
+    } else if (damage === undefined && replay.shape.lastIndex !== ref.firstIndex - 1) {
+      // Every later segment begins where the log before it ended. If it does not, records at
+      // the end of the one before are missing (zeros read back where they were: a lost sector
+      // reads as the segment's end), and the records of this segment would replay onto a log
+      // they were not written after. Damage at the end of the one before, with this segment
+      // and the later ones behind it.
+      damage = {
+        segment: j - 1,
+        offset: prev.end,
+        problem: `the next segment begins at index ${ref.firstIndex}, but the log before it ends at index ${replay.shape.lastIndex}: records are missing`,
+        entries: 0,
+        zeroEnd: Math.min(prev.size, Math.max(prev.end + 8, prev.nonZeroEnd)),
+      };
+    }
     if (damage !== undefined) {
       // Behind damage: every intact record counts, from the segment's start.
       searchIntact(buf, 0, ref.seq, beyond);
-      scanned.push({ ref, size: buf.length, end: 0 });
+      scanned.push({ ref, size: buf.length, end: 0, nonZeroEnd: 0 });
       continue;
     }
     let off = 0;
@@ -237,11 +258,12 @@ export async function scanSegments(segments: readonly SegmentRef[], keepFrom: nu
       replay.apply(decoded.value);
       off = r.next;
     }
+    let nonZeroEnd: number;
     if (problem === undefined) {
       // The end marker. Intact records after it mean zeros where data was (a lost sector),
       // not the end of the log.
       const before = beyond.records;
-      const nonZeroEnd = searchIntact(buf, off + 8, ref.seq, beyond);
+      nonZeroEnd = searchIntact(buf, off + 8, ref.seq, beyond);
       if (beyond.records > before || off === 0) {
         damage = {
           segment: j,
@@ -252,10 +274,10 @@ export async function scanSegments(segments: readonly SegmentRef[], keepFrom: nu
         };
       }
     } else {
-      const nonZeroEnd = searchIntact(buf, off + 8, ref.seq, beyond);
+      nonZeroEnd = searchIntact(buf, off + 8, ref.seq, beyond);
       damage = { segment: j, offset: off, problem, entries: lostEntries, zeroEnd: Math.min(buf.length, Math.max(off + 8, nonZeroEnd)) };
     }
-    scanned.push({ ref, size: buf.length, end: off });
+    scanned.push({ ref, size: buf.length, end: off, nonZeroEnd });
   }
   return { replay, segments: scanned, damage, beyond: beyond.result() };
 }

@@ -67,3 +67,19 @@ export async function discard(p: Prepared): Promise<void> {
   await p.handle.close().catch(() => undefined);
   await rm(p.path, { force: true }).catch(() => undefined);
 }
+
+/**
+ * Cuts a segment at `offset`: zeros over [offset, zeroEnd) (every byte there that is not zero
+ * already), `record` written at `offset`, fdatasync.
+ */
+export async function writeCut(handle: FileHandle, offset: number, zeroEnd: number, record: Uint8Array): Promise<void> {
+  await writeZeros(handle, offset, zeroEnd);
+  await writeFully(handle, record, offset);
+  await handle.datasync();
+}
+
+/** The end of the last 8-byte word at or after `from` in `buf` that is not all zeros (or `from`). */
+export function nonZeroEnd(buf: Uint8Array, from: number): number {
+  for (let end = buf.length; end > from; end--) if (buf[end - 1] !== 0) return Math.min(buf.length, Math.ceil(end / 8) * 8);
+  return from;
+}

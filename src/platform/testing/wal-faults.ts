@@ -15,6 +15,8 @@ export interface WalRecord {
   readonly firstIndex: number;
   readonly count: number;
   readonly hasHardState: boolean;
+  /** The commit index of the record's hard state (every batch carries the newest one). */
+  readonly commit: number | undefined;
 }
 
 /** The segment files of `<dataDir>/wal`, in log order. */
@@ -46,6 +48,7 @@ export async function walRecords(dataDir: string): Promise<WalRecord[]> {
         firstIndex: batch?.ok ? batch.value.firstIndex : 0,
         count: batch?.ok ? batch.value.count : 0,
         hasHardState: batch?.ok === true && batch.value.hardState !== undefined,
+        commit: batch?.ok === true ? batch.value.hardState?.commit : undefined,
       });
       off = r.next;
     }
