@@ -4,30 +4,17 @@
 // directions, so it could not tell a one-way cut from a two-way one); the membership nemesis
 // removes a node and the heal makes it a voter again (kept running, and wiped); a transfer storm
 // moves leadership.
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { Hosts } from './hosts.js';
+import { netnsSkip as skip } from './netns-testing.js';
 import { Nemesis } from './nemesis.js';
 import { configuration, findLeader } from './operator.js';
 import { bridgeCuts, halvesCuts, onewayCuts, reachability, ringCuts } from './partitions.js';
 import type { Fault } from './schedule.js';
-
-const skip: string | false =
-  process.getuid?.() !== 0
-    ? 'needs root'
-    : (['nft', 'tc', 'ip']
-        .filter((c) => {
-          try {
-            execFileSync('sh', ['-c', `command -v ${c}`], { stdio: 'ignore' });
-            return false;
-          } catch {
-            return true;
-          }
-        })
-        .map((c) => `needs ${c} (bash cluster-test/jepsen/setup.sh)`)[0] ?? false);
 
 const results = mkdtempSync(path.join(os.tmpdir(), 'cairn-jepsen-nemesis-'));
 t.teardown(() => rmSync(results, { recursive: true, force: true }));

@@ -27,7 +27,7 @@ import { cleanupLeftovers, Hosts, REPO_ROOT } from './hosts.js';
 import { findLeader, Nemesis, type AppliedFault } from './nemesis.js';
 import { countStatuses, renderSvg } from './report.js';
 import { describeFault, makeSchedule, parseNemeses } from './schedule.js';
-import { planSuite, renderSuiteHtml, renderSuiteText, suiteExitCode, suiteVerdict, type RunVerdict, type SuiteRunSummary, type SuiteSummary } from './suite.js';
+import { planSuite, renderSuiteHtml, renderSuiteText, suiteExitCode, suiteVerdict, type RunTotals, type RunVerdict, type SuiteRunSummary, type SuiteSummary } from './suite.js';
 import { RegisterWorkload, SetWorkload } from './workloads.js';
 import { WatchWorkload } from './watch-workload.js';
 
@@ -77,17 +77,6 @@ export interface RunOptions {
   readonly log?: (line: string) => void;
 }
 
-/** The figures of one run that a suite tabulates. */
-export interface RunTotals {
-  readonly ops: number;
-  readonly ok: number;
-  readonly fail: number;
-  readonly info: number;
-  readonly faults: number;
-  readonly nemesisErrors: number;
-  /** Every anomaly of every workload, as its checker formats it. */
-  readonly anomalies: readonly string[];
-}
 
 export interface RunResult {
   readonly valid: boolean | 'unknown';

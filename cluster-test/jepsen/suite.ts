@@ -75,13 +75,8 @@ export function planSuite(o: SuitePlanOptions): SuitePlan {
 
 export type RunVerdict = 'valid' | 'invalid' | 'unknown' | 'error';
 
-/** One run of a suite as suite.json records it. */
-export interface SuiteRunSummary {
-  readonly label: string;
-  readonly nemeses: readonly string[];
-  readonly seed: number;
-  readonly timeS: number;
-  readonly verdict: RunVerdict;
+/** The figures of one run that a suite tabulates. */
+export interface RunTotals {
   /** Operations of every workload; `info` are those with an unknown outcome. */
   readonly ops: number;
   readonly ok: number;
@@ -91,6 +86,15 @@ export interface SuiteRunSummary {
   readonly nemesisErrors: number;
   /** Each anomaly as its checker formats it (the smallest failing sub-history it found). */
   readonly anomalies: readonly string[];
+}
+
+/** One run of a suite as suite.json records it. */
+export interface SuiteRunSummary extends RunTotals {
+  readonly label: string;
+  readonly nemeses: readonly string[];
+  readonly seed: number;
+  readonly timeS: number;
+  readonly verdict: RunVerdict;
   /** The harness error that stopped the run (verdict `error`). */
   readonly error?: string;
   /** The run's results, relative to the suite's directory. */
