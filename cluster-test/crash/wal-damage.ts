@@ -46,21 +46,28 @@ export async function damageWalEntry(dataDir: string, index: number): Promise<Wa
 
 /**
  * Tears the newest record as a crash during its write would (a power loss: the preallocated
- * zeros show where the write stopped): bytes from `keep` on are zeroed. Returns the record.
+ * zeros show where the write stopped): bytes from `keep(end)` on are zeroed, where `end` is the
+ * record's length without its trailing zeros, so a `keep` below `end` always changes it.
  */
-export async function tearLastRecord(dataDir: string, keep: (length: number) => number): Promise<{ record: WalRecord; kept: number }> {
+export async function tearLastRecord(dataDir: string, keep: (end: number) => number): Promise<{ record: WalRecord; kept: number }> {
   const { records } = await readRawWal(dataDir);
   const record = records[records.length - 1];
   if (record === undefined || record.type !== 'batch') throw new Error(`the newest record of ${dataDir} is not a batch: ${JSON.stringify(record)}`);
-  const kept = keep(record.length);
   const handle = await open(record.file, 'r+');
   try {
+    // Zeros from `kept` on must change something: a record's last bytes may be zeros already
+    // (small numbers, padding), and "tearing" only those leaves an intact record behind.
+    const bytes = new Uint8Array(record.length);
+    await handle.read(bytes, 0, record.length, record.offset);
+    let end = record.length;
+    while (end > 0 && bytes[end - 1] === 0) end--;
+    const kept = keep(end);
     await handle.write(new Uint8Array(record.length - kept), 0, record.length - kept, record.offset + kept);
     await handle.sync();
+    return { record, kept };
   } finally {
     await handle.close();
   }
-  return { record, kept };
 }
 
 /** Writes a record-like header that fails its checksum right after the newest record: a torn new record. */
