@@ -35,6 +35,10 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
     log.warn(reason, fields);
   };
 
+  // Open Raft streams per peer: a peer is lost only when the last of them breaks. Another
+  // stream under its name (a duplicate after a reconnect, or anything else that can reach this
+  // port claiming to be it) ending says nothing about the peer while its own stream still runs.
+  const openStreams = new Map<NodeId, number>();
   const raft: grpc.handleClientStreamingCall<RaftBatchMsg, RaftAckMsg> = (call, callback) => {
     let received = 0;
     let done = false;
@@ -51,8 +55,12 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
     // goodbye. A paused process keeps its connections, and this side runs no keepalive, so a
     // pause never gets here; nor does our own shutdown, which cancels every stream.
     const ended = (): void => {
-      if (goodbye || reported || peer === undefined || opts.stopping?.() === true) return;
+      if (reported || peer === undefined) return;
       reported = true;
+      const left = (openStreams.get(peer) ?? 1) - 1;
+      if (left > 0) openStreams.set(peer, left);
+      else openStreams.delete(peer);
+      if (goodbye || left > 0 || opts.stopping?.() === true) return;
       opts.transport()?.connectionLost(peer);
     };
     call.on('data', (batch: RaftBatchMsg) => {
@@ -70,7 +78,13 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
         return;
       }
       const transport = opts.transport();
-      peer = batch.from as NodeId;
+      if (peer === undefined) {
+        peer = batch.from as NodeId;
+        openStreams.set(peer, (openStreams.get(peer) ?? 0) + 1);
+      } else if (batch.from !== peer) {
+        reject('raft batch from another peer on the same stream', { from: batch.from, first: peer });
+        return;
+      }
       if (batch.messages.length === 0) goodbye = true;
       for (const buf of batch.messages) {
         try {

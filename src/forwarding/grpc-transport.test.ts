@@ -94,6 +94,34 @@ t.test('a Raft stream that breaks before its peer said goodbye is reported; one 
   t.same(port.lost, ['n2'], 'while this node shuts down, the streams it breaks are not reported');
 });
 
+t.test("a second stream under a peer's name that breaks is not that peer's loss while the peer's own stream runs", async (t) => {
+  const port = await clusterPort(t);
+  const pool = new ClientPool();
+  t.teardown(() => pool.close());
+  const batch: RaftBatchMsg = { clusterId: CLUSTER, from: 'n2', to: 'n1', messages: [encodeMessage(heartbeat('n2', 'n1'))] };
+  const own = pool.get(port.address).raft(() => {});
+  own.on('error', () => {});
+  own.write(batch);
+  await until('the own stream', () => port.delivered.length === 1);
+  // Another stream claiming to be n2 (anything that reaches the port can), broken at once.
+  const other = pool.get(port.address).raft(() => {});
+  other.on('error', () => {});
+  other.write(batch);
+  await until('the other stream', () => port.delivered.length === 2);
+  other.cancel();
+  // A stream from n3 broken after it: its report shows the other's break was handled.
+  const probe = pool.get(port.address).raft(() => {});
+  probe.on('error', () => {});
+  probe.write({ ...batch, from: 'n3', messages: [encodeMessage(heartbeat('n3', 'n1'))] });
+  await until('the probe stream', () => port.delivered.length === 3);
+  probe.cancel();
+  await until('the probe report', () => port.lost.includes(n('n3')));
+  t.same(port.lost, ['n3'], "n2's second stream broke, but n2's own stream still runs: n2 is not reported");
+  own.cancel();
+  await until('the own stream report', () => port.lost.includes(n('n2')));
+  t.same(port.lost, ['n3', 'n2'], 'its last stream broken: n2 is reported');
+});
+
 /** A pool whose streams record their writes and can be failed by the test. */
 class FakePool {
   readonly streams: { written: RaftBatchMsg[]; fail: (err: Partial<grpc.ServiceError>) => void }[] = [];
