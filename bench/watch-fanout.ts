@@ -38,7 +38,7 @@ import { createLogger } from '../src/platform/index.js';
 import { AgentProcess } from './fanout/agent.js';
 import { KEEP_UP_P99_MS, measureFanout, pause } from './fanout/measure.js';
 import { clockTicksPerSecond, metricValue, readProcMemory } from './fanout/proc.js';
-import { chart, parseResults, tables, type PhaseResult, type PhaseSpec, type Results, type ServerMemory } from './fanout/results.js';
+import { chart, MEASURED_FIELDS, parseResults, tables, type PhaseResult, type PhaseSpec, type Results, type ServerMemory } from './fanout/results.js';
 import { compareBytes, DeliveryLog } from './fanout/stats.js';
 import { ARTIST, cairnWatchProtocol, GrpcWatcherPool, HttpWatcherPool, listResponseBytes, type WatcherPool } from './fanout/watchers.js';
 import { WriterProcess } from './fanout/writer.js';
@@ -183,33 +183,14 @@ async function measure(ctx: RunContext, agent: AgentProcess, spec: PhaseSpec, na
     /** What the watchers actually received of the window's writes, per write (equal to the above when all were delivered). */
     deliveredBytesPerChange: m.deliveredBytesPerChange,
   };
+  const measured = Object.fromEntries(MEASURED_FIELDS.map((k) => [k, m[k]])) as Pick<typeof m, (typeof MEASURED_FIELDS)[number]>;
   return {
     ...spec,
-    connectMs: m.connectMs,
-    memory: m.memory,
+    ...measured,
     rssPerWatcherBytes: (connected.rssBytes - before.rssBytes) / spec.watchers,
     heapPerWatcherBytes: (connected.heapUsedBytes - before.heapUsedBytes) / spec.watchers,
     heapPerWatcherNoiseBytes: (connected.heapSpreadBytes + before.heapSpreadBytes) / spec.watchers,
-    window: m.window,
-    targetRatePerSec: m.targetRatePerSec,
-    achievedRatePerSec: m.achievedRatePerSec,
-    rateHeld: m.rateHeld,
-    writer: m.writer,
-    measuredWrites: m.measuredWrites,
-    deliveredFraction: m.deliveredFraction,
-    latencyFromAckMs: m.latencyFromAckMs,
-    latencyFromSendMs: m.latencyFromSendMs,
-    undeliveredOlderThanMs: m.undeliveredOlderThanMs,
-    drainMs: m.drainMs,
-    drained: m.drained,
-    serverCpuPercent: m.serverCpuPercent,
-    serverCpuWaitPercent: m.serverCpuWaitPercent,
-    serverEventsPerSec: m.serverEventsPerSec,
-    receivedEventsPerSec: m.receivedEventsPerSec,
-    loadGenerator: m.loadGenerator,
-    watcherTotals: m.watcherTotals,
     bytes,
-    verdict: m.verdict,
   };
 }
 

@@ -127,14 +127,20 @@ export interface FanoutMeasurement<M> {
   readonly latencyFromSendMs: Percentiles;
   /** When some deliveries never came, their latency is at least this (ms): from the window's end to the end of the drain. */
   readonly undeliveredOlderThanMs: number;
+  /** From the writer's last answer until every open stream had the last revision (or the deadline). */
   readonly drainMs: number;
   readonly drained: boolean;
-  /** The serving node's CPU over the window (% of one core, all its threads) and its run-queue wait (FanoutProbe.waitOf). */
+  /**
+   * The serving node's CPU over the window (% of one core, all its threads) and its run-queue
+   * wait (FanoutProbe.waitOf): the share of the window it was runnable but waiting for a CPU.
+   */
   readonly serverCpuPercent: number;
   readonly serverCpuWaitPercent: number;
   /** Every server's CPU over the window, in `probe.serverPids` order. */
   readonly serversCpuPercent: readonly number[];
+  /** Events the node handed to watch streams per second during the window (its events-sent metric). */
   readonly serverEventsPerSec: number;
+  /** Change events all watchers received per second during the window (N x the write rate if they kept up). */
   readonly receivedEventsPerSec: number;
   readonly loadGenerator: { readonly cpuPercent: number; readonly cpuWaitPercent: number; readonly eventLoopUtilization: number; readonly rssBytes: number; readonly heapUsedBytes: number };
   readonly watcherTotals: WatcherTotals;

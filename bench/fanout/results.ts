@@ -5,8 +5,9 @@
  */
 import { lineChartSvg, type ChartPoint, type ChartSeries } from './line-chart.js';
 import { formatAligned, mib, num, type Machine } from '../report.js';
-import type { ByteComparison, Percentiles } from './stats.js';
-import type { Transport, WatcherTotals } from './watchers.js';
+import type { FanoutMeasurement } from './measure.js';
+import type { ByteComparison } from './stats.js';
+import type { Transport } from './watchers.js';
 
 export interface ServerMemory {
   readonly rssBytes: number;
@@ -23,10 +24,37 @@ export interface PhaseSpec {
   readonly watchers: number;
 }
 
-export interface PhaseResult extends PhaseSpec {
-  readonly connectMs: number;
-  /** The node's memory: before the watchers connect, once they have, at the end of the window, and once they are gone again. */
-  readonly memory: { readonly before: ServerMemory; readonly connected: ServerMemory; readonly underLoad: ServerMemory; readonly afterClose?: ServerMemory };
+/** The measurement's own figures a phase keeps (their meaning: measure.ts, FanoutMeasurement). */
+export const MEASURED_FIELDS = [
+  'connectMs',
+  'memory',
+  'window',
+  'targetRatePerSec',
+  'achievedRatePerSec',
+  'rateHeld',
+  'writer',
+  'measuredWrites',
+  'deliveredFraction',
+  'latencyFromAckMs',
+  'latencyFromSendMs',
+  'undeliveredOlderThanMs',
+  'drainMs',
+  'drained',
+  'serverCpuPercent',
+  'serverCpuWaitPercent',
+  'serverEventsPerSec',
+  'receivedEventsPerSec',
+  'loadGenerator',
+  'watcherTotals',
+  'verdict',
+] as const satisfies readonly (keyof FanoutMeasurement<ServerMemory>)[];
+
+/**
+ * One phase of `make bench-watch`: the measurement's figures for the node's memory samples
+ * (percentiles that fall on undelivered events are +Infinity, null in the JSON), plus what
+ * follows from them per watcher and in bytes.
+ */
+export interface PhaseResult extends PhaseSpec, Pick<FanoutMeasurement<ServerMemory>, (typeof MEASURED_FIELDS)[number]> {
   readonly rssPerWatcherBytes: number;
   readonly heapPerWatcherBytes: number;
   /**
@@ -34,38 +62,7 @@ export interface PhaseResult extends PhaseSpec {
    * heap figure's error (a scavenge between the two measurements moves it by megabytes).
    */
   readonly heapPerWatcherNoiseBytes: number;
-  readonly window: { readonly ms: number; readonly writesSent: number; readonly writesAcked: number };
-  readonly targetRatePerSec: number;
-  readonly achievedRatePerSec: number;
-  readonly rateHeld: boolean;
-  readonly writer: { readonly scheduled: number; readonly sent: number; readonly failed: number; readonly firstError: string | undefined; readonly maxInFlight: number; readonly cpuPercent: number; readonly ackLatencyMs: Percentiles };
-  readonly measuredWrites: number;
-  /** Deliveries of the window's writes over (watchers x window's writes). */
-  readonly deliveredFraction: number;
-  readonly latencyFromAckMs: Percentiles;
-  readonly latencyFromSendMs: Percentiles;
-  /**
-   * When some deliveries never came, their latency is at least this (ms): from the window's end
-   * to the end of the drain. Percentiles that fall on them are +Infinity (null in the JSON).
-   */
-  readonly undeliveredOlderThanMs: number;
-  /** From the writer's last answer until every open stream had the last revision (or the deadline). */
-  readonly drainMs: number;
-  readonly drained: boolean;
-  readonly serverCpuPercent: number;
-  /**
-   * Share of the window the node's JavaScript thread was runnable but waiting for a CPU
-   * (/proc/<pid>/schedstat): other processes, this benchmark's included, taking the CPUs.
-   */
-  readonly serverCpuWaitPercent: number;
-  /** Events the node handed to watch streams per second during the window (cairn_watch_events_sent_total). */
-  readonly serverEventsPerSec: number;
-  /** Change events all watchers received per second during the window (what N x the write rate would be if they kept up). */
-  readonly receivedEventsPerSec: number;
-  readonly loadGenerator: { readonly cpuPercent: number; readonly cpuWaitPercent: number; readonly eventLoopUtilization: number; readonly rssBytes: number; readonly heapUsedBytes: number };
-  readonly watcherTotals: WatcherTotals;
   readonly bytes: ByteComparison & { readonly listResponseBytes: number; readonly meanEventBytes: number; readonly deliveredBytesPerChange: number };
-  readonly verdict: string;
 }
 
 export interface Results {
