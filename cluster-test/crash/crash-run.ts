@@ -4,14 +4,15 @@
  * at random moments, a verify after each, and the bookkeeping of every acknowledged write that
  * must survive.
  */
-import { readdir } from 'node:fs/promises';
+import { readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Test } from 'tap';
 import type { SeededRandom } from '../../src/base/index.js';
 import { SNAPSHOTS_DIR } from '../../src/platform/index.js';
+import { flipByte } from '../../src/platform/testing/index.js';
 import { checkAckOrder, checkStore } from './checks.js';
 import type { VerifyReport } from './durable-node.js';
-import { Writer, type Ack, type VerifyOutcome } from './node-process.js';
+import { verify, Writer, type Ack, type VerifyOutcome } from './node-process.js';
 
 export const ACK_TIMEOUT_MS = 30_000;
 
@@ -116,6 +117,46 @@ export class CrashRun {
   async snapshotFiles(): Promise<SnapshotFile[]> {
     const names = (await readdir(path.join(this.dir, SNAPSHOTS_DIR))).filter((n) => /^snap-\d{20}-\d+\.snap$/.test(n));
     return names.map((name) => ({ name, index: Number(name.slice(5, 25)), file: path.join(this.dir, SNAPSHOTS_DIR, name) })).sort((a, b) => b.index - a.index);
+  }
+
+  /**
+   * Case (b), the same on every log store: with two snapshot files on disk, a byte of the newest
+   * is flipped; the node must fall back to the older one plus the retained log, set the corrupt
+   * one aside and lose nothing; then one more round runs. Returns that round's verified report.
+   */
+  async corruptNewestSnapshot(t: Test, o: { readonly expectSkipLogged: boolean }): Promise<VerifyReport> {
+    const dir = this.dir;
+    for (let tries = 0; (await this.snapshotFiles()).length < 2 && tries < 5; tries++) {
+      await this.crashRound(t, 300, 400);
+      this.ok(t, await verify(dir), '(b) building snapshots');
+    }
+    const baseline = this.ok(t, await verify(dir), '(b) baseline');
+    this.allAcksPresent(t, baseline, '(b) before the damage');
+    const [newest, older] = await this.snapshotFiles();
+    if (newest === undefined || older === undefined) throw new Error('fewer than two snapshot files to work with');
+    t.equal(baseline.startup.loadedSnapshotIndex, newest.index, `the baseline started from the newest snapshot, ${newest.index}`);
+    const size = (await stat(newest.file)).size;
+    const back = this.rng.range(1, 16);
+    await flipByte(newest.file, size - back);
+    const report = this.ok(t, await verify(dir), '(b)');
+    t.equal(report.startup.loadedSnapshotIndex, older.index, `it started from the older snapshot, ${older.index}`);
+    if (o.expectSkipLogged) {
+      t.ok(
+        report.warnings.some((w) => w.startsWith('skipped a corrupt snapshot file')),
+        `the skip was logged: ${report.warnings.filter((w) => w.startsWith('skipped')).join(' | ')}`,
+      );
+    }
+    t.ok((await readdir(path.join(dir, SNAPSHOTS_DIR))).includes(`${newest.name}.corrupt`), 'the corrupt file was set aside as .corrupt');
+    t.same(report.resources, baseline.resources, 'the same resources, versions and data as before the damage');
+    this.allAcksPresent(t, report, '(b) after falling back');
+    const outcome = `(b) flipped a byte ${back} before the end of ${newest.name} (${size} bytes): fell back to snapshot ${older.index} and replayed ${report.startup.diskCommit - older.index} log entries (open + replay ${report.startup.openAndReplayMs} ms)`;
+    t.comment(outcome);
+    this.outcomes.push(outcome);
+
+    const after = await this.crashRound(t, 20, 200);
+    const last = this.ok(t, await verify(dir), '(b) next round');
+    this.allAcksPresent(t, last, `(b) the next round (${after.acks.length} acks) after the fallback`);
+    return last;
   }
 
   summary(t: Test, seed: number, rounds: number): void {
