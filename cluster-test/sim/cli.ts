@@ -17,7 +17,7 @@ import { isMainThread, parentPort, Worker, workerData } from 'node:worker_thread
 import { DEFAULT_FAULTS } from './faults.js';
 import { Narrator } from './narrate.js';
 import type { PlantedBugs } from './raft.js';
-import type { DriverBugs } from './driver.js';
+import type { ReplicaPlantedBugs } from './raft.js';
 import {
   DEFAULT_DURATION_MS,
   replayCommand,
@@ -30,7 +30,7 @@ import {
 } from './simulation.js';
 
 const PLANTED_BUGS = ['doubleVote', 'commitOldTermByCount', 'readIndexWithoutHeartbeat'] as const;
-const DRIVER_BUGS = ['sendBeforeSync', 'ignoreSnapshot'] as const satisfies readonly (keyof DriverBugs)[];
+const DRIVER_BUGS = ['answerBeforeCommit', 'applyBeforeCommit', 'voteBeforeDurable', 'ackBeforeDurable'] as const satisfies readonly (keyof ReplicaPlantedBugs)[];
 
 class UsageError extends Error {}
 
@@ -132,13 +132,13 @@ interface WorkerJob {
   readonly options: Omit<SimulationOptions, 'seed'>;
 }
 
-function runSeed(seed: number, options: Omit<SimulationOptions, 'seed'>): SeedReport {
-  const r: SimulationResult = runSimulation({ ...options, seed });
+async function runSeed(seed: number, options: Omit<SimulationOptions, 'seed'>): Promise<SeedReport> {
+  const r: SimulationResult = await runSimulation({ ...options, seed });
   return { seed, ok: r.ok, profile: r.profile, ...(r.violation !== undefined ? { violation: r.violation } : {}), stats: r.stats };
 }
 
-function workerMain(job: WorkerJob): void {
-  for (const seed of job.seeds) parentPort?.postMessage(runSeed(seed, job.options));
+async function workerMain(job: WorkerJob): Promise<void> {
+  for (const seed of job.seeds) parentPort?.postMessage(await runSeed(seed, job.options));
 }
 
 async function swarm(args: Args): Promise<number> {
@@ -170,7 +170,7 @@ async function swarm(args: Args): Promise<number> {
     }
   };
   if (jobs <= 1) {
-    for (const seed of seeds) onReport(runSeed(seed, options));
+    for (const seed of seeds) onReport(await runSeed(seed, options));
   } else {
     const self = fileURLToPath(import.meta.url);
     await Promise.all(
@@ -227,12 +227,12 @@ function printSummary(reports: readonly SeedReport[], secs: number): void {
 
 const QUIET_PREFIXES = ['tick', 'deliver ', 'fsync ', 'drop '];
 
-function replay(args: Args): number {
+async function replay(args: Args): Promise<number> {
   const seed = intFlag(args, 'seed', undefined, 0);
   if (seed === undefined) throw new UsageError('replay needs --seed S');
   const verbose = args.flags.get('verbose') === 'true';
   const options = runFlags(args);
-  const r = runSimulation({
+  const r = await runSimulation({
     ...options,
     seed,
     onLine: (line) => {
@@ -254,7 +254,7 @@ function replay(args: Args): number {
   return 0;
 }
 
-function demo(args: Args): number {
+async function demo(args: Args): Promise<number> {
   // Seed 8 of the default profile shows elections, partitions, crashes, membership changes,
   // leader transfers and snapshot installs in five simulated seconds.
   const options: SimulationOptions = {
@@ -264,9 +264,9 @@ function demo(args: Args): number {
   };
   const seed = options.seed;
   const narrator = new Narrator();
-  console.log('Cairn deterministic simulation: real Raft cores, simulated network, disks, clients and faults.');
+  console.log('Cairn deterministic simulation: the shipped replica (Raft core, driver, FSM, store, event stream), simulated network, disks, clients and faults.');
   console.log(`One seed reproduces the whole run: ${replayCommand(options)}\n`);
-  const r = runSimulation({ ...options, onLine: (line) => narrator.line(line).forEach((s) => console.log(s)) });
+  const r = await runSimulation({ ...options, onLine: (line) => narrator.line(line).forEach((s) => console.log(s)) });
   const s = r.stats;
   console.log(
     `\nsummary: ${fmt(s.steps)} steps, ${fmt(s.messages)} messages (${fmt(s.dropped)} dropped), ${s.faults} faults, ` +
@@ -285,7 +285,7 @@ const USAGE = `usage:
   node dist/cluster-test/sim/cli.js replay --seed S [--verbose] [--duration-ms M] [--faults P] [--nodes 3|5] [--snapshot-chunk-bytes B] [--planted-bug B] [--driver-bug B]
   node dist/cluster-test/sim/cli.js demo [--seed S] [--duration-ms M] [--faults P]
 fault profiles: mixed (default: drawn from the seed), default, none, partitions, crashes, membership, chaos, stale-leader, figure8
-planted bugs: ${PLANTED_BUGS.join(', ')} (--planted-bug, in the core), ${DRIVER_BUGS.join(', ')} (--driver-bug, in the simulated driver)`;
+planted bugs: ${PLANTED_BUGS.join(', ')} (--planted-bug, in the core), ${DRIVER_BUGS.join(', ')} (--driver-bug, in the shipped driver, src/replica)`;
 
 async function main(argv: readonly string[]): Promise<number> {
   const args = parseArgs(argv);
@@ -306,7 +306,7 @@ async function main(argv: readonly string[]): Promise<number> {
 }
 
 if (!isMainThread) {
-  workerMain(workerData as WorkerJob);
+  void workerMain(workerData as WorkerJob);
 } else if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
   main(process.argv.slice(2)).then(
     (code) => {

@@ -4,13 +4,15 @@
  * store, see resources.ts) against a node it picks, and records every invoke and completion in
  * a Jepsen-style history for the linearizability checker:
  *
- * - write: an unconditional ResourceWrite proposed on the chosen node. NOT_LEADER or
- *   PROPOSAL_DROPPED -> `fail` (the command was never appended). Otherwise `ok` when the
- *   proposing node applies it, or `info` on timeout (outcome unknown; the recorder moves that
- *   client to a fresh process number, as Jepsen does).
- * - read: readIndex on the chosen node (followers too); once its read state arrives and the node
- *   has applied that index, read the local store -> `ok`. A read failure or a timeout -> `fail`
- *   (reads have no effect).
+ * - write: an unconditional ResourceWrite proposed on the chosen node (`Replica.propose`).
+ *   NOT_LEADER, PROPOSAL_DROPPED or UNAVAILABLE -> `fail` (the command was never appended, or
+ *   never committed). Otherwise `ok` when the replica answers with the apply result, or
+ *   `info` on a timeout (outcome unknown; the recorder moves that client to a fresh process
+ *   number, as Jepsen does). Every answer is checked: the client's own command must be
+ *   committed, durable on a quorum (`answer-before-commit`).
+ * - read: `Replica.readIndex` on the chosen node (followers too); once it resolves (the node
+ *   has applied the read index), read the local store -> `ok`. A read failure or a timeout ->
+ *   `fail` (reads have no effect).
  * - cas(expected, new): a value CAS built on the store's version CAS, as an API client would.
  *   First a linearizable read on the chosen node gives (value, version); a value other than
  *   `expected` -> `fail` (no effect; the operation linearizes at that read). Otherwise a
@@ -20,14 +22,13 @@
  */
 import { HistoryRecorder, type OpHandle } from '../checker/history.js';
 import { isCairnError, type SeededRandom } from './raft.js';
-import type { AppliedCommand, Replica } from './driver.js';
+import type { ApplyResult } from './raft.js';
+import type { SimNode } from './node.js';
+import { SIM_EPOCH_MS } from './node.js';
 import type { EventLog } from './event-log.js';
-import { encodeRegisterWrite, writeVerdict, type Stamp } from './resources.js';
+import { encodeRegisterWrite, writeVerdict, type RegisterState, type Stamp } from './resources.js';
 import type { Scheduler } from './scheduler.js';
 import { SimViolation } from './violation.js';
-
-/** Simulated time 0 as a wall-clock instant, for the timestamps proposers stamp on commands. */
-const SIM_EPOCH_MS = Date.UTC(2026, 0, 1);
 
 export interface ClientOptions {
   /** Number of client processes issuing operations concurrently. */
@@ -48,8 +49,12 @@ export interface ClientOptions {
 export interface ClientHost {
   readonly scheduler: Scheduler;
   readonly log: EventLog;
-  /** Every replica, up or down. */
-  nodes(): readonly Replica[];
+  /** Every node, up or down. */
+  nodes(): readonly SimNode[];
+  /** A write was answered as applied on `node`: its command must be committed (throws otherwise). */
+  checkAnswered(opId: string, node: SimNode): void;
+  /** An exception in a client's callback, reported to the run. */
+  violation(e: unknown): void;
 }
 
 export type Outcome = 'ok' | 'fail' | 'info';
@@ -57,7 +62,7 @@ export type Outcome = 'ok' | 'fail' | 'info';
 interface PendingOp {
   readonly opId: string;
   readonly worker: number;
-  readonly node: Replica;
+  readonly node: SimNode;
   readonly kind: 'read' | 'write' | 'cas';
   readonly key: string;
   readonly handle: OpHandle;
@@ -92,7 +97,7 @@ export class Clients {
   private issuing = false;
   private outstandingCount = 0;
   /** Per client: the node it believes is leader (from NOT_LEADER hints), as real clients do. */
-  private readonly leaderHint = new Map<number, Replica>();
+  private readonly leaderHint = new Map<number, SimNode>();
 
   constructor(
     private readonly options: ClientOptions,
@@ -146,7 +151,7 @@ export class Clients {
   }
 
   /** Invokes an unconditional write of a fresh unique value on `node`; `done` is called once with the outcome. */
-  write(worker: number, node: Replica, key: string, done: (outcome: Outcome, value: string | null) => void): void {
+  write(worker: number, node: SimNode, key: string, done: (outcome: Outcome, value: string | null) => void): void {
     const { opId, n } = this.nextOpId(worker);
     const value = `${worker}-${n}`;
     const handle = this.history.invoke(worker, 'write', key, value, this.host.scheduler.now());
@@ -159,7 +164,7 @@ export class Clients {
    * Invokes a value CAS (`expected` -> a fresh unique value) on `node`: a linearizable read,
    * then a version-CAS write; `done` is called once with the outcome.
    */
-  cas(worker: number, node: Replica, key: string, expected: string | null, done: (outcome: Outcome, value: string | null) => void): void {
+  cas(worker: number, node: SimNode, key: string, expected: string | null, done: (outcome: Outcome, value: string | null) => void): void {
     const { opId, n } = this.nextOpId(worker);
     const value = `${worker}-${n}`;
     const handle = this.history.invoke(worker, 'cas', key, [expected, value], this.host.scheduler.now());
@@ -187,28 +192,61 @@ export class Clients {
 
   /** Proposes `op`'s write (a version CAS when `expectedVersion` is set) on its node. */
   private propose(op: PendingOp, expectedVersion: number | undefined): void {
-    const { opId, node, key, value, worker } = op;
+    const { opId, node, key, value } = op;
     op.phase = 'propose';
     const data = encodeRegisterWrite({ requestId: opId, key, value, ...(expectedVersion !== undefined ? { expectedVersion } : {}) }, this.stamp());
-    try {
-      const at = node.propose(opId, data);
-      this.host.log.add('cli', `${opId} proposed on ${node.id} at ${at.index}/${at.term}${expectedVersion !== undefined ? ` if version ${expectedVersion}` : ''}`);
-    } catch (e) {
-      if (isCairnError(e, 'NOT_LEADER') || isCairnError(e, 'PROPOSAL_DROPPED') || isCairnError(e, 'UNAVAILABLE')) {
-        const hinted = isCairnError(e, 'NOT_LEADER') ? e.details['leader'] : undefined;
-        const leader = typeof hinted === 'string' ? this.host.nodes().find((n) => n.id === hinted) : undefined;
-        if (leader !== undefined) this.leaderHint.set(worker, leader);
-        else this.leaderHint.delete(worker);
-        this.finish(op, 'fail', `${e.code}${leader !== undefined ? ` (leader ${leader.id})` : ''}`);
-        return;
-      }
-      throw e;
-    }
+    this.host.log.add('cli', `${opId} propose on ${node.id}${expectedVersion !== undefined ? ` if version ${expectedVersion}` : ''}`);
+    node.propose(data).then(
+      (result) => this.guarded(() => this.onProposed(op, result)),
+      (e: unknown) => this.guarded(() => this.onRefused(op, e)),
+    );
     this.armTimeout(op);
   }
 
+  /** Runs a promise callback; an exception in it (a violation) goes to the run, not into the void. */
+  private guarded(fn: () => void): void {
+    try {
+      fn();
+    } catch (e) {
+      this.host.violation(e);
+    }
+  }
+
+  /** The replica answered `op`'s write with its apply result. */
+  private onProposed(op: PendingOp, result: ApplyResult): void {
+    if (op.done || op.phase !== 'propose') return;
+    this.host.checkAnswered(op.opId, op.node);
+    const verdict = writeVerdict(op.opId, result);
+    if (verdict === 'ok') {
+      this.finish(op, 'ok', 'applied');
+      return;
+    }
+    if (op.kind !== 'cas') throw new SimViolation('exception', `unconditional write ${op.opId} was refused with CAS_FAILED`);
+    this.stats.casConflict++;
+    this.finish(op, 'fail', 'CAS_FAILED: the version moved since the read');
+  }
+
+  /** The replica refused `op`'s write (or a read): not applied, or outcome unknown on TIMEOUT. */
+  private onRefused(op: PendingOp, e: unknown): void {
+    if (op.done) return;
+    if (isCairnError(e, 'NOT_LEADER') || isCairnError(e, 'PROPOSAL_DROPPED') || isCairnError(e, 'UNAVAILABLE')) {
+      const hinted = isCairnError(e, 'NOT_LEADER') ? e.details['leader'] : undefined;
+      const leader = typeof hinted === 'string' ? this.host.nodes().find((n) => n.id === hinted) : undefined;
+      if (leader !== undefined) this.leaderHint.set(op.worker, leader);
+      else this.leaderHint.delete(op.worker);
+      const why = op.phase === 'read' ? `read failed: ${e.code}` : e.code;
+      this.finish(op, 'fail', `${why}${leader !== undefined ? ` (leader ${leader.id})` : ''}`);
+      return;
+    }
+    if (isCairnError(e, 'TIMEOUT')) {
+      this.finish(op, op.phase === 'read' ? 'fail' : 'info', `timeout: ${e.message}`);
+      return;
+    }
+    throw e;
+  }
+
   /** Invokes a linearizable read on `node`; `done` is called once with the outcome. */
-  read(worker: number, node: Replica, key: string, done: (outcome: Outcome, value: string | null) => void): void {
+  read(worker: number, node: SimNode, key: string, done: (outcome: Outcome, value: string | null) => void): void {
     const { opId } = this.nextOpId(worker);
     const handle = this.history.invoke(worker, 'read', key, null, this.host.scheduler.now());
     const op = this.newOp({ opId, worker, node, kind: 'read', key, handle, value: '', expected: null, phase: 'read', onDone: done });
@@ -216,17 +254,12 @@ export class Clients {
     this.startRead(op);
   }
 
-  /** A read, or a CAS's read: ReadIndex on the op's node, answered by onReadServed / onReadFailed. */
+  /** A read, or a CAS's read: a linearizable read on the op's node. */
   private startRead(op: PendingOp): void {
-    try {
-      op.node.readIndex(op.opId);
-    } catch (e) {
-      if (isCairnError(e, 'UNAVAILABLE')) {
-        this.finish(op, 'fail', e.code);
-        return;
-      }
-      throw e;
-    }
+    op.node.read(op.key).then(
+      (state) => this.guarded(() => this.onRead(op, state)),
+      (e: unknown) => this.guarded(() => this.onRefused(op, e)),
+    );
     this.armTimeout(op);
   }
 
@@ -249,7 +282,7 @@ export class Clients {
     if (op.done) return;
     op.done = true;
     if (outcome === 'ok') this.leaderHint.set(op.worker, op.node);
-    else if (why === 'timeout' || why.startsWith('read failed')) this.leaderHint.delete(op.worker);
+    else if (why.startsWith('timeout') || why.startsWith('read failed')) this.leaderHint.delete(op.worker);
     this.pending.delete(op.opId);
     this.outstandingCount--;
     this.stats[outcome]++;
@@ -276,24 +309,9 @@ export class Clients {
     op.onDone(outcome, op.kind === 'read' ? readValue : op.value);
   }
 
-  /** A command was applied on `replica`: completes it if it was proposed there by a client. */
-  onApplied(replica: Replica, applied: AppliedCommand): void {
-    const op = this.pending.get(applied.requestId);
-    if (op === undefined || op.node !== replica || op.phase !== 'propose' || !replica.isProposalPending(applied.requestId)) return;
-    const verdict = writeVerdict(applied.requestId, applied.result);
-    if (verdict === 'ok') {
-      this.finish(op, 'ok', 'applied');
-      return;
-    }
-    if (op.kind !== 'cas') throw new SimViolation('exception', `unconditional write ${op.opId} was refused with CAS_FAILED`);
-    this.stats.casConflict++;
-    this.finish(op, 'fail', 'CAS_FAILED: the version moved since the read');
-  }
-
-  onReadServed(replica: Replica, requestId: string): void {
-    const op = this.pending.get(requestId);
-    if (op === undefined || op.node !== replica || op.phase !== 'read') return;
-    const state = replica.read(op.key);
+  /** A linearizable read on the op's node completed with `state`. */
+  private onRead(op: PendingOp, state: RegisterState): void {
+    if (op.done || op.phase !== 'read') return;
     if (op.kind === 'read') {
       this.finish(op, 'ok', 'read index applied', state.value);
       return;
@@ -305,18 +323,11 @@ export class Clients {
       this.finish(op, 'fail', `cas mismatch at read: ${op.key}=${state.value ?? 'nil'} version ${state.version}`);
       return;
     }
-    this.host.log.add('cli', `${op.opId} read ${op.key}=${state.value ?? 'nil'} version ${state.version} on ${replica.id}`);
-    // Proposed as the client's next step, not from inside the node's Ready handling (which
-    // must not re-enter the core before advance()).
+    this.host.log.add('cli', `${op.opId} read ${op.key}=${state.value ?? 'nil'} version ${state.version} on ${op.node.id}`);
+    // Proposed as the client's next step, on the scheduler.
     op.phase = 'propose';
     this.host.scheduler.after(0, () => {
       if (!op.done) this.propose(op, state.version);
     });
-  }
-
-  onReadFailed(replica: Replica, requestId: string, reason: string): void {
-    const op = this.pending.get(requestId);
-    if (op === undefined || op.node !== replica || op.phase !== 'read') return;
-    this.finish(op, 'fail', `read failed: ${reason}`);
   }
 }

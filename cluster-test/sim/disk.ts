@@ -1,97 +1,82 @@
 /**
- * The simulated disk of one node. Writes land in an unsynced queue; an fsync makes every write
- * issued before it durable. A crash keeps the durable state plus, with some probability, a
- * prefix of the unsynced writes (both are legal outcomes of a crash before fsync returned:
- * the data may or may not have reached the platter), and loses the rest.
+ * The simulated disk of one node, as the shipped replica's ports see it (src/replica/ports.ts):
+ * a Raft log (hard state and entries, possibly compacted at the front) and snapshot files.
  *
- * Each write is one Ready's persistence work, applied atomically (snapshot, then entries, then
- * hard state), as the driver contract requires.
+ * - Log writes land in an unsynced queue and are visible to the running node at once; an fsync
+ *   makes every write issued before it durable. A crash keeps the durable log plus, with some
+ *   probability, a prefix of the unsynced writes (both legal outcomes of power loss before the
+ *   fsync returned) and loses the rest. Each write is one `LogStore.append` batch, applied
+ *   atomically, as the port promises.
+ * - A snapshot file is durable once its save completes (temp file, fsync, rename); a crash
+ *   during the save loses it. The newest few are kept.
+ * - Compaction (dropping entries a snapshot covers) takes effect at once on both views.
  */
 import type { Entry, HardState, LogIndex, PersistedState, SeededRandom, Snapshot } from './raft.js';
 import { SimViolation } from './violation.js';
 
-export interface DiskBatch {
-  readonly snapshot: Snapshot | undefined;
+/** One `LogStore.append` batch. */
+export interface LogBatch {
   readonly entries: readonly Entry[];
   readonly hardState: HardState | undefined;
+  /** The batch follows an installed snapshot at this index: every stored entry is dropped first. */
+  readonly installedSnapshot?: LogIndex | undefined;
 }
 
-/** A log as stored: an optional snapshot, the contiguous entries after it, and the hard state. */
+/** A stored log: the hard state and contiguous entries from `first` (entries before it were compacted). */
 export class LogView {
   constructor(
     public hardState: HardState,
-    public snapshot: Snapshot | undefined,
+    /** The index of `entries[0]` (or where the next entry goes when there are none). */
+    public first: number,
     public entries: Entry[],
   ) {}
 
-  static from(state: PersistedState): LogView {
-    return new LogView(state.hardState, state.snapshot, [...state.entries]);
-  }
-
   clone(): LogView {
-    return new LogView(this.hardState, this.snapshot, this.entries.slice());
-  }
-
-  get snapshotIndex(): number {
-    return this.snapshot?.meta.index ?? 0;
+    return new LogView(this.hardState, this.first, this.entries.slice());
   }
 
   get lastIndex(): number {
-    return this.snapshotIndex + this.entries.length;
+    return this.first + this.entries.length - 1;
   }
 
   /** The entry at `index`, if stored (not compacted, not beyond the end). */
   entryAt(index: number): Entry | undefined {
-    return this.entries[index - this.snapshotIndex - 1];
+    return index < this.first ? undefined : this.entries[index - this.first];
   }
 
-  /** The term at `index`: from an entry, from the snapshot at exactly that index, 0 at index 0. */
-  termAt(index: number): number | undefined {
-    if (index === 0) return 0;
-    if (index === this.snapshotIndex) return this.snapshot?.meta.term;
-    return this.entryAt(index)?.term;
-  }
-
-  apply(batch: DiskBatch, node: string): void {
-    if (batch.snapshot !== undefined) this.installSnapshot(batch.snapshot);
+  apply(batch: LogBatch, node: string): void {
+    if (batch.installedSnapshot !== undefined) {
+      this.entries = [];
+      this.first = batch.installedSnapshot + 1;
+    }
     if (batch.entries.length > 0) this.appendEntries(batch.entries, node);
     if (batch.hardState !== undefined) this.hardState = batch.hardState;
   }
 
-  /**
-   * Replaces the log up to the snapshot's index. Entries after it survive only if the log
-   * holds the snapshot's own (index, term): then they extend a prefix the snapshot covers
-   * (log matching, Raft §5.3); otherwise the whole log is discarded (Raft §7).
-   */
-  installSnapshot(snap: Snapshot): void {
-    const index = snap.meta.index as number;
-    if (index <= this.snapshotIndex) return;
-    const keep = this.termAt(index) === snap.meta.term ? this.entries.slice(index - this.snapshotIndex) : [];
-    this.snapshot = snap;
-    this.entries = keep;
+  /** Drops the entries at or below `index`. */
+  compact(index: number): void {
+    if (index < this.first) return;
+    this.entries = this.entries.slice(Math.min(this.entries.length, index - this.first + 1));
+    this.first = index + 1;
   }
 
   private appendEntries(entries: readonly Entry[], node: string): void {
-    const first = entries[0] as Entry;
+    const head = entries[0] as Entry;
     for (let k = 1; k < entries.length; k++) {
       const e = entries[k] as Entry;
-      if (e.index !== first.index + k) {
-        throw new SimViolation('ready-contract', `${node}: Ready.entries are not contiguous (${first.index}.. then ${e.index} at position ${k})`);
+      if (e.index !== head.index + k) {
+        throw new SimViolation('ready-contract', `${node}: a log write's entries are not contiguous (${head.index}.. then ${e.index} at position ${k})`);
       }
     }
-    if (first.index <= this.snapshotIndex) {
-      throw new SimViolation('ready-contract', `${node}: Ready.entries start at ${first.index}, at or below the snapshot index ${this.snapshotIndex}`);
+    if (head.index < this.first) {
+      throw new SimViolation('ready-contract', `${node}: a log write starts at ${head.index}, below the compacted log's first index ${this.first}`);
     }
-    if (first.index > this.lastIndex + 1) {
-      throw new SimViolation('ready-contract', `${node}: Ready.entries start at ${first.index} but the log ends at ${this.lastIndex} (gap)`);
+    if (head.index > this.lastIndex + 1) {
+      throw new SimViolation('ready-contract', `${node}: a log write starts at ${head.index} but the log ends at ${this.lastIndex} (gap)`);
     }
     // An entry at index i replaces any existing entry >= i: truncate the suffix, then append.
-    this.entries.length = first.index - this.snapshotIndex - 1;
+    this.entries.length = head.index - this.first;
     for (const e of entries) this.entries.push(e);
-  }
-
-  toPersisted(): PersistedState {
-    return structuredClone({ hardState: this.hardState, snapshot: this.snapshot, entries: this.entries });
   }
 }
 
@@ -102,37 +87,49 @@ export interface CrashOutcome {
   readonly lost: number;
 }
 
+/** Snapshot files kept (the newest); the replica compacts its log only behind the one before the newest. */
+const SNAPSHOTS_KEPT = 3;
+
 export class SimDisk {
   /** What survives a crash. */
-  private durableView: LogView;
+  private durableLog: LogView;
   /** Everything written, synced or not: what the running node sees. */
-  private latestView: LogView;
-  private unsynced: { seq: number; batch: DiskBatch }[] = [];
+  private latestLog: LogView;
+  private unsynced: { seq: number; batch: LogBatch }[] = [];
   private nextSeq = 1;
+  /** Durable snapshot files, oldest first. */
+  private snaps: Snapshot[] = [];
 
   constructor(
     readonly node: string,
     initial: PersistedState,
   ) {
-    this.durableView = LogView.from(initial);
-    this.latestView = this.durableView.clone();
+    const snapIndex = initial.snapshot?.meta.index ?? 0;
+    this.durableLog = new LogView(initial.hardState, snapIndex + 1, structuredClone([...initial.entries]));
+    if (initial.snapshot !== undefined) this.snaps.push(initial.snapshot);
+    this.latestLog = this.durableLog.clone();
   }
 
   get durable(): LogView {
-    return this.durableView;
+    return this.durableLog;
   }
 
   get latest(): LogView {
-    return this.latestView;
+    return this.latestLog;
   }
 
   get unsyncedWrites(): number {
     return this.unsynced.length;
   }
 
-  /** Issues a write; it is visible to the node at once and durable after a `sync` covering it. */
-  write(batch: DiskBatch): number {
-    this.latestView.apply(batch, this.node);
+  /** The newest durable snapshot file. */
+  get newestSnapshot(): Snapshot | undefined {
+    return this.snaps[this.snaps.length - 1];
+  }
+
+  /** Issues a log write; it is visible to the node at once and durable after a `sync` covering it. */
+  write(batch: LogBatch): number {
+    this.latestLog.apply(batch, this.node);
     const seq = this.nextSeq++;
     this.unsynced.push({ seq, batch });
     return seq;
@@ -142,23 +139,37 @@ export class SimDisk {
   sync(seq: number): void {
     while (this.unsynced.length > 0 && (this.unsynced[0]?.seq ?? Infinity) <= seq) {
       const w = this.unsynced.shift();
-      if (w !== undefined) this.durableView.apply(w.batch, this.node);
+      if (w !== undefined) this.durableLog.apply(w.batch, this.node);
     }
   }
 
+  /** The newest sequence number issued (an fsync now covers every write so far). */
+  get lastSeq(): number {
+    return this.nextSeq - 1;
+  }
+
+  /** A snapshot file's save completed: durable from now on. */
+  saveSnapshot(snap: Snapshot): void {
+    this.snaps.push(structuredClone(snap));
+    this.snaps.sort((a, b) => a.meta.index - b.meta.index);
+    while (this.snaps.length > SNAPSHOTS_KEPT) this.snaps.shift();
+  }
+
+  /** Drops log entries at or below `index` (behind a durable snapshot), in both views. */
+  compact(index: number): void {
+    const newest = this.newestSnapshot?.meta.index ?? 0;
+    if (index > newest) throw new SimViolation('ready-contract', `${this.node}: compacts its log to ${index}, beyond its newest durable snapshot ${newest}`);
+    this.durableLog.compact(index);
+    this.latestLog.compact(index);
+  }
+
   /**
-   * The application took a snapshot at an applied index and compacted the log behind it.
-   * Written and synced on its own (snapshot file, then log truncation), as etcd's storage does.
-   * The durable commit index is raised to the snapshot index: those entries are committed, and
-   * a restart must not find a commit index behind its own snapshot.
+   * Whether the entry (index, term) survives a crash now: in the durable log, or covered by a
+   * durable snapshot (which holds only committed state).
    */
-  compact(snap: Snapshot): void {
-    for (const view of [this.durableView, this.latestView]) {
-      view.installSnapshot(snap);
-      if (view.hardState.commit < snap.meta.index) {
-        view.hardState = { ...view.hardState, commit: snap.meta.index as LogIndex };
-      }
-    }
+  holdsDurably(index: number, term: number): boolean {
+    if ((this.newestSnapshot?.meta.index ?? 0) >= index) return true;
+    return this.durableLog.entryAt(index)?.term === term;
   }
 
   /**
@@ -170,15 +181,21 @@ export class SimDisk {
     const kept = n > 0 && random.chance(keepProbability) ? random.range(1, n) : 0;
     for (let k = 0; k < kept; k++) {
       const w = this.unsynced[k];
-      if (w !== undefined) this.durableView.apply(w.batch, this.node);
+      if (w !== undefined) this.durableLog.apply(w.batch, this.node);
     }
     this.unsynced = [];
-    this.latestView = this.durableView.clone();
+    this.latestLog = this.durableLog.clone();
     return { kept, lost: n - kept };
   }
 
-  /** What a restarting node reads back. */
-  recover(): PersistedState {
-    return this.durableView.toPersisted();
+  /** What `LogStore.load(afterIndex)` reads back: the hard state and the entries after `afterIndex`. */
+  load(afterIndex: number): { hardState: HardState; entries: Entry[] } {
+    const log = this.latestLog;
+    const entries = log.entries.filter((e) => e.index > afterIndex);
+    const head = entries[0];
+    if (head !== undefined && head.index !== afterIndex + 1) {
+      throw new SimViolation('ready-contract', `${this.node}: its log starts at ${head.index} after its newest snapshot ${afterIndex} (a gap on disk)`);
+    }
+    return structuredClone({ hardState: log.hardState, entries });
   }
 }

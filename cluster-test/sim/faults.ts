@@ -9,7 +9,7 @@
  * also undoes after a while, and `stop` undoes them all for the quiet phase.
  */
 import { isCairnError, learners, voters, type Message, type NodeId, type SeededRandom } from './raft.js';
-import type { Replica } from './driver.js';
+import type { SimNode } from './node.js';
 import type { EventLog } from './event-log.js';
 import type { Scheduler } from './scheduler.js';
 import type { SimNetwork } from './network.js';
@@ -188,13 +188,15 @@ export interface NemesisHost {
   readonly log: EventLog;
   readonly network: SimNetwork<Message>;
   /** Every replica ever started (up, down or removed). */
-  nodes(): readonly Replica[];
+  nodes(): readonly SimNode[];
   /** The node currently acting as leader with the highest term, if any. */
-  leader(): Replica | undefined;
-  crash(node: Replica): void;
-  restart(node: Replica): void;
+  leader(): SimNode | undefined;
+  crash(node: SimNode): void;
+  restart(node: SimNode): void;
   /** Creates and starts a brand-new node from RawNode.emptyState(). */
-  createNode(): Replica | undefined;
+  createNode(): SimNode | undefined;
+  /** An unexpected error in a callback, reported to the run. */
+  violation(e: unknown): void;
 }
 
 export interface NemesisStats {
@@ -433,7 +435,7 @@ export class Nemesis {
         const up = this.host.nodes().filter((n) => n.isUp);
         if (up.length === 0) return;
         const node = this.random.pick(up);
-        if (node.compactNow()) this.stats.compactions++;
+        if (node.snapshotNow()) this.stats.compactions++;
         return;
       }
     }
@@ -448,7 +450,7 @@ export class Nemesis {
   }
 
   /** Fires an armed fsync strike: the node loses power while its write is not yet durable. */
-  onSyncedWriteIssued(node: Replica): void {
+  onSyncedWriteIssued(node: SimNode): void {
     if (!this.running || !this.syncArmed) return;
     if (!this.canCrashAnother()) return;
     this.syncArmed = false;
@@ -466,7 +468,7 @@ export class Nemesis {
   }
 
   /** Fires an armed election strike: the new leader is isolated after a short reign. */
-  onNewLeader(leader: Replica): void {
+  onNewLeader(leader: SimNode): void {
     if (!this.running || !this.electedArmed) return;
     this.electedArmed = false;
     this.host.scheduler.after(this.random.range(0, 40), () => {
@@ -481,7 +483,7 @@ export class Nemesis {
    * Fires an armed strike: isolate (or crash) a leader that has just committed entries of an
    * earlier term, the moment Figure 8 of the Raft paper is about.
    */
-  onLeaderApplied(leader: Replica, oldTerm: boolean): void {
+  onLeaderApplied(leader: SimNode, oldTerm: boolean): void {
     if (!this.running || !this.strikeArmed || !oldTerm) return;
     this.strikeArmed = false;
     if (this.random.chance(0.5)) {
@@ -510,11 +512,18 @@ export class Nemesis {
     if (leader === undefined || s === undefined) return;
     const vs = voters(s.config);
     const ls = learners(s.config);
-    const propose = (what: string, change: Parameters<Replica['proposeConfigChange']>[0]): boolean => {
+    const propose = (what: string, change: Parameters<SimNode['proposeConfigChange']>[0]): void => {
       this.say(`membership ${what} (on leader ${leader.id}, voters ${vs.join(',')}${ls.length ? `, learners ${ls.join(',')}` : ''})`);
-      const ok = this.tryCore(() => leader.proposeConfigChange(change));
-      if (ok) this.stats.membershipChanges++;
-      return ok;
+      leader.proposeConfigChange(change).then(
+        () => {
+          this.stats.membershipChanges++;
+          this.say(`membership ${what}: committed`);
+        },
+        (e: unknown) => {
+          if (isCairnError(e)) this.say(`membership ${what}: refused: ${e.code}: ${e.message}`);
+          else this.host.violation(e);
+        },
+      );
     };
     const learner = ls[0];
     if (learner !== undefined) {
@@ -535,7 +544,7 @@ export class Nemesis {
     if (!canAdd) return;
     const members = new Set<string>(s.config.members.map((m) => m.id));
     const outside = this.host.nodes().filter((n) => !members.has(n.id));
-    let node: Replica | undefined;
+    let node: SimNode | undefined;
     if (outside.length > 0 && this.random.chance(0.6)) node = this.random.pick(outside);
     const fresh = node === undefined;
     if (fresh) node = this.host.createNode();

@@ -14,7 +14,14 @@
  *   node's state at that index.
  */
 import type { Entry, Role, SnapshotMeta } from './raft.js';
-import type { LogView } from './disk.js';
+
+/** A node's log as the leader-completeness check reads it. */
+export interface LogLookup {
+  /** The first index stored (entries before it are covered by a snapshot). */
+  readonly first: number;
+  readonly lastIndex: number;
+  termAt(index: number): number | undefined;
+}
 import { hashBytes } from './hash.js';
 import { SimViolation } from './violation.js';
 
@@ -33,7 +40,7 @@ interface AppliedRecord {
 }
 
 /** Where a node's whole FSM state at an index was serialized. */
-export type StateSource = 'compact' | 'restore' | 'recover' | 'final';
+export type StateSource = 'snapshot' | 'restore' | 'recover' | 'final';
 
 interface StateRecord {
   /** Digest of the FSM snapshot bytes (store and de-duplication window). */
@@ -154,6 +161,13 @@ export class Invariants {
     }
   }
 
+  /** Where the command `opId` was applied (by any node), if anywhere. */
+  commandAt(opId: string): { readonly index: number; readonly term: number } | undefined {
+    const index = this.commandIndex.get(opId);
+    const rec = index === undefined ? undefined : this.applied.get(index);
+    return index === undefined || rec === undefined ? undefined : { index, term: rec.term };
+  }
+
   /** A snapshot restored into the FSM must be of an index some node applied, in the same term. */
   observeRestore(node: string, meta: SnapshotMeta): void {
     const index = meta.index as number;
@@ -186,11 +200,11 @@ export class Invariants {
    * Leader completeness, once per (leader, term): `log` must be the leader's whole log. Every
    * entry committed in an earlier term and not covered by the leader's snapshot must be there.
    */
-  checkLeaderCompleteness(node: string, term: number, log: LogView): void {
+  checkLeaderCompleteness(node: string, term: number, log: LogLookup): void {
     const key = `${node}/${term}`;
     if (this.completenessChecked.has(key)) return;
     this.completenessChecked.add(key);
-    const snapIndex = log.snapshotIndex;
+    const snapIndex = log.first - 1;
     for (const [index, c] of this.committed) {
       if (index <= snapIndex || c.minTermSeen >= term) continue;
       const have = log.termAt(index);

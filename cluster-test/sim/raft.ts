@@ -1,9 +1,23 @@
 /**
  * The simulator's one door into the code under test: everything it uses from src/ comes
- * through here, and only through the modules' front doors (their index.ts): the Raft core, the
- * FSM and the store the replicas apply to, and the shared base types.
+ * through here, and only through the modules' front doors (their index.ts): the shipped
+ * replica (the driver the agent runs) and its ports, the Raft core, the FSM and the store the
+ * replicas apply to, the event publisher that feeds watches, and the shared base types.
  */
 export * from '../../src/base/index.js';
 export * from '../../src/raft/index.js';
 export { Fsm, MessageType, decodeBody, encodeEnvelope, envelopeType, type ApplyResult, type FsmOptions, type WriteCommand } from '../../src/fsm/index.js';
 export type { Resource, StoreReader, Tenancy, TypeRef } from '../../src/store/index.js';
+export {
+  Replica,
+  type ChangePublisher,
+  type LoadedLog,
+  type Logger,
+  type LogStore,
+  type ReplicaPlantedBugs,
+  type SnapshotStore,
+  type StateMachine,
+  type Timers,
+  type Transport,
+} from '../../src/replica/index.js';
+export { EventPublisher, type StreamEvent, type Subscription } from '../../src/stream/index.js';

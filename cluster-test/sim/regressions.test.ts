@@ -30,7 +30,7 @@ const REGRESSIONS: readonly Regression[] = [
 t.test('regression seeds pass', async (t) => {
   if (REGRESSIONS.length === 0) t.comment('no regression seeds recorded yet');
   for (const { options, why } of REGRESSIONS) {
-    const r = runSimulation(options);
+    const r = await runSimulation(options);
     t.ok(r.ok, `${replayCommand(options)} (${why}): ${r.violation?.message ?? 'ok'}`);
   }
   t.pass('all recorded seeds replayed');

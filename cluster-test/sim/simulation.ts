@@ -1,9 +1,12 @@
 /**
- * The deterministic simulation of a whole Cairn cluster: 3 to 5 real RawNode cores, each
- * behind the simulated driver and disk and applying to the real FSM and store, talking over
- * the simulated network, driven by simulated clients and a seeded nemesis, on one
- * discrete-event clock. One seed (logged first) reproduces the whole run exactly: all
- * randomness comes from one SeededRandom, forked per component, and nothing reads real time.
+ * The deterministic simulation of a whole Cairn cluster: 3 to 5 nodes, each the shipped
+ * `Replica` (src/replica, the driver the agent runs) over the real Raft core, FSM, store and
+ * event publisher, with simulated timers, transport and disk behind its ports (node.ts),
+ * talking over the simulated network, driven by simulated clients and a seeded nemesis, on
+ * one discrete-event clock. One seed (logged first) reproduces the whole run exactly: all
+ * randomness comes from one SeededRandom, forked per component, nothing reads real time, and
+ * the replica's promises are settled in a fixed order (every step's microtasks run to the end
+ * before the next step, `drain`).
  *
  * A run has a fault phase (`durationMs` of simulated time) and a quiet phase: every fault is
  * undone, crashed nodes restart, and within a budget of 50 election timeouts a leader must
@@ -16,12 +19,24 @@
 import { checkHistory, formatAnomaly } from '../checker/linearizability.js';
 import { Clients, type ClientOptions } from './clients.js';
 import { describeMessage } from './describe.js';
-import { Replica, type AppliedCommand, type DriverBugs, type ReplicaHost, type ReplicaOptions } from './driver.js';
+import { SimNode, type NodeHost, type NodeOptions } from './node.js';
 import { EventLog } from './event-log.js';
 import { DEFAULT_FAULTS, Nemesis, resolveProfile, type FaultProfile } from './faults.js';
 import { Invariants } from './invariants.js';
 import { SimNetwork, type NetworkOptions } from './network.js';
-import { nodeId, RawNode, SeededRandom, type Message, type NodeId, type PlantedBugs } from './raft.js';
+import {
+  decodeConfigEntry,
+  EntryType,
+  nodeId,
+  SeededRandom,
+  voters,
+  type Config,
+  type Entry,
+  type Message,
+  type NodeId,
+  type PlantedBugs,
+  type ReplicaPlantedBugs,
+} from './raft.js';
 import { Scheduler } from './scheduler.js';
 import { SimViolation, type ViolationKind } from './violation.js';
 
@@ -36,8 +51,8 @@ export interface SimulationOptions {
   /** Snapshot chunk size in bytes. Default: drawn from the seed. */
   readonly snapshotChunkBytes?: number;
   readonly plantedBugs?: PlantedBugs;
-  /** Test-only: planted bugs in the simulated driver (not the core). */
-  readonly driverBugs?: DriverBugs;
+  /** Test-only: planted bugs in the shipped driver (`Replica`), not the core. */
+  readonly driverBugs?: ReplicaPlantedBugs;
   /** Fault profile name (see FAULT_PROFILES), or 'mixed' (one drawn from the seed). Default 'mixed'. */
   readonly faults?: string;
   /** Keep the full event log text in the result. */
@@ -75,6 +90,9 @@ export interface SimulationStats {
   snapshotsSent: number;
   snapshotChunks: number;
   snapshotsTaken: number;
+  /** Events the nodes' watchers received, and how often they (re)subscribed. */
+  watchEvents: number;
+  watchRestarts: number;
   membershipChanges: number;
   transfers: number;
   spikes: number;
@@ -116,6 +134,7 @@ interface SimParams {
   readonly fsyncMinMs: number;
   readonly fsyncMaxMs: number;
   readonly snapshotEvery: number;
+  readonly snapshotRetain: number;
   readonly snapshotChunkBytes: number;
   readonly dedupeWindow: number;
   readonly maxAppendBytes: number;
@@ -158,6 +177,9 @@ function drawParams(r: SeededRandom, options: SimulationOptions, profile: FaultP
   // The FSM's de-duplication window is part of its snapshots; small windows keep them a few KB
   // (the default 10,000 would make them hundreds of KB) and make request ids fall out of it.
   const dedupeWindow = r.pick([4, 16, 64]);
+  // Entries the replica keeps behind its snapshots: mostly none, so lagging followers get
+  // snapshots; sometimes a few, so they catch up from the log.
+  const snapshotRetain = r.pick([0, 0, 5, 50]);
   return {
     nodes,
     tickMs,
@@ -167,6 +189,7 @@ function drawParams(r: SeededRandom, options: SimulationOptions, profile: FaultP
     fsyncMinMs: 1,
     fsyncMaxMs,
     snapshotEvery,
+    snapshotRetain,
     snapshotChunkBytes,
     dedupeWindow,
     maxAppendBytes: o.maxAppendBytes ?? maxAppendBytes,
@@ -192,7 +215,7 @@ function describeParams(seed: number, p: SimParams, profile: FaultProfile, optio
     `seed ${seed} nodes ${p.nodes} faults ${profile.name}${(options.faults ?? DEFAULT_FAULTS) === DEFAULT_FAULTS ? ' (mixed)' : ''} duration ${options.durationMs ?? DEFAULT_DURATION_MS}ms tick ${p.tickMs}ms ` +
     `election ${p.electionTimeoutTicks} heartbeat ${p.heartbeatTimeoutTicks} delay ${p.network.minDelayMs}..${p.network.maxDelayMs}ms ` +
     `loss ${p.network.lossProbability} dup ${p.network.duplicateProbability} fsync ${p.fsyncMinMs}..${p.fsyncMaxMs}ms ` +
-    `snapshotEvery ${p.snapshotEvery} chunk ${p.snapshotChunkBytes}B dedupe ${p.dedupeWindow} appendBytes ${p.maxAppendBytes} inflight ${p.maxInflightMsgs} ` +
+    `snapshotEvery ${p.snapshotEvery} retain ${p.snapshotRetain} chunk ${p.snapshotChunkBytes}B dedupe ${p.dedupeWindow} appendBytes ${p.maxAppendBytes} inflight ${p.maxInflightMsgs} ` +
     `clients ${p.clients.clients} keys ${p.clients.keys.length} timeout ${p.clients.timeoutMs}ms` +
     (bugs.length > 0 ? ` plantedBugs ${bugs.join(',')}` : '')
   );
@@ -213,20 +236,37 @@ const MAX_IN_FLIGHT = 5000;
  */
 const SETTLE_ELECTION_TIMEOUTS = 20;
 
-class Simulation implements ReplicaHost {
+/**
+ * Runs every microtask the last step queued, and the ones they queue, to the end: a
+ * `process.nextTick` callback runs only once V8's microtask queue is empty (Node drains it
+ * before the tick queue), and nothing in the simulation queues ticks of its own. So each
+ * step's promise continuations (the replica's Ready loop, the ports' completions, the clients'
+ * answers) finish before the next step, in the same order on every run.
+ */
+function drain(): Promise<void> {
+  return new Promise((resolve) => process.nextTick(resolve));
+}
+
+class Simulation implements NodeHost {
   readonly scheduler = new Scheduler();
   readonly log: EventLog;
   readonly invariants = new Invariants();
   readonly network: SimNetwork<Message>;
-  private readonly replicas = new Map<string, Replica>();
-  private readonly order: Replica[] = [];
+  private readonly replicas = new Map<string, SimNode>();
+  private readonly order: SimNode[] = [];
   private readonly clients: Clients;
   private readonly nemesis: Nemesis;
   private readonly params: SimParams;
   private readonly paramsLine: string;
   private readonly profileName: string;
   private readonly nodeRandom: SeededRandom;
-  private readonly replicaOptions: Omit<ReplicaOptions, 'id'>;
+  private readonly replicaOptions: Omit<NodeOptions, 'id'>;
+  /** The first violation found inside a promise continuation or a port (the loop stops at it). */
+  private found: unknown;
+  /** Every voter set appended to any log (the configurations a commit may have been counted in). */
+  private readonly voterSets = new Map<string, readonly NodeId[]>();
+  /** Register changes per index, as first applied. */
+  private readonly changes = new Map<number, number>();
   private snapshotsSent = 0;
   private snapshotChunks = 0;
   private steps = 0;
@@ -279,9 +319,11 @@ class Simulation implements ReplicaHost {
       fsyncMinMs: p.fsyncMinMs,
       fsyncMaxMs: p.fsyncMaxMs,
       snapshotEvery: p.snapshotEvery,
+      snapshotRetain: p.snapshotRetain,
       dedupeWindow: p.dedupeWindow,
       crashKeepProbability: p.crashKeepProbability,
-      ...(options.driverBugs !== undefined ? { driverBugs: options.driverBugs } : {}),
+      requestTimeoutMs: p.clients.timeoutMs,
+      ...(options.driverBugs !== undefined ? { plantedBugs: options.driverBugs } : {}),
     };
     this.clients = new Clients(p.clients, clientRandom, this);
     this.nemesis = new Nemesis(profile, nemesisRandom, {
@@ -293,10 +335,11 @@ class Simulation implements ReplicaHost {
       crash: (n) => this.crash(n),
       restart: (n) => n.start(),
       createNode: () => this.createNode(),
+      violation: (e) => this.violation(e),
     });
   }
 
-  nodes(): readonly Replica[] {
+  nodes(): readonly SimNode[] {
     return this.order;
   }
 
@@ -306,7 +349,7 @@ class Simulation implements ReplicaHost {
    * campaign early, RawNode.reportConnectionLost). A peer that restarted meanwhile had no
    * connection to lose. (A dead host would break no connection: partitions cover silence.)
    */
-  private crash(n: Replica): void {
+  private crash(n: SimNode): void {
     n.crash();
     for (const peer of this.order) {
       if (peer === n || !peer.isUp || !this.network.links.canSend(n.id, peer.id)) continue;
@@ -318,30 +361,80 @@ class Simulation implements ReplicaHost {
   }
 
   /** The up node that believes it is leader with the highest term. */
-  leader(): Replica | undefined {
-    let best: Replica | undefined;
+  leader(): SimNode | undefined {
+    let best: SimNode | undefined;
     for (const r of this.order) {
       if (r.isUp && r.role === 'leader' && (best === undefined || r.term > best.term)) best = r;
     }
     return best;
   }
 
-  private addReplica(id: NodeId, initial: Parameters<typeof RawNode.bootstrapState>[0] | undefined): Replica {
-    const state = initial === undefined ? RawNode.emptyState() : RawNode.bootstrapState(initial);
-    const r = new Replica({ ...this.replicaOptions, id }, state, this.nodeRandom.fork(), this);
+  private addReplica(id: NodeId, bootstrap: Config | undefined): SimNode {
+    const r = new SimNode({ ...this.replicaOptions, id }, bootstrap, this.nodeRandom.fork(), this);
     this.replicas.set(id, r);
     this.order.push(r);
     return r;
   }
 
-  private createNode(): Replica | undefined {
+  private createNode(): SimNode | undefined {
     if (this.order.length >= this.params.maxNodes) return undefined;
     const r = this.addReplica(nodeId(`n${this.order.length + 1}`), undefined);
     r.start();
     return r;
   }
 
-  // ---- ReplicaHost ----------------------------------------------------------------------------
+  // ---- NodeHost -------------------------------------------------------------------------------
+
+  violation(e: unknown): void {
+    this.found ??= e;
+  }
+
+  /**
+   * Committed: the bootstrap entry, or durable on a majority of the voters of some configuration that was ever in a log.
+   * (Which configuration counted a commit depends on the leader's log at the time; accepting any
+   * known one can miss a violation but never reports a false one: single-server changes keep
+   * every two consecutive configurations' majorities overlapping.)
+   */
+  isCommitted(index: number, term: number): boolean {
+    // The bootstrap entry is committed by construction: every founding member writes the same
+    // one before it starts (RawNode.bootstrapState).
+    if (index === 1 && term === 1) return true;
+    for (const vs of this.voterSets.values()) {
+      let n = 0;
+      for (const id of vs) if (this.replicas.get(id)?.disk.holdsDurably(index, term) === true) n++;
+      if (n * 2 > vs.length) return true;
+    }
+    return false;
+  }
+
+  onAppended(entries: readonly Entry[]): void {
+    for (const e of entries) {
+      if (e.data[0] !== EntryType.Config) continue;
+      const vs = [...voters(decodeConfigEntry(e.data).config)].sort();
+      this.voterSets.set(vs.join(','), vs);
+    }
+  }
+
+  changesAt(index: number): number | undefined {
+    return this.changes.get(index);
+  }
+
+  recordChanges(node: SimNode, index: number, changes: number): void {
+    const known = this.changes.get(index);
+    if (known === undefined) this.changes.set(index, changes);
+    else if (known !== changes) throw new SimViolation('state-machine-safety', `${node.id} made ${changes} changes applying ${index}, another node ${known}`);
+  }
+
+  /** No client is answered before its entry is committed (durable on a quorum). */
+  checkAnswered(opId: string, node: SimNode): void {
+    const at = this.invariants.commandAt(opId);
+    if (at === undefined) {
+      throw new SimViolation('answer-before-commit', `${node.id} answered ${opId} as applied, but no node has applied its command`);
+    }
+    if (!this.isCommitted(at.index, at.term)) {
+      throw new SimViolation('answer-before-commit', `${node.id} answered ${opId}, whose entry ${at.index}/${at.term} is not durable on a quorum`);
+    }
+  }
 
   send(m: Message): void {
     if (m.type === 'snap') {
@@ -367,34 +460,22 @@ class Simulation implements ReplicaHost {
     r.receive(m);
   }
 
-  onApplied(replica: Replica, applied: AppliedCommand): void {
-    this.clients.onApplied(replica, applied);
-  }
-
-  onReadServed(replica: Replica, requestId: string): void {
-    this.clients.onReadServed(replica, requestId);
-  }
-
-  onReadFailed(replica: Replica, requestId: string, reason: string): void {
-    this.clients.onReadFailed(replica, requestId, reason);
-  }
-
-  onLeaderApplied(replica: Replica, oldTerm: boolean): void {
+  onLeaderApplied(replica: SimNode, oldTerm: boolean): void {
     this.nemesis.onLeaderApplied(replica, oldTerm);
   }
 
-  onSyncedWriteIssued(replica: Replica): void {
+  onSyncedWriteIssued(replica: SimNode): void {
     this.nemesis.onSyncedWriteIssued(replica);
   }
 
-  onNewLeader(replica: Replica, term: number): void {
+  onNewLeader(replica: SimNode, term: number): void {
     this.log.add(replica.id, `leader of term ${term}`);
     this.nemesis.onNewLeader(replica);
   }
 
   // ---- The run --------------------------------------------------------------------------------
 
-  run(): SimulationResult {
+  async run(): Promise<SimulationResult> {
     const p = this.params;
     const members = Array.from({ length: p.nodes }, (_, i) => ({
       id: nodeId(`n${i + 1}`),
@@ -418,10 +499,14 @@ class Simulation implements ReplicaHost {
       const duration = this.options.durationMs ?? DEFAULT_DURATION_MS;
       this.scheduler.at(duration, () => this.beginQuiet());
       const stepCap = this.options.steps;
-      while (!this.finished && this.scheduler.step()) {
+      await drain();
+      while (!this.finished && this.found === undefined && this.scheduler.step()) {
         this.steps++;
+        await drain();
+        for (const r of this.order) r.observe();
         if (!this.quiet && stepCap !== undefined && this.steps >= stepCap) this.beginQuiet();
       }
+      if (this.found !== undefined) throw this.found;
       if (!this.finished) throw new SimViolation('liveness', 'the simulation ran out of events before the quiet phase finished');
       this.compareFinalStates();
       const result = checkHistory(this.clients.history.events, { maxStepsPerKey: 2_000_000 });
@@ -452,10 +537,14 @@ class Simulation implements ReplicaHost {
     let crashes = 0;
     let snapshotsTaken = 0;
     let elections = 0;
+    let watchEvents = 0;
+    let watchRestarts = 0;
     for (const r of this.order) {
       crashes += r.stats.crashes;
       elections += r.stats.elections;
-      snapshotsTaken += r.stats.snapshotsTaken;
+      snapshotsTaken += r.stats.snapshotsSaved;
+      watchEvents += r.stats.watchEvents;
+      watchRestarts += r.stats.watchRestarts;
     }
     const ns = this.network.stats;
     const cs = this.clients.stats;
@@ -482,6 +571,8 @@ class Simulation implements ReplicaHost {
       snapshotsSent: this.snapshotsSent,
       snapshotChunks: this.snapshotChunks,
       snapshotsTaken,
+      watchEvents,
+      watchRestarts,
       membershipChanges: fs.membershipChanges,
       transfers: fs.transfers,
       spikes: fs.spikes,
@@ -515,8 +606,9 @@ class Simulation implements ReplicaHost {
   private compareFinalStates(): void {
     const seen = new Map<number, { ids: string[]; digest: string }>();
     for (const r of this.order) {
-      if (!r.isUp) continue;
-      const { index, digest } = r.stateDigest();
+      const state = r.isUp ? r.stateDigest() : undefined;
+      if (state === undefined) continue;
+      const { index, digest } = state;
       this.invariants.observeState(r.id, index, digest, 'final');
       const group = seen.get(index) ?? { ids: [], digest };
       group.ids.push(r.id);
@@ -608,7 +700,7 @@ class Simulation implements ReplicaHost {
 }
 
 /** Runs one seed. Never throws for a violation: it is reported in the result. */
-export function runSimulation(options: SimulationOptions): SimulationResult {
+export function runSimulation(options: SimulationOptions): Promise<SimulationResult> {
   return new Simulation(options).run();
 }
 

@@ -24,7 +24,7 @@ t.test(`swarm of ${seeds} seeds from ${start}, ${durationMs} ms of faults each: 
   const profiles = new Map<string, number>();
   const failed: number[] = [];
   for (let seed = start; seed < start + seeds; seed++) {
-    const r = runSimulation({ seed, durationMs });
+    const r = await runSimulation({ seed, durationMs });
     stats.push(r.stats);
     profiles.set(r.profile, (profiles.get(r.profile) ?? 0) + 1);
     if (!r.ok && r.violation !== undefined) {

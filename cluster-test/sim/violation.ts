@@ -24,6 +24,14 @@ export type ViolationKind =
   | 'message-storm'
   /** The core handed the driver something the Ready contract forbids (gap in the log, ...). */
   | 'ready-contract'
+  /** A node applied an entry that was not yet durable on a quorum (the driver's order). */
+  | 'apply-before-commit'
+  /** A client was answered for a write whose entry was not committed (the driver's order). */
+  | 'answer-before-commit'
+  /** After a crash, a node's disk no longer holds an entry it had applied (un-applied). */
+  | 'lost-applied-entry'
+  /** A node's event stream skipped, repeated or reordered a change. */
+  | 'watch-stream'
   /** An exception escaped the core or the simulator (an assertion failed). */
   | 'exception';
 

@@ -74,6 +74,20 @@ export interface ChangeRecord<R = unknown> {
   readonly resource: R;
 }
 
+/**
+ * Where the changes of each applied entry go, in commit order: this node's event stream
+ * (`src/stream`'s `EventPublisher` implements it). `revision` is the entry's log index.
+ */
+export interface ChangePublisher<R = unknown> {
+  /** The changes made by the entry at `revision`, right after it was applied. */
+  publish(revision: Revision, changes: readonly ChangeRecord<R>[]): void;
+  /**
+   * The state was replaced wholesale at `revision` (a snapshot installed or restored): history
+   * before it cannot be replayed, and every follower of the stream must start over.
+   */
+  reset(revision: Revision): void;
+}
+
 /** The replicated state machine the replica applies committed entries to. */
 export interface StateMachine<Result = unknown, R = unknown> {
   /** Applies one committed entry deterministically; returns the proposer's result and the changes. */

@@ -1,10 +1,10 @@
-import { CairnError, ErrorCode, NO_NODE, type Clock, type LogIndex, type NodeId, type Random, type Term } from '../base/index.js';
-import { RawNode, type Config, type ConfigChange, type Message, type PersistedState, type RaftOptions, type Ready, type Status } from '../raft/index.js';
+import { CairnError, ErrorCode, NO_NODE, type Clock, type LogIndex, type NodeId, type Random, type Revision, type Term } from '../base/index.js';
+import { RawNode, type Config, type ConfigChange, type Entry, type Message, type PersistedState, type RaftOptions, type Ready, type Status } from '../raft/index.js';
 import { silentLogger, type Logger } from './logger.js';
-import type { ChangeRecord, LogStore, SnapshotStore, StateMachine, Transport } from './ports.js';
+import type { ChangePublisher, ChangeRecord, LogStore, SnapshotStore, StateMachine, Transport } from './ports.js';
 import type { Timers } from './timers.js';
 
-export interface ReplicaOptions<Result> {
+export interface ReplicaOptions<Result, R = unknown> {
   readonly id: NodeId;
   /** Raft tuning (ticks, limits); id and random are filled in here. */
   readonly raft?: Omit<RaftOptions, 'id' | 'random'>;
@@ -15,6 +15,11 @@ export interface ReplicaOptions<Result> {
   readonly snapshotStore: SnapshotStore;
   readonly transport: Transport;
   readonly stateMachine: StateMachine<Result>;
+  /**
+   * This node's event stream: every applied entry's changes, in commit order, and a reset when
+   * a snapshot replaces the state (src/replica/README.md, "Apply").
+   */
+  readonly publisher?: ChangePublisher<R>;
   readonly logger?: Logger;
   /** Milliseconds per Raft tick. Default 100 (election timeout 10 ticks = 1-2 s). */
   readonly tickMs?: number;
@@ -30,6 +35,27 @@ export interface ReplicaOptions<Result> {
   readonly bootstrap?: Config;
   /** Told when this node's role or the leader it knows changes (after the Ready is durable). */
   readonly onRoleChange?: (s: { readonly role: Status['role']; readonly leader: NodeId; readonly term: number }) => void;
+  /**
+   * Test use only: break the driver's order on purpose, so the simulator's swarm can show that
+   * it notices (cluster-test/sim/planted-bugs.test.ts). Never set in a real node.
+   */
+  readonly plantedBugs?: ReplicaPlantedBugs;
+}
+
+/** Driver bugs that can be planted for tests (each breaks one rule of src/replica/README.md). */
+export interface ReplicaPlantedBugs {
+  /**
+   * A waiting proposal is answered when its log position commits, without checking that the
+   * entry committed there is its own (its term): a client is told its write applied when
+   * another leader's entry took its place and its own never commits.
+   */
+  readonly answerBeforeCommit?: boolean;
+  /** Entries are applied to the state machine as soon as they are appended, before they commit. */
+  readonly applyBeforeCommit?: boolean;
+  /** Vote responses go out before the Ready's write (the vote) is durable. */
+  readonly voteBeforeDurable?: boolean;
+  /** Append acknowledgements go out before the Ready's write (the entries) is durable. */
+  readonly ackBeforeDurable?: boolean;
 }
 
 /** What subscribers see after each apply, in commit order. */
@@ -58,7 +84,8 @@ interface ReadWaiter {
 }
 
 /** Messages that vouch for nothing in the Ready's own write (thesis §10.2.1 for the leader's). */
-function sendsBeforePersist(m: Message): boolean {
+function sendsBeforePersist(m: Message, bugs: ReplicaPlantedBugs | undefined): boolean {
+  if (bugs !== undefined && ((bugs.voteBeforeDurable === true && m.type === 'vote-resp') || (bugs.ackBeforeDurable === true && m.type === 'app-resp'))) return true;
   return m.type === 'app' || m.type === 'heartbeat' || m.type === 'snap' || m.type === 'read-index-resp';
 }
 
@@ -77,7 +104,7 @@ function positive(name: string, v: number): number {
 export class Replica<Result = unknown, R = unknown> {
   private readonly raw: RawNode;
   private readonly log: Logger;
-  private readonly opts: ReplicaOptions<Result>;
+  private readonly opts: ReplicaOptions<Result, R>;
   private readonly proposals = new Map<number, ProposalWaiter<Result>>();
   private readonly reads = new Map<string, ReadWaiter>();
   private readonly listeners = new Set<(e: ReplicaEvent<R>) => void>();
@@ -88,15 +115,19 @@ export class Replica<Result = unknown, R = unknown> {
   private closed = false;
   private failure: Error | undefined;
   private snapshotting = false;
+  /** A snapshot was asked for (snapshotNow) while a Ready was in progress: taken after its advance. */
+  private snapshotWanted = false;
   private lastSnapshotIndex: LogIndex;
   private lastLeaderContact = 0;
   private readSeq = 0;
   private readonly sm: StateMachine<Result>;
+  private readonly bugs: ReplicaPlantedBugs | undefined;
 
-  private constructor(opts: ReplicaOptions<Result>, raw: RawNode, snapshotIndex: LogIndex) {
+  private constructor(opts: ReplicaOptions<Result, R>, raw: RawNode, snapshotIndex: LogIndex) {
     this.opts = opts;
     this.raw = raw;
     this.sm = opts.stateMachine;
+    this.bugs = opts.plantedBugs;
     this.log = opts.logger ?? silentLogger;
     this.lastSnapshotIndex = snapshotIndex;
     this.lastLeaderContact = opts.clock.monotonicMs();
@@ -107,13 +138,15 @@ export class Replica<Result = unknown, R = unknown> {
   }
 
   /** Opens a node: newest valid snapshot, then the log after it; bootstraps a new cluster if asked. */
-  static async open<Result, R = unknown>(opts: ReplicaOptions<Result>): Promise<Replica<Result, R>> {
+  static async open<Result, R = unknown>(opts: ReplicaOptions<Result, R>): Promise<Replica<Result, R>> {
     const log = opts.logger ?? silentLogger;
     const started = opts.clock.monotonicMs();
     const { snapshot, skippedCorrupt } = await opts.snapshotStore.loadNewest();
     for (const f of skippedCorrupt) log.warn({ file: f }, 'skipped a corrupt snapshot file');
     if (snapshot) {
       opts.stateMachine.restore(snapshot.meta, snapshot.data);
+      // The stream starts at the snapshot: nothing before it can be replayed.
+      opts.publisher?.reset(snapshot.meta.index as number as Revision);
       log.info({ index: snapshot.meta.index, bytes: snapshot.data.length }, 'restored snapshot');
     }
     const afterIndex = snapshot ? snapshot.meta.index : (0 as LogIndex);
@@ -330,7 +363,7 @@ export class Replica<Result = unknown, R = unknown> {
         // read-index answer vouches only for the commit index, never for this Ready's write.
         const early: Message[] = [];
         const late: Message[] = [];
-        for (const m of rd.messages) (!rd.mustSync || sendsBeforePersist(m) ? early : late).push(m);
+        for (const m of rd.messages) (!rd.mustSync || sendsBeforePersist(m, this.bugs) ? early : late).push(m);
         if (early.length > 0) this.opts.transport.send(early);
         // The committed entries of a Ready are already durable here (the core hands out only
         // entries at or below the durable index) and on a quorum, so they are applied and
@@ -339,6 +372,9 @@ export class Replica<Result = unknown, R = unknown> {
         // (persist, then apply), so subscribers hear of those only once they are durable.
         // The write is started first, so the applying overlaps the fsync.
         const applyFirst = rd.snapshot === undefined && rd.softState === undefined;
+        if (this.bugs?.applyBeforeCommit === true) {
+          for (const e of rd.entries) if (e.index === this.sm.appliedIndex + 1) this.applyEntry(e);
+        }
         const persisted = this.persist(rd);
         if (applyFirst) {
           try {
@@ -385,20 +421,12 @@ export class Replica<Result = unknown, R = unknown> {
       this.sm.restore(rd.snapshot.meta, rd.snapshot.data);
       this.lastSnapshotIndex = rd.snapshot.meta.index;
       this.log.info({ index: rd.snapshot.meta.index, bytes: rd.snapshot.data.length }, 'installed snapshot from leader');
-      this.publish({ kind: 'reset', index: rd.snapshot.meta.index });
+      this.publishReset(rd.snapshot.meta.index);
     }
     for (const e of rd.committedEntries) {
-      const { result, changes, reset } = this.sm.apply(e);
-      if (reset === true) this.publish({ kind: 'reset', index: e.index });
-      if (changes.length > 0) this.publish({ kind: 'changes', index: e.index, changes: changes as readonly ChangeRecord<R>[] });
-      const w = this.proposals.get(e.index);
-      if (w) {
-        this.proposals.delete(e.index);
-        this.opts.timers.clearTimeout(w.timer);
-        if (w.term === e.term) w.resolve(result);
-        // Another leader's entry took this index: ours was never committed anywhere.
-        else w.reject(new CairnError(ErrorCode.PROPOSAL_DROPPED, `entry ${e.index} of term ${w.term} was replaced by a new leader's entry; it was not applied`));
-      }
+      // Planted bug applyBeforeCommit: the entry was applied when it was appended.
+      if (this.bugs?.applyBeforeCommit === true && e.index <= this.sm.appliedIndex) continue;
+      this.applyEntry(e);
     }
     for (const rs of rd.readStates) {
       const w = this.reads.get(rs.requestId);
@@ -415,6 +443,33 @@ export class Replica<Result = unknown, R = unknown> {
     this.releaseReads();
   }
 
+  /**
+   * Applies one committed entry: the state machine, then this node's event stream (the
+   * publisher port, then any `subscribe` listeners), then the proposal waiting on its index.
+   */
+  private applyEntry(e: Entry): void {
+    const { result, changes, reset } = this.sm.apply(e);
+    if (reset === true) this.publishReset(e.index);
+    if (changes.length > 0) {
+      const records = changes as readonly ChangeRecord<R>[];
+      this.opts.publisher?.publish(e.index as number as Revision, records);
+      this.notify({ kind: 'changes', index: e.index, changes: records });
+    }
+    const w = this.proposals.get(e.index);
+    if (w) {
+      this.proposals.delete(e.index);
+      this.opts.timers.clearTimeout(w.timer);
+      if (w.term === e.term || this.bugs?.answerBeforeCommit === true) w.resolve(result);
+      // Another leader's entry took this index: ours was never committed anywhere.
+      else w.reject(new CairnError(ErrorCode.PROPOSAL_DROPPED, `entry ${e.index} of term ${w.term} was replaced by a new leader's entry; it was not applied`));
+    }
+  }
+
+  private publishReset(index: LogIndex): void {
+    this.opts.publisher?.reset(index as number as Revision);
+    this.notify({ kind: 'reset', index });
+  }
+
   private releaseReads(): void {
     if (this.reads.size === 0) return;
     const applied = this.sm.appliedIndex;
@@ -427,7 +482,7 @@ export class Replica<Result = unknown, R = unknown> {
     }
   }
 
-  private publish(e: ReplicaEvent<R>): void {
+  private notify(e: ReplicaEvent<R>): void {
     for (const l of this.listeners) {
       try {
         l(e);
@@ -437,10 +492,29 @@ export class Replica<Result = unknown, R = unknown> {
     }
   }
 
-  /** Snapshot when enough entries were applied; serialization yields between chunks. */
+  /**
+   * Takes a snapshot of the applied state now (and compacts the log behind it), unless one is
+   * being taken or nothing was applied since the last. Returns whether one was started.
+   */
+  snapshotNow(): boolean {
+    if (this.stopped || this.snapshotting || this.sm.appliedIndex <= this.lastSnapshotIndex) return false;
+    // Not in the middle of a Ready: its entries may be applied while the core has not yet
+    // been told (advance), and the core cannot compact beyond what it knows is applied.
+    if (this.processing) this.snapshotWanted = true;
+    else this.startSnapshot();
+    return true;
+  }
+
+  /** Snapshot when enough entries were applied (or one was asked for); serialization yields between chunks. */
   private maybeSnapshot(): void {
     const every = this.opts.snapshotEveryEntries ?? 10_000;
-    if (this.snapshotting || this.sm.appliedIndex - this.lastSnapshotIndex < every) return;
+    if (this.snapshotting || (this.sm.appliedIndex - this.lastSnapshotIndex < every && !this.snapshotWanted)) return;
+    if (this.sm.appliedIndex <= this.lastSnapshotIndex) return;
+    this.startSnapshot();
+  }
+
+  private startSnapshot(): void {
+    this.snapshotWanted = false;
     this.snapshotting = true;
     const retain = this.opts.snapshotRetainEntries ?? 1_000;
     void this.takeSnapshot(retain)
