@@ -55,12 +55,14 @@ t.test('a write replaces the suffix from its first entry; gaps and writes below 
   d.write({ entries: [e(1, 1), e(2, 1), e(3, 1)], hardState: undefined });
   d.write({ entries: [e(2, 2)], hardState: undefined });
   t.equal(indices(d.latest.entries), '1/1 2/2');
-  t.throws(() => d.write({ entries: [e(5, 2)], hardState: undefined }), SimViolation, 'a gap');
-  t.throws(() => d.write({ entries: [e(1, 2), e(3, 2)], hardState: undefined }), SimViolation, 'not contiguous');
-  d.saveSnapshot(snap(2, 2));
-  d.compact(2);
-  t.equal(d.latest.first, 3);
-  t.throws(() => d.write({ entries: [e(2, 3)], hardState: undefined }), SimViolation, 'below the compacted log');
+  d.write({ entries: [e(5, 2)], hardState: undefined });
+  t.equal(indices(d.latest.entries), '5/2', 'a gap: what lies before it is out of reach of a load');
+  d.write({ entries: [e(5, 3), e(6, 3)], hardState: undefined });
+  t.throws(() => d.write({ entries: [e(7, 2), e(9, 2)], hardState: undefined }), SimViolation, 'not contiguous');
+  d.saveSnapshot(snap(5, 3));
+  d.compact(5);
+  t.equal(d.latest.first, 6);
+  t.throws(() => d.write({ entries: [e(5, 4)], hardState: undefined }), SimViolation, 'below the compacted log');
 });
 
 t.test('an installed snapshot drops the whole stored log in the same batch', async (t) => {
@@ -73,6 +75,15 @@ t.test('an installed snapshot drops the whole stored log in the same batch', asy
   t.ok(d.holdsDurably(5, 1), 'covered by the snapshot');
   t.ok(d.holdsDurably(7, 2));
   t.notOk(d.holdsDurably(7, 1), 'another term at 7');
+});
+
+t.test('a stale suffix behind the newest snapshot is refused at load (the install batch was lost)', async (t) => {
+  const d = fresh();
+  d.sync(d.write({ entries: [e(1, 1), e(2, 1), e(3, 1), e(4, 1)], hardState: hs(1, 1) }));
+  d.saveSnapshot(snap(3, 2));
+  t.throws(() => d.load(3), SimViolation, 'entry 3 is of term 1, the snapshot of term 2, and entry 4 would follow it');
+  d.sync(d.write({ entries: [], hardState: hs(2, 3), installedSnapshot: logIndex(3) }));
+  t.same(d.load(3).entries, [], 'once the install batch is written, nothing stale remains');
 });
 
 t.test('compaction needs a durable snapshot covering it; load refuses a gap after the snapshot', async (t) => {

@@ -72,7 +72,11 @@ export class LogView {
       throw new SimViolation('ready-contract', `${node}: a log write starts at ${head.index}, below the compacted log's first index ${this.first}`);
     }
     if (head.index > this.lastIndex + 1) {
-      throw new SimViolation('ready-contract', `${node}: a log write starts at ${head.index} but the log ends at ${this.lastIndex} (gap)`);
+      // A gap, as after a snapshot install whose log batch was lost in a crash. The real stores
+      // accept the write and skip what lies before it on load (which starts after the snapshot);
+      // here the entries before the gap are dropped, which is what a load can see of them.
+      this.entries = [];
+      this.first = head.index;
     }
     // An entry at index i replaces any existing entry >= i: truncate the suffix, then append.
     this.entries.length = head.index - this.first;
@@ -188,10 +192,23 @@ export class SimDisk {
     return { kept, lost: n - kept };
   }
 
-  /** What `LogStore.load(afterIndex)` reads back: the hard state and the entries after `afterIndex`. */
+  /**
+   * What `LogStore.load(afterIndex)` reads back: the hard state and the entries after
+   * `afterIndex`. Loading after the newest snapshot, the entries must continue the snapshot's
+   * log: a suffix of another history (the log held the snapshot's index in another term) would
+   * come back behind the snapshot as if it followed it, a log no node ever had.
+   */
   load(afterIndex: number): { hardState: HardState; entries: Entry[] } {
     const log = this.latestLog;
     const entries = log.entries.filter((e) => e.index > afterIndex);
+    const snap = this.newestSnapshot;
+    const at = log.entryAt(afterIndex);
+    if (snap !== undefined && snap.meta.index === afterIndex && entries.length > 0 && at !== undefined && at.term !== snap.meta.term) {
+      throw new SimViolation(
+        'ready-contract',
+        `${this.node}: its log holds entry ${afterIndex} of term ${at.term} and ${entries.length} after it, behind its newest snapshot ${afterIndex}/${snap.meta.term}: a stale suffix would be loaded as if it followed the snapshot`,
+      );
+    }
     const head = entries[0];
     if (head !== undefined && head.index !== afterIndex + 1) {
       throw new SimViolation('ready-contract', `${this.node}: its log starts at ${head.index} after its newest snapshot ${afterIndex} (a gap on disk)`);

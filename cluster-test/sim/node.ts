@@ -154,6 +154,8 @@ export class SimNode {
   private watchRevision: number | undefined;
   private watchLive = false;
   private watchSub: Subscription | undefined;
+  /** Something reached the replica since the last `observe` (a timer, a message, a disk completion, a call). */
+  touched = false;
 
   /**
    * `bootstrap`: the initial configuration, for a founding member (the replica writes it on its
@@ -264,6 +266,7 @@ export class SimNode {
         if (this.inc !== inc) return;
         inc.replica = replica;
         inc.recovering = false;
+        this.touched = true;
         this.say(`opened inc ${number}: applied ${fsm.appliedIndex}`);
         this.observe();
         this.watch(inc);
@@ -271,7 +274,7 @@ export class SimNode {
       },
       (e: unknown) => {
         if (this.inc !== inc) return;
-        this.host.violation(new SimViolation('exception', `${this.id}: the replica could not open: ${e instanceof Error ? e.message : String(e)}`));
+        this.host.violation(e instanceof SimViolation ? e : new SimViolation('exception', `${this.id}: the replica could not open: ${e instanceof Error ? e.message : String(e)}`));
       },
     );
   }
@@ -298,6 +301,7 @@ export class SimNode {
 
   /** Reads the replica's status; logs role changes and feeds election safety. */
   observe(): void {
+    this.touched = false;
     const r = this.inc?.replica;
     if (r === undefined) return;
     const s = r.basicStatus();
@@ -339,6 +343,7 @@ export class SimNode {
   }
 
   private up(action: string): { inc: Incarnation; replica: Replica<ApplyResult, Resource> } {
+    this.touched = true;
     const inc = this.inc;
     if (inc?.replica === undefined) throw new CairnError('UNAVAILABLE', `cannot ${action} on ${this.id}: the node is down`);
     return { inc, replica: inc.replica };
@@ -374,6 +379,7 @@ export class SimNode {
 
   /** A spurious election timeout: campaign now (pre-vote first). */
   campaign(): void {
+    this.touched = true;
     this.inc?.replica?.campaign();
   }
 
@@ -384,6 +390,7 @@ export class SimNode {
 
   /** Starts a snapshot (and log compaction) now; false when one is running or nothing is new. */
   snapshotNow(): boolean {
+    this.touched = true;
     return this.inc?.replica?.snapshotNow() ?? false;
   }
 
@@ -391,6 +398,7 @@ export class SimNode {
   receive(m: Message): boolean {
     const h = this.inc?.replica !== undefined ? this.inc.onMessage : undefined;
     if (h === undefined) return false;
+    this.touched = true;
     h(m);
     return true;
   }
@@ -400,6 +408,7 @@ export class SimNode {
     const h = this.inc?.replica !== undefined ? this.inc.onConnectionLost : undefined;
     if (h === undefined) return;
     this.say(`connection to ${peer} lost`);
+    this.touched = true;
     h(peer);
   }
 
@@ -425,7 +434,9 @@ export class SimNode {
       setTimeout: (fn, delay) => {
         const h = { cancelled: false };
         s.after(ms(delay), () => {
-          if (!h.cancelled && alive()) fn();
+          if (h.cancelled || !alive()) return;
+          this.touched = true;
+          fn();
         });
         return h;
       },
@@ -438,6 +449,7 @@ export class SimNode {
         const fire = (): void => {
           if (h.cancelled || !alive()) return;
           if (period === this.options.tickMs) this.say('tick');
+          this.touched = true;
           fn();
           s.after(period, fire);
         };
@@ -451,7 +463,9 @@ export class SimNode {
       yield: () =>
         new Promise<void>((resolve) => {
           s.after(0, () => {
-            if (alive()) resolve();
+            if (!alive()) return;
+            this.touched = true;
+            resolve();
           });
         }),
     };
@@ -463,6 +477,7 @@ export class SimNode {
     return new Promise<void>((resolve) => {
       this.host.scheduler.after(delay, () => {
         if (this.inc !== inc) return;
+        this.touched = true;
         done();
         resolve();
       });
@@ -611,13 +626,14 @@ export class SimNode {
         }
         const out = fsm.apply(e);
         const replica = inc.replica;
-        const nodeTerm = replica?.basicStatus().term ?? this.disk.latest.hardState.term;
+        const st = replica?.basicStatus();
+        const nodeTerm = st?.term ?? this.disk.latest.hardState.term;
         this.host.invariants.observeApply(this.id, e, resultDigest(out.result), nodeTerm);
         const requestId = commandRequestId(e.data);
         if (requestId !== undefined) this.host.invariants.observeCommand(this.id, requestId, e.index);
         this.host.recordChanges(this, e.index, out.changes.length);
         this.lastApplied = { index: e.index, term: e.term };
-        if (replica !== undefined && replica.basicStatus().role === 'leader') {
+        if (st?.role === 'leader') {
           const oldTerm = e.term < nodeTerm;
           // After this step, not from inside the replica's apply.
           this.host.scheduler.after(0, () => {

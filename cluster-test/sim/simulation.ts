@@ -503,7 +503,7 @@ class Simulation implements NodeHost {
       while (!this.finished && this.found === undefined && this.scheduler.step()) {
         this.steps++;
         await drain();
-        for (const r of this.order) r.observe();
+        for (const r of this.order) if (r.touched) r.observe();
         if (!this.quiet && stepCap !== undefined && this.steps >= stepCap) this.beginQuiet();
       }
       if (this.found !== undefined) throw this.found;
