@@ -448,14 +448,14 @@ export function clientFailure(e: CairnClientError, call: Call): CliError {
   }
   let hint = '';
   if (e.code === 'CAS_FAILED') {
-    // Versions arrive as decimal strings (older servers sent numbers).
-    const expected = e.details['expected'] === undefined ? undefined : String(e.details['expected']);
-    const actual = e.details['actual'] === undefined ? undefined : String(e.details['actual']);
+    // Versions arrive as decimal strings (the client reads older servers' numbers into strings).
+    const expected = typeof e.details['expected'] === 'string' ? e.details['expected'] : undefined;
+    const actual = typeof e.details['actual'] === 'string' ? e.details['actual'] : undefined;
     if (expected === '0' && actual !== undefined && actual !== '0') hint = `; it already exists (version ${actual}): leave out --version to replace it, or pass --version ${actual}`;
     else if (actual === '0') hint = '; it does not exist: --version 0 creates it';
     else hint = '; it changed since that version: read it again and retry with its current version';
-  } else if (e.code === 'GROUP_VERSION_MISMATCH' && typeof e.details['storedType'] === 'string') {
-    hint = `; use ${e.details['storedType']}`;
+  } else if (e.code === 'GROUP_VERSION_MISMATCH' && typeof e.details['stored_type'] === 'string') {
+    hint = `; use ${e.details['stored_type']}`;
   } else if (e.code === 'TIMEOUT') {
     hint = ` (--timeout ${timeoutMs} ms)`;
   }
