@@ -156,3 +156,24 @@ t.test('at_tail with a compacted gt_revision is still COMPACTED, over HTTP and g
   t.same(g.details, { watch: 0, revision: String(oldest) });
   t.same(g.seen(), [], 'nothing before the error');
 });
+
+t.test('gRPC with snapshot_on_compacted: a compacted at_tail resume is rebuilt in the stream and its fresh initial state still ends with end_of_snapshot', async (t) => {
+  await api.write(A1, 'framed', { namespace: 'framed' }, { data: { name: 'framed' } });
+  for (let i = 0; i < WINDOW + 5; i++) await api.write(A1, `fill-${i % 3}`, { namespace: 'fill' }, { data: { name: `again ${i}` } });
+  const p = node.publisher();
+  if (!p) throw new Error('no publisher');
+  const gone = String(p.oldestResumable - 1);
+  const w = new GrpcWatch(client, [{ type: A1, tenancy: { namespace: 'framed' }, gtRevision: gone, atTail: true, snapshotOnCompacted: true }]);
+  t.teardown(() => w.cancel());
+  await until(() => w.events.some((e) => e.event === 'endOfSnapshot'), 10_000, 'end_of_snapshot');
+  t.same(
+    w.seen().map(([ev, , name]) => [ev, name]),
+    [
+      ['newSnapshotToFollow', ''],
+      ['change', 'framed'],
+      ['endOfSnapshot', ''],
+    ],
+    'new_snapshot_to_follow, the fresh initial state, end_of_snapshot (at_tail keeps only the tail of the resume away)',
+  );
+  t.equal(w.status, undefined, 'the call goes on');
+});
