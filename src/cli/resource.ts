@@ -624,7 +624,7 @@ export function registerResourceCommands(program: Command, io: CliIo, deps: Reso
         .option('--name-prefix <prefix>', 'only names starting with this')
         .option('--prefix <prefix>', 'the same as --name-prefix (as for list)')
         .option('--gt-revision <n>', 'resume: every change after revision n, then live changes (no initial state)')
-        .option('--at-tail', 'live changes only: no initial state')
+        .option('--at-tail', 'live changes only: no initial state; with --gt-revision: the changes after it without the tail line')
         .addHelpText(
           'after',
           '\nWithout --gt-revision or --at-tail the current state comes first (one change per resource), then a tail\nline, then live changes. A lost stream or node is resumed on any --endpoint with nothing missed or repeated;\n"reset" means the watch had to start over (its resume point was compacted): the current state follows.\n--timeout: give up (exit 5) when no node has served the watch for this long. --json prints NDJSON.',
