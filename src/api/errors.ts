@@ -42,9 +42,40 @@ export function grpcStatusOf(e: CairnError): grpc.status {
   return TABLE[e.code].grpc;
 }
 
-/** The HTTP error body: {"error": {"code", "message", ...details}}. */
+/** camelCase to snake_case (`storedType` -> `stored_type`); snake_case is left as it is. */
+function snakeCase(key: string): string {
+  return key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+}
+
+/**
+ * Detail keys whose numbers are log positions: the versions of CAS_FAILED (`expected`,
+ * `actual`), and any `*revision`, `*version` or `*index`. They travel as decimal strings, as
+ * versions and revisions do everywhere in the API (JSON numbers lose precision past 2^53).
+ */
+function isPositionKey(key: string): boolean {
+  return key === 'expected' || key === 'actual' || /(^|_)(revision|version|index)$/.test(key);
+}
+
+/**
+ * The details of an error as clients see them, over HTTP and gRPC alike: top-level keys in
+ * snake_case, versions, revisions and indexes as decimal strings. Details are built in many
+ * modules (the store, the replica, the watch) and some are stored in the FSM's de-duplication
+ * window as an older version wrote them, so they are made public here, in the one module that
+ * maps errors, rather than trusted to each builder. Other values (the watch index in a
+ * request, byte limits, ajv's `schema_errors` objects) are left as they are.
+ */
+export function publicDetails(details: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(details)) {
+    const key = snakeCase(k);
+    out[key] = isPositionKey(key) && (typeof v === 'number' || typeof v === 'bigint') ? String(v) : v;
+  }
+  return out;
+}
+
+/** The HTTP error body: {"error": {"code", "message", ...details}} (details as publicDetails makes them). */
 export function errorBody(e: CairnError): { error: Record<string, unknown> } {
-  return { error: { ...e.details, code: TABLE[e.code].publicCode, message: e.message } };
+  return { error: { ...publicDetails(e.details), code: TABLE[e.code].publicCode, message: e.message } };
 }
 
 /** Trailing metadata of a failed gRPC call (proto/cairn/resource/v1/resource.proto, "Errors"). */
@@ -73,7 +104,7 @@ export function grpcErrorOf(e: CairnError): { code: grpc.status; details: string
   const row = TABLE[e.code];
   const metadata = new grpc.Metadata();
   metadata.set(GRPC_ERROR_CODE_KEY, row.publicCode);
-  let details = asciiJson(e.details);
+  let details = asciiJson(publicDetails(e.details));
   if (details.length > GRPC_DETAILS_MAX_BYTES) details = '{"truncated":true}';
   metadata.set(GRPC_ERROR_DETAILS_KEY, details);
   const message = e.message.length > GRPC_MESSAGE_MAX_CHARS ? `${e.message.slice(0, GRPC_MESSAGE_MAX_CHARS)}...` : e.message;

@@ -277,7 +277,11 @@ t.test('every error code maps to its gRPC status, with the Cairn code and detail
     t.ok(e.message.length > 0, `${what}: the status message says why`);
   }
   const mismatch = errorOf(await rpc.call('Read', { id: id('korn', 'demo.v2.Artist') }));
-  t.match(mismatch.details, { storedType: 'demo.v1.Artist' }, 'GROUP_VERSION_MISMATCH carries the stored type in cairn-error-details-json');
+  t.same(mismatch.details, { stored_type: 'demo.v1.Artist', requested_type: 'demo.v2.Artist' }, 'GROUP_VERSION_MISMATCH carries the stored and requested types in cairn-error-details-json, snake_case');
+  const cas = errorOf(await rpc.call('Write', { id: id('korn'), dataJson: '{"name":"K"}', version: '99999' }));
+  t.same([cas.code, cas.details], ['CAS_FAILED', { expected: '99999', actual: korn.version }], 'CAS_FAILED: expected and actual as decimal strings');
+  const created = errorOf(await rpc.call('Write', { id: id('korn'), dataJson: '{"name":"K"}', version: '0' }));
+  t.same(created.details, { expected: '0', actual: korn.version }, 'create-only on an existing resource: expected "0"');
   const schema = errorOf(await rpc.call('Write', { id: id('x'), dataJson: '{"name":"X","genre":"polka"}' }));
   t.ok(Array.isArray(schema.details['schema_errors']), 'schema errors are in the details');
 

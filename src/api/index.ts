@@ -1,5 +1,5 @@
 export { Router, createHttpServer, sendJson, sendError, MAX_BODY_BYTES, type Handler, type HttpRequest, type HttpResponse } from './http-server.js';
-export { errorBody, grpcErrorOf, grpcStatusOf, httpStatusOf, toCairnError, RETRY_AFTER_SECONDS, GRPC_ERROR_CODE_KEY, GRPC_ERROR_DETAILS_KEY } from './errors.js';
+export { errorBody, publicDetails, grpcErrorOf, grpcStatusOf, httpStatusOf, toCairnError, RETRY_AFTER_SECONDS, GRPC_ERROR_CODE_KEY, GRPC_ERROR_DETAILS_KEY } from './errors.js';
 export { Metrics } from './metrics.js';
 export { addOperatorRoutes, type OperatorDeps } from './operator-routes.js';
 export { TypeRegistry, parseTypeString, formatTypeRef, type TypeRegistration, type RegisteredType, type Scope, type ProposedResource, type AccessVerb } from './registry.js';

@@ -8,6 +8,12 @@ export interface OperatorDeps {
   readonly metrics: Metrics;
   /** Replication lag (entries) under which a node counts as caught up for /readyz. Default 100. */
   readonly readyLagEntries?: number;
+  /**
+   * The HTTP/JSON API address of node `id`, whose gRPC address is `grpcAddress` (the Raft
+   * configuration knows only that one); undefined when it cannot be learned now. Absent: never
+   * known (`/v1/status/leader` answers `http_address: null`).
+   */
+  readonly httpAddressOf?: (id: NodeId, grpcAddress: string) => Promise<string | undefined>;
 }
 
 function serving(deps: OperatorDeps): Coordinator {
@@ -82,11 +88,15 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
     };
   });
 
-  router.add('GET', '/v1/status/leader', () => {
+  // `address` is the gRPC address (kept from the first wave, which answered only that one);
+  // `grpc_address` says so by name; `http_address` is null when this node cannot learn it
+  // (the leader does not answer Hello in time, or is an older node): said, not guessed.
+  router.add('GET', '/v1/status/leader', async () => {
     const st = serving(deps).status();
     const leader = st.config.members.find((m) => m.id === st.leader);
     if (st.leader === NO_NODE || !leader) throw new CairnError(ErrorCode.UNAVAILABLE, 'no leader is known right now');
-    return { status: 200, json: { id: leader.id, address: leader.address } };
+    const http = (await deps.httpAddressOf?.(leader.id, leader.address)) ?? null;
+    return { status: 200, json: { id: leader.id, address: leader.address, grpc_address: leader.address, http_address: http } };
   });
 
   router.add('GET', '/v1/operator/raft/configuration', () => {

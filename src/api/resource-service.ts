@@ -471,10 +471,8 @@ export class ResourceService {
 
 function fromApplyError(r: Extract<ApplyResult, { ok: false }>): CairnError {
   const code = parseErrorCode(r.error.code);
-  const details: Record<string, unknown> = { ...r.error.details };
-  // Versions are decimal strings everywhere in the API, error details included.
-  for (const k of ['expected', 'actual']) if (typeof details[k] === 'number') details[k] = String(details[k]);
-  return new CairnError(code, r.error.message, details);
+  // errors.ts's publicDetails makes the details public (snake_case, versions as decimal strings).
+  return new CairnError(code, r.error.message, r.error.details);
 }
 
 function expectWrite(r: ApplyResult): Resource {

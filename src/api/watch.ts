@@ -24,7 +24,11 @@ export interface WatchSpec {
   readonly namePrefix?: string | undefined;
   /** Decimal revision: resume after it. Absent or empty: the initial state first. */
   readonly gtRevision?: string | undefined;
-  /** Live events only: no initial state and no tail event. */
+  /**
+   * No `tail` event. Alone: live events only (no initial state). With `gtRevision` (the resume
+   * request of the watch API this one follows, Nexodus's): the changes after it, then live
+   * events, without the tail marker the client has already seen.
+   */
   readonly atTail?: boolean | undefined;
   /**
    * Consul's framing (gRPC): a resume the node cannot serve (or a reset) gets
@@ -118,7 +122,8 @@ export interface WatchServiceOptions {
 interface WatchState {
   readonly index: number;
   readonly filter: ListFilter;
-  readonly atTail: boolean;
+  /** The reader wants no tail marker (at_tail); a fresh initial state after framing's new-snapshot-to-follow still ends with its marker. */
+  atTail: boolean;
   readonly framed: boolean;
   sub: Subscription;
   /** The subscription started from the initial state (its tail ends a snapshot). */
@@ -159,8 +164,10 @@ export class WatchSession {
 
   /** @internal */
   add(index: number, filter: ListFilter, spec: WatchSpec, gtRevision: Revision | undefined): void {
-    const atTail = spec.atTail === true && gtRevision === undefined;
-    const sub = this.publisher.subscribe(filter, { ...(gtRevision !== undefined ? { gtRevision } : {}), atTail });
+    // With gt_revision the publisher replays the changes after it and then tails; at_tail only
+    // keeps that tail from the reader (Nexodus's resume request).
+    const atTail = spec.atTail === true;
+    const sub = this.publisher.subscribe(filter, gtRevision !== undefined ? { gtRevision } : { atTail });
     const st: WatchState = { index, filter, atTail, framed: spec.snapshotOnCompacted === true, sub, fresh: gtRevision === undefined && !atTail, pastTail: false };
     this.watchReadable(st);
     this.states.push(st);
@@ -253,6 +260,7 @@ export class WatchSession {
             batch.push({ kind: 'new-snapshot-to-follow', watch: st.index, revision: ev.revision });
             st.sub = this.publisher.subscribe(st.filter);
             st.fresh = true;
+            st.atTail = false; // the fresh initial state must be closed by end-of-snapshot
             st.pastTail = false;
             this.watchReadable(st);
             break;
@@ -339,7 +347,6 @@ export class WatchService {
       try {
         const filter = this.resources.listFilter(s, ctx);
         const gtRevision = parseVersion(s.gtRevision, 'gt_revision');
-        if (s.atTail === true && gtRevision !== undefined) throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'at_tail and gt_revision exclude each other');
         return { filter, gtRevision };
       } catch (e) {
         if (e instanceof CairnError) throw new CairnError(e.code, `watch ${i}: ${e.message}`, { ...e.details, watch: i });

@@ -131,12 +131,26 @@ t.test('table output with --gt-revision: the missed changes, the tail, live chan
   t.match(out[3], new RegExp(`^\\s+${c.version}  change  default/cli2/c\\s+${c.version}$`));
 });
 
+t.test('--gt-revision with --at-tail: the changes after it and live changes, no tail line', async (t) => {
+  const a = await client.write({ type: 'demo.v1.Artist', name: 'a', tenancy: { namespace: 'cli3' } }, { data: { name: 'A' } });
+  const b = await client.write({ type: 'demo.v1.Artist', name: 'b', tenancy: { namespace: 'cli3' } }, { data: { name: 'B' } });
+  const w = spawnCairn(t, ['resource', 'watch', 'demo.v1.Artist', '--namespace', 'cli3', '--gt-revision', a.version, '--at-tail', '--endpoint', agent.grpcAddress]);
+  await w.until((o) => o.includes('cli3/b'), 'the missed change');
+  const c = await client.write({ type: 'demo.v1.Artist', name: 'c', tenancy: { namespace: 'cli3' } }, { data: { name: 'C' } });
+  await w.until((o) => o.includes('cli3/c'), 'the live change');
+  w.child.kill('SIGTERM');
+  t.equal(await w.exited, 0);
+  const out = w.out().split('\n').filter((l) => l !== '');
+  t.match(out[0], /^REVISION\s+EVENT\s+NAME\s+VERSION$/);
+  t.match(out[1], new RegExp(`^\\s+${b.version}  change  default/cli3/b\\s+${b.version}$`), 'only what came after --gt-revision');
+  t.match(out[2], new RegExp(`^\\s+${c.version}  change  default/cli3/c\\s+${c.version}$`), 'then the live change, with no tail line between');
+  t.equal(out.length, 3);
+});
+
 t.test('failures: usage errors exit 2, what the server refuses exits 6, nothing listening exits 5 after --timeout', async (t) => {
   const usage = await cairn(['resource', 'watch', 'demo.v1.Artist', '--gt-revision', 'x', '--endpoint', agent.grpcAddress]);
   t.equal(usage.code, ExitCode.USAGE);
   t.match(usage.err, /--gt-revision must be a revision/);
-  const both = await cairn(['resource', 'watch', 'demo.v1.Artist', '--gt-revision', '3', '--at-tail', '--endpoint', agent.grpcAddress]);
-  t.equal(both.code, ExitCode.USAGE);
   const unknown = await cairn(['resource', 'watch', 'demo.v1.Nope', '--endpoint', agent.grpcAddress]);
   t.equal(unknown.code, ExitCode.INVALID, unknown.err);
   t.match(unknown.err, /^cairn: INVALID_ARGUMENT: /);

@@ -28,7 +28,6 @@ export function watchSpecOf(type: string, flags: WatchFlags): WatchSpec {
   }
   const namePrefix = flags.namePrefix ?? flags.prefix;
   if (flags.gtRevision !== undefined && !REVISION.test(flags.gtRevision)) throw usageError(`--gt-revision must be a revision: a decimal number such as 42, got '${flags.gtRevision}'`);
-  if (flags.gtRevision !== undefined && flags.atTail === true) throw usageError('--gt-revision and --at-tail exclude each other');
   return {
     type,
     ...(flags.partition !== undefined ? { partition: flags.partition } : {}),

@@ -448,14 +448,14 @@ export function clientFailure(e: CairnClientError, call: Call): CliError {
   }
   let hint = '';
   if (e.code === 'CAS_FAILED') {
-    // Versions arrive as decimal strings (older servers sent numbers).
-    const expected = e.details['expected'] === undefined ? undefined : String(e.details['expected']);
-    const actual = e.details['actual'] === undefined ? undefined : String(e.details['actual']);
+    // Versions arrive as decimal strings (the client reads older servers' numbers into strings).
+    const expected = typeof e.details['expected'] === 'string' ? e.details['expected'] : undefined;
+    const actual = typeof e.details['actual'] === 'string' ? e.details['actual'] : undefined;
     if (expected === '0' && actual !== undefined && actual !== '0') hint = `; it already exists (version ${actual}): leave out --version to replace it, or pass --version ${actual}`;
     else if (actual === '0') hint = '; it does not exist: --version 0 creates it';
     else hint = '; it changed since that version: read it again and retry with its current version';
-  } else if (e.code === 'GROUP_VERSION_MISMATCH' && typeof e.details['storedType'] === 'string') {
-    hint = `; use ${e.details['storedType']}`;
+  } else if (e.code === 'GROUP_VERSION_MISMATCH' && typeof e.details['stored_type'] === 'string') {
+    hint = `; use ${e.details['stored_type']}`;
   } else if (e.code === 'TIMEOUT') {
     hint = ` (--timeout ${timeoutMs} ms)`;
   }
@@ -624,7 +624,7 @@ export function registerResourceCommands(program: Command, io: CliIo, deps: Reso
         .option('--name-prefix <prefix>', 'only names starting with this')
         .option('--prefix <prefix>', 'the same as --name-prefix (as for list)')
         .option('--gt-revision <n>', 'resume: every change after revision n, then live changes (no initial state)')
-        .option('--at-tail', 'live changes only: no initial state')
+        .option('--at-tail', 'live changes only: no initial state; with --gt-revision: the changes after it without the tail line')
         .addHelpText(
           'after',
           '\nWithout --gt-revision or --at-tail the current state comes first (one change per resource), then a tail\nline, then live changes. A lost stream or node is resumed on any --endpoint with nothing missed or repeated;\n"reset" means the watch had to start over (its resume point was compacted): the current state follows.\n--timeout: give up (exit 5) when no node has served the watch for this long. --json prints NDJSON.',

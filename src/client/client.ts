@@ -296,7 +296,11 @@ export class CairnClient {
     return resourceFromMsg<D>(res.resource);
   }
 
-  /** Deletes a resource and what it owns. Deleting what does not exist succeeds with `deleted: false`. */
+  /**
+   * Deletes a resource and what it owns. `deleted: false` means either that there was nothing
+   * to delete (`resource: null`) or that finalizers hold the delete back (`resource` is the
+   * marked state); see DeleteResult.
+   */
   async delete<D = unknown>(ref: ResourceRef, opts: DeleteOptions = {}): Promise<DeleteResult<D>> {
     const res = await this.invoke(methods.delete, { id: refToMsg(ref), version: opts.version ?? '', requestId: opts.requestId ?? ulid() }, opts);
     return { deleted: res.deleted, resource: res.resource === null ? null : resourceFromMsg<D>(res.resource) };

@@ -24,6 +24,12 @@ export interface CairnClientErrorInit {
 export class CairnClientError extends Error {
   override readonly name = 'CairnClientError';
   readonly code: ClientErrorCode;
+  /**
+   * The server's details (`cairn-error-details-json`): snake_case keys, versions and revisions
+   * as decimal strings. CAS_FAILED: `expected`, `actual` (`"0"`: absent); UID_MISMATCH:
+   * `expected`, `actual` (uids); GROUP_VERSION_MISMATCH: `stored_type`, `requested_type`;
+   * NOT_FOUND: `type`, `partition`, `namespace`, `name`; watch errors: `watch`, `revision`.
+   */
   readonly details: ErrorDetails;
   readonly outcomeUnknown: boolean;
   readonly grpcCode: number | undefined;

@@ -145,10 +145,19 @@ export interface ListResult<D = unknown> {
   readonly lastLeaderContactMs: number | undefined;
 }
 
+/**
+ * What a delete did. `deleted: false` has two cases, told apart by `resource`:
+ *
+ * - `resource === null`: there was nothing to delete (no such resource, or `ref.uid` names
+ *   another incarnation than the stored one); nothing changed.
+ * - `resource !== null`: finalizers hold the delete back; `resource` is the marked state
+ *   (`deletion_timestamp` set, a new version and generation). It is removed when its last
+ *   finalizer is removed. Deleting it again answers the same.
+ */
 export interface DeleteResult<D = unknown> {
-  /** False when there was nothing to delete. */
+  /** True: removed, with everything it owned. False: nothing was there, or finalizers hold it back (see the type's doc). */
   readonly deleted: boolean;
-  /** The last stored state (with deletion_timestamp set when finalizers hold the delete back); null when nothing was deleted. */
+  /** Removed: the last stored state. Held back by finalizers: the marked state. Nothing there: null. */
   readonly resource: Resource<D> | null;
 }
 

@@ -312,6 +312,23 @@ t.test('atTail: starts at the revision a List reports, gets no tail, resumes fro
   w.close();
 });
 
+t.test('atTail with gtRevision: the changes after it, no tail, and every stream asks for exactly that (at_tail with gt_revision)', async (t) => {
+  const node = await FakeNode.start(t, [
+    { events: [['change', 0, 11, 'a'], ['change', 0, 12, 'b']], end: UNAVAILABLE },
+    // Without a tail, 12 was not known complete (one entry's events share a revision): the
+    // resume starts after 11 and the repeated event of 12 is dropped.
+    { events: [['change', 0, 12, 'b'], ['change', 0, 13, 'c']], end: 'hold' },
+  ]);
+  node.listRevision = '99'; // not asked: the caller named the revision
+  const w = client(t, [node.address]).watch({ type: 'demo.v1.Artist', gtRevision: '10', atTail: true }, FAST);
+  t.same(await take(w, 3), ['change 0 11 a', 'change 0 12 b', 'change 0 13 c'], 'no tail event reaches the consumer, and nothing twice');
+  t.same(node.gts(), [['10'], ['11']], 'the resume goes on after the last revision known complete');
+  t.same(node.requests.map((r) => r.watches[0]?.atTail), [true, true], 'at_tail is sent with gt_revision on the first stream and the resume');
+  t.equal(w.stats.duplicatesDropped, 1);
+  t.same(w.revisions(), ['12']);
+  w.close();
+});
+
 t.test('errors retrying cannot fix end the iteration with a CairnClientError', async (t) => {
   const node = await FakeNode.start(t, [
     { events: [], end: { code: 'INVALID_ARGUMENT', grpc: grpc.status.INVALID_ARGUMENT, details: { watch: 0 } } },
@@ -342,7 +359,7 @@ t.test('bad watch specs are refused before anything is sent', async (t) => {
   t.throws(() => c.watch([]), { code: 'INVALID_ARGUMENT' });
   t.throws(() => c.watch({ type: '' }), { code: 'INVALID_ARGUMENT', message: /type is required/ });
   t.throws(() => c.watch({ type: 'demo.v1.Artist', gtRevision: 'x' }), { message: /gtRevision must be a decimal/ });
-  t.throws(() => c.watch({ type: 'demo.v1.Artist', gtRevision: '1', atTail: true }), { message: /exclude each other/ });
+  t.throws(() => c.watch({ type: 'demo.v1.Artist', atTail: 'yes' as unknown as boolean }), { message: /atTail must be a boolean/ });
   t.throws(() => c.watch(Array.from({ length: 65 }, () => ({ type: 'demo.v1.Artist' }))), { message: /at most 64/ });
   t.throws(() => c.watch({ type: 'demo.v1.Artist' }, { maxBufferedEvents: 0 }), { message: /maxBufferedEvents/ });
 });

@@ -38,7 +38,12 @@ export interface WatchSpec {
   readonly namePrefix?: string;
   /** Resume after this revision (decimal): every change after it, in commit order, then `tail`. Absent: the initial state first. */
   readonly gtRevision?: string;
-  /** Live changes only: no initial state and no `tail` (the client starts it at the current revision, so it too resumes without a gap). */
+  /**
+   * No `tail`. Alone: live changes only, no initial state (the client starts it at the current
+   * revision, so it too resumes without a gap). With `gtRevision`: every change after it, then
+   * live changes, and no `tail` (the resume request of a consumer that has had its tail
+   * already; sent to the server as `at_tail` with `gt_revision`).
+   */
   readonly atTail?: boolean;
   /**
    * Consul's framing (used by MaterializedView and informers): a resume the server can no
@@ -186,7 +191,7 @@ export function checkWatchSpecs(specs: readonly WatchSpec[]): void {
     if (s.gtRevision !== undefined && (typeof s.gtRevision !== 'string' || !DECIMAL.test(s.gtRevision))) {
       throw invalid(`watch ${i}: gtRevision must be a decimal revision such as "42", got ${JSON.stringify(s.gtRevision)}`);
     }
-    if (s.atTail === true && s.gtRevision !== undefined) throw invalid(`watch ${i}: atTail and gtRevision exclude each other`);
+    if (s.atTail !== undefined && typeof s.atTail !== 'boolean') throw invalid(`watch ${i}: atTail must be a boolean`);
   });
 }
 
@@ -241,9 +246,10 @@ export class WatchStream<D = unknown> implements AsyncIterableIterator<WatchEven
       through: spec.gtRevision !== undefined ? BigInt(spec.gtRevision) : undefined,
       partial: undefined,
       partialKeys: new Set<string>(),
-      tailed: false,
+      // atTail: the consumer gets no tail (with gtRevision the server sends none either).
+      tailed: spec.atTail === true,
       dirty: false,
-      needsStart: spec.atTail === true,
+      needsStart: spec.atTail === true && spec.gtRevision === undefined,
     }));
     const signal = opts.signal;
     if (signal?.aborted) this.close();
@@ -482,7 +488,11 @@ export class WatchStream<D = unknown> implements AsyncIterableIterator<WatchEven
         tenancy: { partition: t.spec.partition ?? '', namespace: t.spec.namespace ?? '' },
         namePrefix: t.spec.namePrefix ?? '',
         gtRevision: t.mode === 'ordered' ? String(t.through ?? 0n) : '',
-        atTail: false,
+        // The client's own resumes ask for the tail (at_tail false) and keep it from the
+        // consumer: it closes the resume point up to the present, and servers before at_tail
+        // was accepted with gt_revision serve it. A caller who asked for at_tail with
+        // gt_revision gets exactly that request on every stream of the ordered watch.
+        atTail: t.mode === 'ordered' && t.spec.atTail === true && t.spec.gtRevision !== undefined,
         snapshotOnCompacted: t.spec.snapshotOnCompacted === true,
       };
     });

@@ -210,6 +210,22 @@ export interface AttemptFailure {
   readonly details: string;
 }
 
+/**
+ * Error details in the shape the server sends them (docs/api.md "Errors"): top-level keys in
+ * snake_case, versions, revisions and indexes as decimal strings. Servers before that rule sent
+ * `storedType` and CAS versions as JSON numbers; they are read into the same shape, so callers
+ * depend on one.
+ */
+export function normalizeDetails(details: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(details)) {
+    const key = k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+    const position = key === 'expected' || key === 'actual' || /(^|_)(revision|version|index)$/.test(key);
+    out[key] = position && typeof v === 'number' ? String(v) : v;
+  }
+  return out;
+}
+
 export function decodeFailure(err: grpc.ServiceError, endpoint: string): AttemptFailure {
   const raw = err.metadata?.get(ERROR_CODE_KEY)[0];
   const fromServer = typeof raw === 'string' && raw !== '';
@@ -218,7 +234,7 @@ export function decodeFailure(err: grpc.ServiceError, endpoint: string): Attempt
   if (typeof rawDetails === 'string') {
     try {
       const parsed = JSON.parse(rawDetails) as unknown;
-      if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) details = parsed as Record<string, unknown>;
+      if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) details = normalizeDetails(parsed as Record<string, unknown>);
     } catch {
       details = { unparsed: rawDetails };
     }

@@ -10,6 +10,8 @@ import { clusterServiceDefinition } from './grpc-defs.js';
 export interface ClusterServiceOptions {
   readonly self: NodeId;
   readonly advertiseAddr: string;
+  /** This node's HTTP/JSON API address as peers should use it (Hello answers it); undefined until it listens. */
+  readonly httpAddress?: () => string | undefined;
   /** This node's cluster id ('' before it belongs to one). */
   readonly clusterId: () => string;
   /** Present once the replica runs. */
@@ -173,6 +175,7 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
       leader: st?.leader ?? '',
       members: (st?.config.members ?? []).map((m) => ({ id: m.id, address: m.address, voter: m.suffrage === 'voter' })),
       bootstrapExpect: opts.bootstrapExpect,
+      httpAddress: opts.httpAddress?.() ?? '',
     });
   };
 

@@ -54,6 +54,8 @@ export interface HelloResponseMsg {
   leader: string;
   members: MemberMsg[];
   bootstrapExpect: number;
+  /** The node's HTTP/JSON API address; "" when unknown (not listening yet, or an older node). */
+  httpAddress: string;
 }
 
 interface Codec<T> {

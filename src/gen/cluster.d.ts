@@ -943,6 +943,9 @@ export namespace cairn {
                 /** HelloResponse bootstrapExpect. */
                 bootstrapExpect: number;
 
+                /** HelloResponse httpAddress. */
+                httpAddress: string;
+
                 /**
                  * Creates a new HelloResponse instance using the specified properties.
                  * @param [properties] Properties to set
@@ -1047,6 +1050,9 @@ export namespace cairn {
 
                     /** HelloResponse bootstrapExpect */
                     bootstrapExpect?: (number|null);
+
+                    /** HelloResponse httpAddress */
+                    httpAddress?: (string|null);
 
                     /** Unknown fields preserved while decoding when enabled */
                     $unknowns?: Uint8Array[];

@@ -2429,6 +2429,7 @@ export const cairn = $root.cairn = (() => {
                  * @property {string|null} [leader] HelloResponse leader
                  * @property {Array.<cairn.cluster.v1.Member.$Properties>|null} [members] HelloResponse members
                  * @property {number|null} [bootstrapExpect] HelloResponse bootstrapExpect
+                 * @property {string|null} [httpAddress] HelloResponse httpAddress
                  * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
                  */
 
@@ -2518,6 +2519,14 @@ export const cairn = $root.cairn = (() => {
                 HelloResponse.prototype.bootstrapExpect = 0;
 
                 /**
+                 * HelloResponse httpAddress.
+                 * @member {string} httpAddress
+                 * @memberof cairn.cluster.v1.HelloResponse
+                 * @instance
+                 */
+                HelloResponse.prototype.httpAddress = "";
+
+                /**
                  * Creates a new HelloResponse instance using the specified properties.
                  * @function create
                  * @memberof cairn.cluster.v1.HelloResponse
@@ -2565,6 +2574,8 @@ export const cairn = $root.cairn = (() => {
                     }
                     if (m.bootstrapExpect != null && $Object.hasOwnProperty.call(m, "bootstrapExpect") && m.bootstrapExpect !== 0)
                         w.uint32(/* id 7, wireType 0 =*/56).uint32(m.bootstrapExpect);
+                    if (m.httpAddress != null && $Object.hasOwnProperty.call(m, "httpAddress") && m.httpAddress !== "")
+                        w.uint32(/* id 8, wireType 2 =*/66).string(m.httpAddress);
                     if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
                         for (var i = 0; i < m.$unknowns.length; ++i)
                             w.raw(m.$unknowns[i]);
@@ -2684,6 +2695,15 @@ export const cairn = $root.cairn = (() => {
                                     delete m.bootstrapExpect;
                                 continue;
                             }
+                        case 8: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.httpAddress = v;
+                                else
+                                    delete m.httpAddress;
+                                continue;
+                            }
                         }
                         r.skipType(u, q, t);
                         if (!r.discardUnknown) {
@@ -2767,6 +2787,10 @@ export const cairn = $root.cairn = (() => {
                         if (!$util.isInteger(m.bootstrapExpect))
                             return "bootstrapExpect: integer expected";
                     }
+                    if (m.httpAddress != null && $Object.hasOwnProperty.call(m, "httpAddress")) {
+                        if (!$util.isString(m.httpAddress))
+                            return "httpAddress: string expected";
+                    }
                     return null;
                 };
 
@@ -2835,6 +2859,11 @@ export const cairn = $root.cairn = (() => {
                             m.bootstrapExpect = d.bootstrapExpect >>> 0;
                         }
                     }
+                    if (d.httpAddress != null) {
+                        if (typeof d.httpAddress !== "string" || d.httpAddress.length) {
+                            m.httpAddress = $String(d.httpAddress);
+                        }
+                    }
                     return m;
                 };
 
@@ -2869,6 +2898,7 @@ export const cairn = $root.cairn = (() => {
                             d.term = o.longs === $String ? "0" : typeof $BigInt !== "undefined" && o.longs === $BigInt ? $BigInt("0") : 0;
                         d.leader = "";
                         d.bootstrapExpect = 0;
+                        d.httpAddress = "";
                     }
                     if (m.nodeId != null && $Object.hasOwnProperty.call(m, "nodeId")) {
                         d.nodeId = m.nodeId;
@@ -2898,6 +2928,9 @@ export const cairn = $root.cairn = (() => {
                     }
                     if (m.bootstrapExpect != null && $Object.hasOwnProperty.call(m, "bootstrapExpect")) {
                         d.bootstrapExpect = m.bootstrapExpect;
+                    }
+                    if (m.httpAddress != null && $Object.hasOwnProperty.call(m, "httpAddress")) {
+                        d.httpAddress = m.httpAddress;
                     }
                     return d;
                 };

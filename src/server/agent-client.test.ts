@@ -96,7 +96,7 @@ t.test('CRUD through the client on a dev agent', async (t) => {
   const lost = await c.write(korn, { data: { name: 'Korn' }, version: created.version }).catch((e: unknown) => e);
   t.match(lost, { code: 'CAS_FAILED', outcomeUnknown: false }, 'a CAS against an old version fails');
   const gv = await c.read({ type: 'demo.v2.Artist', name: 'korn' }).catch((e: unknown) => e);
-  t.match(gv, { code: 'GROUP_VERSION_MISMATCH', details: { storedType: 'demo.v1.Artist' } });
+  t.match(gv, { code: 'GROUP_VERSION_MISMATCH', details: { stored_type: 'demo.v1.Artist', requested_type: 'demo.v2.Artist' } });
 
   const album = await c.write({ type: 'demo.v1.Album', name: 'issues' }, { data: { title: 'Issues', year: 1999 }, owner: created.id });
   t.equal(album.owner?.uid, created.id.uid);

@@ -31,6 +31,7 @@ import { LeaderControllers } from './leader-controllers.js';
 import { derivedClusterId, newClusterId, readClusterId, writeClusterId } from './cluster-id.js';
 import type { AgentConfig } from './config.js';
 import { TimedLogStore } from './timed-log-store.js';
+import { advertisedHttpAddress, PeerHttpAddresses } from './peer-http.js';
 import { AckBeforeFsyncLogStore, parsePlantedBugs, skipNthChange, WATCH_SKIP_NTH } from './planted-bugs.js';
 
 export interface Agent {
@@ -180,9 +181,12 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
     'grpc.max_receive_message_length': 64 * 1024 * 1024,
     'grpc.max_send_message_length': 64 * 1024 * 1024,
   });
+  let advertisedHttp: string | undefined;
+  const peerHttp = new PeerHttpAddresses({ self, ownHttpAddress: () => advertisedHttp, pool, clusterId: () => clusterId, advertiseAddr: config.advertiseAddr });
   addClusterService(grpcServer, {
     self,
     advertiseAddr: config.advertiseAddr,
+    httpAddress: () => advertisedHttp,
     clusterId: () => clusterId,
     coordinator: () => coordinator,
     transport: () => transport,
@@ -210,7 +214,7 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
   const watchTicker = setInterval(() => watches.tick(), Math.max(10, Math.min(250, Math.floor(config.watchBookmarkMs / 10))));
   watchTicker.unref();
   const router = new Router();
-  addOperatorRoutes(router, { coordinator: () => coordinator, metrics });
+  addOperatorRoutes(router, { coordinator: () => coordinator, metrics, httpAddressOf: (id, grpcAddr) => peerHttp.lookup(id, grpcAddr) });
   addResourceRoutes(router, resources);
   addWatchRoutes(router, watches);
   addSnapshotRoutes(router, () => coordinator, systemClock);
@@ -231,6 +235,7 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
     throw e;
   }
   const advertise = config.advertiseAddr.endsWith(':0') ? grpcAddress : config.advertiseAddr;
+  advertisedHttp = advertisedHttpAddress(httpAddress, advertise);
 
   // Leader-only controllers: driven by role changes once the node serves (after `ready`).
   const controllerSpecs = [

@@ -449,7 +449,6 @@ t.test('bad requests are INVALID_ARGUMENT; the node keeps serving', async (t) =>
   await refused(t, { watches: [{ type: A1, namePrefix: 'BAD' }] }, 'a bad name prefix');
   await refused(t, { watches: [{ type: A1, gtRevision: 'abc' }] }, 'gt_revision "abc"');
   await refused(t, { watches: [{ type: A1, gtRevision: '-1' }] }, 'gt_revision "-1"');
-  await refused(t, { watches: [{ type: A1, atTail: true, gtRevision: '1' }] }, 'at_tail with gt_revision');
   const second = await refused(t, { watches: [{ type: A1 }, { type: A1, gtRevision: 'x' }] }, 'the second watch is bad');
   t.equal(second.details['watch'], 1, 'the error names the watch');
   t.equal(p.subscribers, subs, 'no subscription was made');

@@ -47,8 +47,8 @@ export abstract class IndexReader implements StoreReader {
       const storedType = formatType(r.id.type);
       return err(
         new CairnError(ErrorCode.GROUP_VERSION_MISMATCH, `read ${what}: the resource is stored as ${storedType}`, {
-          storedType,
-          requestedType: formatType(ref.type),
+          stored_type: storedType,
+          requested_type: formatType(ref.type),
         }),
       );
     }

@@ -481,7 +481,7 @@ t.test('Read with a different group version of a stored resource is GROUP_VERSIO
   h.put('korn', 1, { type: ARTIST_V2 });
   const r = h.store.read({ type: ARTIST_V1, tenancy: NS, name: 'korn' });
   t.equal(code(r), 'GROUP_VERSION_MISMATCH');
-  if (!r.ok) t.equal(r.error.details['storedType'], 'demo.v2.Artist');
+  if (!r.ok) t.equal(r.error.details['stored_type'], 'demo.v2.Artist');
   t.equal(h.store.read({ type: ARTIST_V2, tenancy: NS, name: 'korn' }).ok, true);
 });
 

@@ -176,7 +176,7 @@ export class ResourceStore extends IndexReader {
       const from = stored.owner === null ? 'none' : formatName(stored.owner.type, stored.owner.tenancy, stored.owner.name);
       return err(
         new CairnError(ErrorCode.INVALID_ARGUMENT, `${what}: the owner is set at creation and never changed (stored owner: ${from})`, {
-          storedOwner: from,
+          stored_owner: from,
         }),
       );
     }

@@ -316,7 +316,7 @@ export function outcomeOf(r: Result<unknown, CairnError>): Outcome {
     r.error.code === 'CAS_FAILED' || r.error.code === 'UID_MISMATCH'
       ? { expected: d['expected'], actual: d['actual'] }
       : r.error.code === 'GROUP_VERSION_MISMATCH'
-        ? { storedType: d['storedType'] }
+        ? { stored_type: d['stored_type'] }
         : {};
   return { ok: false, code: r.error.code, details };
 }

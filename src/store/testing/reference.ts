@@ -215,7 +215,7 @@ export class ReferenceStore {
     const uid = input.uid ?? '';
     if (r === undefined || (uid !== '' && r.id.uid !== uid)) return fail('NOT_FOUND');
     if (r.id.type.groupVersion !== input.type.groupVersion) {
-      return fail('GROUP_VERSION_MISMATCH', { storedType: `${r.id.type.group}.${r.id.type.groupVersion}.${r.id.type.kind}` });
+      return fail('GROUP_VERSION_MISMATCH', { stored_type: `${r.id.type.group}.${r.id.type.groupVersion}.${r.id.type.kind}` });
     }
     return { ok: true, value: copy(r) };
   }
