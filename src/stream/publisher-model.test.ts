@@ -1,5 +1,5 @@
 /**
- * The publisher against a deliberately naive reference (naive-publisher.ts: one queue per
+ * The publisher against a deliberately naive reference (testing/naive-publisher.ts: one queue per
  * subscriber, every change pushed into each). Subscribers of one filter now share a feed; for
  * any sequence of writes, deletes, subscriptions (initial state, at tail, resumes from the past
  * and the future), reads, ticks, closes and resets, every subscriber must see exactly what the
@@ -10,7 +10,7 @@ import t from 'tap';
 import { SeededRandom, type Clock, type LogIndex, type Revision, type Term } from '../base/index.js';
 import { Fsm, CommandType, encodeEnvelope } from '../fsm/index.js';
 import type { ChangeRecord } from '../store/index.js';
-import { NaivePublisher, type NaiveSubscription } from './naive-publisher.js';
+import { NaivePublisher, type NaiveSubscription } from './testing/index.js';
 import { EventPublisher, type PublisherOptions, type StreamEvent, type Subscription, type WatchFilter } from './index.js';
 
 class FakeClock implements Clock {
