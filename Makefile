@@ -5,7 +5,7 @@ NPM_STAMP := node_modules/.cairn-install-stamp
 SEEDS ?= 10000
 TAP_JOBS ?= 2
 
-.PHONY: install build proto lint test test-unit sim sim-demo run clean bench bench-watch
+.PHONY: install build proto check-gen lint test test-unit sim sim-demo run clean bench bench-watch
 
 $(NPM_STAMP): package.json package-lock.json
 	@command -v node >/dev/null || { echo "node (20 or newer) is required" >&2; exit 1; }
@@ -25,6 +25,11 @@ build: $(NPM_STAMP)
 # Regenerate src/gen from proto/ (the output is committed).
 proto: $(NPM_STAMP)
 	bash scripts/gen-proto.sh
+
+# Check that src/gen is exactly what `make proto` generates from proto/ (also a test in `make
+# test`: scripts/check-gen.test.mjs).
+check-gen: $(NPM_STAMP)
+	node scripts/check-gen.mjs
 
 lint: build
 	node scripts/check-architecture.mjs

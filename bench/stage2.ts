@@ -31,7 +31,7 @@ import { fileURLToPath } from 'node:url';
 import v8 from 'node:v8';
 import { monotonicFactory } from 'ulid';
 import { SeededRandom, nodeId, type LogIndex, type Term } from '../src/base/index.js';
-import { Fsm, MessageType, encodeEnvelope, type ApplyResult, type WriteCommand } from '../src/fsm/index.js';
+import { Fsm, CommandType, encodeEnvelope, type ApplyResult, type WriteCommand } from '../src/fsm/index.js';
 import { FileSnapshotStore, LevelLogStore, systemClock, systemTimers } from '../src/platform/index.js';
 import { encodeConfigEntry, makeConfig, type Entry, type SnapshotMeta } from '../src/raft/index.js';
 import { Coordinator, Replica, silentLogger, type LoadedLog, type Logger, type LogStore, type SnapshotStore, type StateMachine, type Transport } from '../src/replica/index.js';
@@ -96,7 +96,7 @@ function entry(index: number, data: Uint8Array): Entry {
   return { index: index as LogIndex, term: 1 as Term, data };
 }
 
-const writeEntry = (index: number, name: string, n: number): Entry => entry(index, encodeEnvelope(MessageType.ResourceWrite, writeCommand(name, n, FIXED_TIME)));
+const writeEntry = (index: number, name: string, n: number): Entry => entry(index, encodeEnvelope(CommandType.ResourceWrite, writeCommand(name, n, FIXED_TIME)));
 const artistName = (i: number): string => `artist-${String(i).padStart(7, '0')}`;
 
 function applyAll(fsm: Fsm, entries: readonly Entry[]): number {
@@ -167,7 +167,7 @@ interface FsyncResult {
 async function benchFsync(base: string): Promise<FsyncResult> {
   const dir = await mkdtemp(path.join(base, 'fsync-'));
   const store = await LevelLogStore.open({ dataDir: dir });
-  const data = encodeEnvelope(MessageType.ResourceWrite, writeCommand('fsync-probe', 0, FIXED_TIME));
+  const data = encodeEnvelope(CommandType.ResourceWrite, writeCommand('fsync-probe', 0, FIXED_TIME));
   const ms: number[] = [];
   for (let i = 1; i <= S.fsyncSamples; i++) {
     const t0 = performance.now();
@@ -232,7 +232,7 @@ async function benchWrites(base: string, concurrency: number): Promise<WriteResu
       const t0 = performance.now();
       let ok = false;
       try {
-        ok = (await coordinator.propose(MessageType.ResourceWrite, cmd)).ok;
+        ok = (await coordinator.propose(CommandType.ResourceWrite, cmd)).ok;
       } catch {
         ok = false;
       }

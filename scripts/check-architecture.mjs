@@ -24,6 +24,9 @@
 //   front-door     another module is reached only through its index.ts (tests, testing/
 //                  helpers, cluster-test/ and bench/ may also use <module>/testing/index.ts).
 //                  Type-only imports, `export ... from` and import('...') count too.
+//   testing-import shipped code (src/, not a test file, not under a `testing/` folder) never
+//                  imports a `testing/` folder, its own module's included: reference models and
+//                  test helpers live there (STYLE.md) and do not ship.
 //   unresolved     a relative import that names no file.
 //   cycle          no circular imports between files (type-only imports included).
 //   module-cycle   no circular imports between modules.
@@ -286,6 +289,9 @@ export function check(root) {
       }
       const target = resolve(root, rel, spec);
       if (target === null) { report(rel, line, 'unresolved', `relative import '${spec}' names no file`); continue; }
+      if (rel.startsWith('src/') && !test && !testing && target.split('/').slice(2, -1).includes('testing')) {
+        report(rel, line, 'testing-import', `shipped code must not import the test helper '${spec}' (testing/ folders hold reference models and helpers for tests only)`);
+      }
       const tmodRaw = moduleOf(target);
       if (tmodRaw === null) continue; // outside the source roots (e.g. package.json): not a module edge
       edges++;

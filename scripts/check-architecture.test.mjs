@@ -122,6 +122,19 @@ t.test('front-door: a deep cross-module import', async (t) => {
     'src/fsm/helper.ts:1', 'front-door');
 });
 
+t.test('testing-import: shipped code importing a testing/ helper, even its own module\'s', async (t) => {
+  const overrides = { 'src/raft/testing/model.ts': 'export const model = 1;\n' };
+  expectViolation(t, { ...overrides, 'src/raft/uses-model.ts': "import { model } from './testing/model.js';\nexport const m = model;\n" },
+    'src/raft/uses-model.ts:1', 'testing-import', /'\.\/testing\/model\.js'/);
+  expectViolation(t, { 'src/raft/deep/uses-helper.ts': "export { stamp } from '../testing/index.js';\n" },
+    'src/raft/deep/uses-helper.ts:1', 'testing-import');
+  // Tests and other testing/ helpers may.
+  const fine = { ...overrides, 'src/raft/model.test.ts': "import { model } from './testing/model.js';\nexport const m = model;\n",
+    'src/raft/testing/more.ts': "import { model } from './model.js';\nexport const more = model + 1;\n" };
+  const { status, out } = run(fixture(t, fine));
+  t.equal(status, 0, out);
+});
+
 t.test('layering: a forbidden layer edge (raft importing store)', async (t) => {
   expectViolation(t, { 'src/raft/owner.ts': "import type { Owner } from '../store/index.js';\nexport type O = Owner;\n" },
     'src/raft/owner.ts:1', 'layering', /raft must not import store .*raft may import: base/);

@@ -41,7 +41,7 @@ import { writeSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { monotonicFactory } from 'ulid';
 import { CairnError, ErrorCode, SeededRandom, nodeId, type LogIndex } from '../../src/base/index.js';
-import { Fsm, MessageType, encodeEnvelope, type ApplyResult, type WriteCommand } from '../../src/fsm/index.js';
+import { Fsm, CommandType, encodeEnvelope, type ApplyResult, type WriteCommand } from '../../src/fsm/index.js';
 import { createLogger, FileSnapshotStore, LevelLogStore, openDataDir, openLogStore, systemClock, systemTimers, type DataDir, type LogStoreKind } from '../../src/platform/index.js';
 import { makeConfig } from '../../src/raft/index.js';
 import { Replica, type Logger, type LogStore, type Transport } from '../../src/replica/index.js';
@@ -321,7 +321,7 @@ async function runWrite(dir: string, flags: Map<string, string>): Promise<number
         // Replica.propose appends to the Raft log before it returns, so within this process seq
         // order is log order (the test checks commit order against it). It resolves once the
         // entry is committed (fsynced) and applied.
-        const r = await node.replica.propose(encodeEnvelope(MessageType.ResourceWrite, cmd));
+        const r = await node.replica.propose(encodeEnvelope(CommandType.ResourceWrite, cmd));
         if (r.ok && r.kind === 'write') {
           out(`ack ${name} ${r.resource.version}`);
           continue;

@@ -6,7 +6,7 @@
  */
 export * from '../../src/base/index.js';
 export * from '../../src/raft/index.js';
-export { Fsm, MessageType, decodeBody, encodeEnvelope, envelopeType, type ApplyResult, type FsmOptions, type WriteCommand } from '../../src/fsm/index.js';
+export { Fsm, CommandType, decodeBody, encodeEnvelope, envelopeType, type ApplyResult, type FsmOptions, type WriteCommand } from '../../src/fsm/index.js';
 export type { Resource, StoreReader, Tenancy, TypeRef } from '../../src/store/index.js';
 export {
   Replica,

@@ -13,7 +13,7 @@ import {
   decodeBody,
   encodeEnvelope,
   envelopeType,
-  MessageType,
+  CommandType,
   revision,
   type ApplyResult,
   type Fsm,
@@ -55,7 +55,7 @@ export function encodeRegisterWrite(w: RegisterWrite, stamp: Stamp): Uint8Array 
     data: { value: w.value },
     ...(w.expectedVersion !== undefined ? { expectedVersion: revision(w.expectedVersion) } : {}),
   };
-  return encodeEnvelope(MessageType.ResourceWrite, cmd);
+  return encodeEnvelope(CommandType.ResourceWrite, cmd);
 }
 
 /**
@@ -65,7 +65,7 @@ export function encodeRegisterWrite(w: RegisterWrite, stamp: Stamp): Uint8Array 
  */
 export function commandRequestId(data: Uint8Array): string | undefined {
   const type = envelopeType(data);
-  if (type !== MessageType.ResourceWrite && type !== MessageType.ResourceDelete && type !== MessageType.ResourceStatus) return undefined;
+  if (type !== CommandType.ResourceWrite && type !== CommandType.ResourceDelete && type !== CommandType.ResourceStatus) return undefined;
   const body = decodeBody(data);
   const id = typeof body === 'object' && body !== null ? (body as Record<string, unknown>)['requestId'] : undefined;
   return typeof id === 'string' ? id : undefined;

@@ -15,126 +15,26 @@ import { SharedChangeEvent, type WatchEvent, type WatchService } from './watch.j
  * with the HTTP routes. Nothing a client sends can crash it: bytes that do not decode, unknown
  * fields and unknown enum values are INVALID_ARGUMENT, and a handler bug is INTERNAL (logged).
  */
-const pb = cairn.resource.v1;
+import pb = cairn.resource.v1;
 const SERVICE = 'cairn.resource.v1.ResourceService';
 
-// ---- Request and response shapes (what the generated toObject yields with TO_OBJECT) --------
-
-interface TenancyMsg {
-  partition: string;
-  namespace: string;
-}
-interface ResourceIdMsg {
-  type: string;
-  tenancy: TenancyMsg | null;
-  name: string;
-  uid: string;
-}
-interface ConditionMsg {
-  type: string;
-  state: string;
-  reason: string;
-  message: string;
-}
-interface StatusMsg {
-  observedGeneration: string;
-  conditions: ConditionMsg[];
-  updatedAt: string;
-}
-interface ResourceMsg {
-  id: ResourceIdMsg;
-  owner: ResourceIdMsg | null;
-  version: string;
-  generation: string;
-  metadata: Record<string, string>;
-  finalizers: string[];
-  deletionTimestamp: string;
-  dataJson: string;
-  status: Record<string, StatusMsg>;
-}
-/** An enum as toObject gives it: the value's name, or the number when this build does not know it. */
-type ConsistencyMsg = string | number;
-
-interface ReadRequestMsg {
-  id: ResourceIdMsg | null;
-  consistency: ConsistencyMsg;
-}
-interface WriteRequestMsg {
-  id: ResourceIdMsg | null;
-  dataJson: string;
-  metadata: { entries: Record<string, string> } | null;
-  owner: ResourceIdMsg | null;
-  finalizers: { items: string[] } | null;
-  version: string;
-  status: Record<string, StatusMsg>;
-  requestId: string;
-}
-interface WriteStatusRequestMsg {
-  id: ResourceIdMsg | null;
-  key: string;
-  observedGeneration: string;
-  conditions: ConditionMsg[];
-  version: string;
-  requestId: string;
-}
-interface DeleteRequestMsg {
-  id: ResourceIdMsg | null;
-  version: string;
-  requestId: string;
-}
-interface ListRequestMsg {
-  type: string;
-  tenancy: TenancyMsg | null;
-  namePrefix: string;
-  ownerUid: string;
-  consistency: ConsistencyMsg;
-}
-interface WatchMsg {
-  type: string;
-  tenancy: TenancyMsg | null;
-  namePrefix: string;
-  gtRevision: string;
-  atTail: boolean;
-  snapshotOnCompacted: boolean;
-}
-interface WatchListRequestMsg {
-  watches: WatchMsg[];
-}
-interface ListByOwnerRequestMsg {
-  ownerUid: string;
-  consistency: ConsistencyMsg;
-}
-interface ReadResponseMsg {
-  resource: ResourceMsg;
-  revision: string;
-  lastLeaderContactMs?: number;
-}
-interface WriteResponseMsg {
-  resource: ResourceMsg;
-}
-interface DeleteResponseMsg {
-  deleted: boolean;
-  resource?: ResourceMsg;
-}
-interface ListResponseMsg {
-  resources: ResourceMsg[];
-  revision: string;
-  lastLeaderContactMs?: number;
-}
-
-// ---- Codecs ----------------------------------------------------------------------------------
-
-/** The slice of a generated message class the service needs. */
-interface MessageCodec {
-  encode(m: object): { finish(): Uint8Array };
-  decode(r: protobuf.Reader): object;
-  toObject(m: object, o: protobuf.IConversionOptions): object;
-}
-
-const TO_OBJECT: protobuf.IConversionOptions = { longs: Number, enums: String, defaults: true, arrays: true, objects: true };
+// The messages are the generated ones (src/gen, from the proto): a request is the decoded
+// message object, whose unset fields read as the proto3 defaults ('' / 0 / false / [] / {};
+// null for an unset message field; an enum as its number, also one this build does not know);
+// answers are built as `$Properties`. Nested messages are typed as `$Properties` (every field
+// optional) although a decoded one has them all: the conversions read them with the same
+// defaults.
 
 /** A request as the handler receives it: decoded, or why it could not be. */
 type Decoded<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
+
+/** The slices of a generated message class a method needs. */
+interface Decoder<M> {
+  decode(r: protobuf.Reader): M;
+}
+interface Encoder<M> {
+  encode(m: M): { finish(): Uint8Array };
+}
 
 /** The field number of the first unknown field anywhere in a decoded message, with its path. */
 function firstUnknownField(m: unknown, path: string): string | undefined {
@@ -158,32 +58,30 @@ function firstUnknownField(m: unknown, path: string): string | undefined {
   return undefined;
 }
 
-function decodeRequest<T>(codec: MessageCodec, what: string, bytes: Buffer): Decoded<T> {
+function decodeRequest<T>(codec: Decoder<T>, what: string, bytes: Buffer): Decoded<T> {
   try {
     const reader = protobuf.Reader.create(bytes);
     reader.discardUnknown = false;
     const message = codec.decode(reader);
     const unknown = firstUnknownField(message, what);
     if (unknown !== undefined) return { ok: false, error: `${unknown}; this server does not know it (a newer client?)` };
-    return { ok: true, value: codec.toObject(message, TO_OBJECT) as T };
+    return { ok: true, value: message };
   } catch (e) {
     return { ok: false, error: `the ${what} message does not decode: ${e instanceof Error ? e.message : String(e)}` };
   }
 }
 
-function method<Req, Res>(name: string, req: unknown, res: unknown): grpc.MethodDefinition<Decoded<Req>, Res> {
-  const reqCodec = req as MessageCodec;
-  const resCodec = res as MessageCodec;
+function method<Req, Res>(name: string, req: Decoder<Req>, res: Encoder<Res>): grpc.MethodDefinition<Decoded<Req>, Res> {
   return {
     path: `/${SERVICE}/${name}`,
     requestStream: false,
     responseStream: false,
     // Never throws: grpc-js would answer a throwing deserializer with INTERNAL.
-    requestDeserialize: (b: Buffer) => decodeRequest<Req>(reqCodec, `${name}Request`, b),
+    requestDeserialize: (b: Buffer) => decodeRequest(req, `${name}Request`, b),
     requestSerialize: () => {
       throw new Error('server-side definition');
     },
-    responseSerialize: (m: Res) => Buffer.from(resCodec.encode(m as object).finish()),
+    responseSerialize: (m: Res) => Buffer.from(res.encode(m).finish()),
     responseDeserialize: () => {
       throw new Error('server-side definition');
     },
@@ -191,17 +89,17 @@ function method<Req, Res>(name: string, req: unknown, res: unknown): grpc.Method
 }
 
 export const resourceServiceDefinition = {
-  read: method<ReadRequestMsg, ReadResponseMsg>('Read', pb.ReadRequest, pb.ReadResponse),
-  write: method<WriteRequestMsg, WriteResponseMsg>('Write', pb.WriteRequest, pb.WriteResponse),
-  writeStatus: method<WriteStatusRequestMsg, WriteResponseMsg>('WriteStatus', pb.WriteStatusRequest, pb.WriteStatusResponse),
-  delete: method<DeleteRequestMsg, DeleteResponseMsg>('Delete', pb.DeleteRequest, pb.DeleteResponse),
-  list: method<ListRequestMsg, ListResponseMsg>('List', pb.ListRequest, pb.ListResponse),
-  listByOwner: method<ListByOwnerRequestMsg, ListResponseMsg>('ListByOwner', pb.ListByOwnerRequest, pb.ListByOwnerResponse),
+  read: method('Read', pb.ReadRequest, pb.ReadResponse),
+  write: method('Write', pb.WriteRequest, pb.WriteResponse),
+  writeStatus: method('WriteStatus', pb.WriteStatusRequest, pb.WriteStatusResponse),
+  delete: method('Delete', pb.DeleteRequest, pb.DeleteResponse),
+  list: method('List', pb.ListRequest, pb.ListResponse),
+  listByOwner: method('ListByOwner', pb.ListByOwnerRequest, pb.ListByOwnerResponse),
   watchList: {
     path: `/${SERVICE}/WatchList`,
     requestStream: false,
     responseStream: true,
-    requestDeserialize: (b: Buffer) => decodeRequest<WatchListRequestMsg>(pb.WatchListRequest as unknown as MessageCodec, 'WatchListRequest', b),
+    requestDeserialize: (b: Buffer) => decodeRequest(pb.WatchListRequest, 'WatchListRequest', b),
     requestSerialize: () => {
       throw new Error('server-side definition');
     },
@@ -210,7 +108,7 @@ export const resourceServiceDefinition = {
     responseDeserialize: () => {
       throw new Error('server-side definition');
     },
-  } satisfies grpc.MethodDefinition<Decoded<WatchListRequestMsg>, Buffer>,
+  } satisfies grpc.MethodDefinition<Decoded<pb.WatchListRequest>, Buffer>,
 } satisfies grpc.ServiceDefinition;
 
 /** A stored resource's encoded cairn.resource.v1.Resource, built once per stored version. */
@@ -219,7 +117,7 @@ const encodedResources = new WeakMap<Resource, Uint8Array>();
 function encodedResource(r: Resource): Uint8Array {
   let b = encodedResources.get(r);
   if (b === undefined) {
-    b = (pb.Resource as unknown as MessageCodec).encode(resourceToMsg(resourceToJson(r))).finish();
+    b = pb.Resource.encode(resourceToMsg(resourceToJson(r))).finish();
     encodedResources.set(r, b);
   }
   return b;
@@ -234,7 +132,7 @@ const EMPTY = {};
  * watcher that gets it.
  */
 export function encodeWatchEvent(ev: WatchEvent): Buffer {
-  const codec = pb.WatchEvent as unknown as MessageCodec;
+  const codec = pb.WatchEvent;
   switch (ev.kind) {
     case 'change':
     case 'delete': {
@@ -266,41 +164,42 @@ function invalid(msg: string): CairnError {
   return new CairnError(ErrorCode.INVALID_ARGUMENT, msg);
 }
 
-function requireId(id: ResourceIdMsg | null): ResourceIdMsg {
-  if (id === null) throw invalid('id is required (type, tenancy, name)');
+function requireId(id: pb.ResourceId.$Properties | null | undefined): pb.ResourceId.$Properties {
+  if (id === null || id === undefined) throw invalid('id is required (type, tenancy, name)');
   return id;
 }
 
-function target(id: ResourceIdMsg): { type: string; partition: string; namespace: string; name: string } {
-  return { type: id.type, partition: id.tenancy?.partition ?? '', namespace: id.tenancy?.namespace ?? '', name: id.name };
+function target(id: pb.ResourceId.$Properties): { type: string; partition: string; namespace: string; name: string } {
+  return { type: id.type ?? '', partition: id.tenancy?.partition ?? '', namespace: id.tenancy?.namespace ?? '', name: id.name ?? '' };
 }
 
-function optional(s: string): string | undefined {
-  return s === '' ? undefined : s;
+/** A string field where '' (the proto3 default) means "not set". */
+function optional(s: string | null | undefined): string | undefined {
+  return s === '' || s === null || s === undefined ? undefined : s;
 }
 
-function consistency(c: ConsistencyMsg): Consistency {
+function consistency(c: pb.Consistency): Consistency {
   switch (c) {
-    case 'CONSISTENCY_UNSPECIFIED':
-    case 'CONSISTENCY_LINEARIZABLE':
+    case pb.Consistency.CONSISTENCY_UNSPECIFIED:
+    case pb.Consistency.CONSISTENCY_LINEARIZABLE:
       return 'linearizable';
-    case 'CONSISTENCY_STALE':
+    case pb.Consistency.CONSISTENCY_STALE:
       return 'stale';
     default:
       throw invalid(`consistency ${JSON.stringify(c)} is not a known value (CONSISTENCY_LINEARIZABLE or CONSISTENCY_STALE)`);
   }
 }
 
-function idToJson(id: ResourceIdMsg): ResourceIdJson {
-  return { type: id.type, tenancy: { partition: id.tenancy?.partition ?? '', namespace: id.tenancy?.namespace ?? '' }, name: id.name, uid: id.uid };
+function idToJson(id: pb.ResourceId.$Properties): ResourceIdJson {
+  return { type: id.type ?? '', tenancy: { partition: id.tenancy?.partition ?? '', namespace: id.tenancy?.namespace ?? '' }, name: id.name ?? '', uid: id.uid ?? '' };
 }
 
-function conditionToJson(c: ConditionMsg): { type: string; state: string; reason: string; message: string } {
-  return { type: c.type, state: c.state, reason: c.reason, message: c.message };
+function conditionToJson(c: pb.Condition.$Properties): { type: string; state: string; reason: string; message: string } {
+  return { type: c.type ?? '', state: c.state ?? '', reason: c.reason ?? '', message: c.message ?? '' };
 }
 
-function statusToJson(s: StatusMsg): { observed_generation: string; conditions: unknown[]; updated_at: string } {
-  return { observed_generation: s.observedGeneration, conditions: s.conditions.map(conditionToJson), updated_at: s.updatedAt };
+function statusToJson(s: pb.Status.$Properties): { observed_generation: string; conditions: unknown[]; updated_at: string } {
+  return { observed_generation: s.observedGeneration ?? '', conditions: (s.conditions ?? []).map(conditionToJson), updated_at: s.updatedAt ?? '' };
 }
 
 function parseData(text: string): unknown {
@@ -314,16 +213,16 @@ function parseData(text: string): unknown {
   }
 }
 
-function idToMsg(id: ResourceIdJson): ResourceIdMsg {
+function idToMsg(id: ResourceIdJson): pb.ResourceId.$Properties {
   return { type: id.type, tenancy: { partition: id.tenancy.partition, namespace: id.tenancy.namespace }, name: id.name, uid: id.uid };
 }
 
-function statusToMsg(s: StatusJson): StatusMsg {
+function statusToMsg(s: StatusJson): pb.Status.$Properties {
   return { observedGeneration: s.observed_generation, conditions: s.conditions.map((c) => ({ ...c })), updatedAt: s.updated_at };
 }
 
-function resourceToMsg(r: ResourceJson): ResourceMsg {
-  const status: Record<string, StatusMsg> = {};
+function resourceToMsg(r: ResourceJson): pb.Resource.$Properties {
+  const status: Record<string, pb.Status.$Properties> = {};
   for (const [k, s] of Object.entries(r.status)) status[k] = statusToMsg(s);
   return {
     id: idToMsg(r.id),
@@ -386,7 +285,7 @@ export interface ResourceGrpcServiceOptions {
   readonly watches?: WatchService;
 }
 
-function watchList(watches: WatchService | undefined, logger: Logger): grpc.handleServerStreamingCall<Decoded<WatchListRequestMsg>, Buffer> {
+function watchList(watches: WatchService | undefined, logger: Logger): grpc.handleServerStreamingCall<Decoded<pb.WatchListRequest>, Buffer> {
   return (call) => {
     const fail = (e: unknown): void => {
       const err = toCairnError(e);
@@ -405,13 +304,13 @@ function watchList(watches: WatchService | undefined, logger: Logger): grpc.hand
       let ended = false;
       const session = watches.open(
         d.value.watches.map((w) => ({
-          type: w.type,
+          type: w.type ?? '',
           partition: w.tenancy?.partition ?? '',
           namespace: w.tenancy?.namespace ?? '',
           namePrefix: optional(w.namePrefix),
           gtRevision: optional(w.gtRevision),
-          atTail: w.atTail,
-          snapshotOnCompacted: w.snapshotOnCompacted,
+          atTail: w.atTail === true,
+          snapshotOnCompacted: w.snapshotOnCompacted === true,
         })),
         { token },
         {
@@ -449,13 +348,13 @@ function watchList(watches: WatchService | undefined, logger: Logger): grpc.hand
 export function addResourceGrpcService(server: grpc.Server, svc: ResourceService, opts: ResourceGrpcServiceOptions = {}): void {
   const logger = opts.logger ?? silentLogger;
   const impl: grpc.UntypedServiceImplementation = {
-    read: unary<ReadRequestMsg, ReadResponseMsg>('Read', logger, async (req, call) => {
+    read: unary<pb.ReadRequest, pb.ReadResponse.$Properties>('Read', logger, async (req, call) => {
       const id = requireId(req.id);
       const r = await svc.read({ ...target(id), uid: optional(id.uid), consistency: consistency(req.consistency) }, context(call));
       const f = freshness(r.revision, r.lastLeaderContactMs);
       return { response: { resource: resourceToMsg(r.resource), ...f.fields }, metadata: f.metadata };
     }),
-    write: unary<WriteRequestMsg, WriteResponseMsg>('Write', logger, async (req, call) => {
+    write: unary<pb.WriteRequest, pb.WriteResponse.$Properties>('Write', logger, async (req, call) => {
       const id = requireId(req.id);
       const ctx = context(call, req.requestId);
       const status: Record<string, unknown> = {};
@@ -464,9 +363,9 @@ export function addResourceGrpcService(server: grpc.Server, svc: ResourceService
         {
           ...target(id),
           data: parseData(req.dataJson),
-          metadata: req.metadata === null ? undefined : req.metadata.entries,
-          owner: req.owner === null ? undefined : idToJson(req.owner),
-          finalizers: req.finalizers === null ? undefined : req.finalizers.items,
+          metadata: req.metadata === null || req.metadata === undefined ? undefined : { ...req.metadata.entries },
+          owner: req.owner === null || req.owner === undefined ? undefined : idToJson(req.owner),
+          finalizers: req.finalizers === null || req.finalizers === undefined ? undefined : [...(req.finalizers.items ?? [])],
           version: optional(req.version),
           // An empty map is "left out": status cannot change through Write anyway.
           status: Object.keys(status).length === 0 ? undefined : status,
@@ -476,13 +375,13 @@ export function addResourceGrpcService(server: grpc.Server, svc: ResourceService
       );
       return { response: { resource: resourceToMsg(resource) } };
     }),
-    writeStatus: unary<WriteStatusRequestMsg, WriteResponseMsg>('WriteStatus', logger, async (req, call) => {
+    writeStatus: unary<pb.WriteStatusRequest, pb.WriteStatusResponse.$Properties>('WriteStatus', logger, async (req, call) => {
       const id = requireId(req.id);
       const resource = await svc.writeStatus(
         {
           ...target(id),
           key: req.key,
-          uid: id.uid,
+          uid: id.uid ?? '',
           observedGeneration: req.observedGeneration,
           conditions: req.conditions.map(conditionToJson),
           version: optional(req.version),
@@ -491,12 +390,12 @@ export function addResourceGrpcService(server: grpc.Server, svc: ResourceService
       );
       return { response: { resource: resourceToMsg(resource) } };
     }),
-    delete: unary<DeleteRequestMsg, DeleteResponseMsg>('Delete', logger, async (req, call) => {
+    delete: unary<pb.DeleteRequest, pb.DeleteResponse.$Properties>('Delete', logger, async (req, call) => {
       const id = requireId(req.id);
       const r = await svc.delete({ ...target(id), version: optional(req.version), uid: optional(id.uid) }, context(call, req.requestId));
       return { response: r.resource ? { deleted: r.deleted, resource: resourceToMsg(r.resource) } : { deleted: r.deleted } };
     }),
-    list: unary<ListRequestMsg, ListResponseMsg>('List', logger, async (req, call) => {
+    list: unary<pb.ListRequest, pb.ListResponse.$Properties>('List', logger, async (req, call) => {
       const r = await svc.list(
         {
           type: req.type,
@@ -511,7 +410,7 @@ export function addResourceGrpcService(server: grpc.Server, svc: ResourceService
       const f = freshness(r.revision, r.lastLeaderContactMs);
       return { response: { resources: r.resources.map(resourceToMsg), ...f.fields }, metadata: f.metadata };
     }),
-    listByOwner: unary<ListByOwnerRequestMsg, ListResponseMsg>('ListByOwner', logger, async (req, call) => {
+    listByOwner: unary<pb.ListByOwnerRequest, pb.ListByOwnerResponse.$Properties>('ListByOwner', logger, async (req, call) => {
       const r = await svc.listByOwner(req.ownerUid, consistency(req.consistency), context(call));
       const f = freshness(r.revision, r.lastLeaderContactMs);
       return { response: { resources: r.resources.map(resourceToMsg), ...f.fields }, metadata: f.metadata };

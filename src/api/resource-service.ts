@@ -1,6 +1,6 @@
 import { ulid } from './ids.js';
 import { CairnError, ErrorCode, isCairnError, parseErrorCode, type Clock, type Revision } from '../base/index.js';
-import { MessageType, type ApplyResult, type DeleteCommand, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
+import { CommandType, type ApplyResult, type DeleteCommand, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
 import type { Coordinator, Consistency } from '../replica/index.js';
 import { WILDCARD, type Condition, type JsonValue, type ListQuery, type Resource, type ResourceId, type StatusEntry, type Tenancy, type TypeRef } from '../store/index.js';
 import type { AccessVerb, ProposedResource, RegisteredType, TypeRegistry } from './registry.js';
@@ -356,7 +356,7 @@ export class ResourceService {
         ...(status !== undefined ? { status } : {}),
         expectedVersion,
       };
-      const result = await c.propose(MessageType.ResourceWrite, cmd, ctx.timeoutMs);
+      const result = await c.propose(CommandType.ResourceWrite, cmd, ctx.timeoutMs);
       try {
         return resourceToJson(expectWrite(result));
       } catch (e) {
@@ -394,7 +394,7 @@ export class ResourceService {
       id: { type: this.typeRef(t), tenancy, name, ...(uid !== undefined ? { uid } : {}) },
       ...(expectedVersion !== undefined ? { expectedVersion } : {}),
     };
-    const r = await this.coord().propose(MessageType.ResourceDelete, cmd, ctx.timeoutMs);
+    const r = await this.coord().propose(CommandType.ResourceDelete, cmd, ctx.timeoutMs);
     if (!r.ok) throw fromApplyError(r);
     if (r.kind !== 'delete') throw new CairnError(ErrorCode.INTERNAL, `unexpected ${r.kind} result for a delete`);
     return { deleted: r.deleted, resource: r.resource ? resourceToJson(r.resource) : null };
@@ -416,7 +416,7 @@ export class ResourceService {
       conditions: checkConditions(req.conditions),
       ...(req.version !== undefined && req.version !== '' ? { expectedVersion: parseVersion(req.version) as Revision } : {}),
     };
-    const r = await this.coord().propose(MessageType.ResourceStatus, cmd, ctx.timeoutMs);
+    const r = await this.coord().propose(CommandType.ResourceStatus, cmd, ctx.timeoutMs);
     if (!r.ok) throw fromApplyError(r);
     if (r.kind !== 'status') throw new CairnError(ErrorCode.INTERNAL, `unexpected ${r.kind} result for a status write`);
     return resourceToJson(r.resource);

@@ -1,7 +1,7 @@
 import { crc32 } from 'node:zlib';
 import { ulid } from './ids.js';
 import { CairnError, ErrorCode, type Clock } from '../base/index.js';
-import { MessageType } from '../fsm/index.js';
+import { CommandType } from '../fsm/index.js';
 import type { Coordinator } from '../replica/index.js';
 import type { Router } from './http-server.js';
 
@@ -49,7 +49,7 @@ export function addSnapshotRoutes(router: Router, coordinator: () => Coordinator
       const frames = b.subarray(SNAPSHOT_MAGIC.length, b.length - 4);
       const want = b.readUInt32BE(b.length - 4);
       if ((crc32(frames) >>> 0) !== want) throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'the snapshot fails its checksum: it is truncated or corrupt');
-      const result = await serving().propose(MessageType.Restore, {
+      const result = await serving().propose(CommandType.Restore, {
         requestId: ulid(),
         time: new Date(clock.nowMs()).toISOString(),
         uid: ulid(),

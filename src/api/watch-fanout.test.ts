@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { Clock, LogIndex, Revision, Term } from '../base/index.js';
-import { Fsm, MessageType, encodeEnvelope } from '../fsm/index.js';
+import { Fsm, CommandType, encodeEnvelope } from '../fsm/index.js';
 import type { ChangeRecord, Resource } from '../store/index.js';
 import { EventPublisher } from '../stream/index.js';
 import { registerDemoTypes } from './demo-types.js';
@@ -24,13 +24,13 @@ function setup(fanoutEventsPerTurn: number): { svc: WatchService; write: (name: 
   const write = (name: string): void => {
     index++;
     const body = { time: 't', uid: `u${index}`, generation: `g${index}`, id: { type: { group: 'demo', groupVersion: 'v1', kind: 'Artist' }, tenancy: { partition: 'default', namespace: 'default' }, name }, data: { name } };
-    const out = fsm.apply({ index: index as LogIndex, term: 1 as Term, data: encodeEnvelope(MessageType.ResourceWrite, body) });
+    const out = fsm.apply({ index: index as LogIndex, term: 1 as Term, data: encodeEnvelope(CommandType.ResourceWrite, body) });
     pub.publish(index as Revision, out.changes as readonly ChangeRecord[]);
   };
   const del = (name: string): void => {
     index++;
     const body = { time: 't', uid: `u${index}`, generation: `g${index}`, id: { type: { group: 'demo', groupVersion: 'v1', kind: 'Artist' }, tenancy: { partition: 'default', namespace: 'default' }, name } };
-    const out = fsm.apply({ index: index as LogIndex, term: 1 as Term, data: encodeEnvelope(MessageType.ResourceDelete, body) });
+    const out = fsm.apply({ index: index as LogIndex, term: 1 as Term, data: encodeEnvelope(CommandType.ResourceDelete, body) });
     pub.publish(index as Revision, out.changes as readonly ChangeRecord[]);
   };
   return { svc, write, del };

@@ -35,6 +35,7 @@ import {
   conditionToMsg,
   decodeFailure,
   methods,
+  optionalUint64,
   refToMsg,
   resourceFromMsg,
   statusToMsg,
@@ -245,7 +246,7 @@ export class CairnClient {
   /** Reads one resource. NOT_FOUND when absent, or when `ref.uid` names another incarnation. */
   async read<D = unknown>(ref: ResourceRef, opts: ReadOptions = {}): Promise<ReadResult<D>> {
     const res = await this.invoke(methods.read, { id: refToMsg(ref), consistency: consistencyOf(opts.consistency) }, opts);
-    return { resource: resourceFromMsg<D>(res.resource), revision: res.revision, lastLeaderContactMs: res.lastLeaderContactMs };
+    return { resource: resourceFromMsg<D>(res.resource), revision: res.revision, lastLeaderContactMs: optionalUint64(res.lastLeaderContactMs) };
   }
 
   /**
@@ -303,7 +304,7 @@ export class CairnClient {
    */
   async delete<D = unknown>(ref: ResourceRef, opts: DeleteOptions = {}): Promise<DeleteResult<D>> {
     const res = await this.invoke(methods.delete, { id: refToMsg(ref), version: opts.version ?? '', requestId: opts.requestId ?? ulid() }, opts);
-    return { deleted: res.deleted, resource: res.resource === null ? null : resourceFromMsg<D>(res.resource) };
+    return { deleted: res.deleted, resource: res.resource === null || res.resource === undefined ? null : resourceFromMsg<D>(res.resource) };
   }
 
   /** Lists resources of a type (`demo.Artist`, without the group version, lists every version). */
@@ -319,14 +320,14 @@ export class CairnClient {
       },
       opts,
     );
-    return { resources: res.resources.map((r) => resourceFromMsg<D>(r)), revision: res.revision, lastLeaderContactMs: res.lastLeaderContactMs };
+    return { resources: res.resources.map((r) => resourceFromMsg<D>(r)), revision: res.revision, lastLeaderContactMs: optionalUint64(res.lastLeaderContactMs) };
   }
 
   /** Every resource owned by `owner` (a uid, or the owner's id), of any type. */
   async listByOwner<D = unknown>(owner: string | ResourceId, opts: ReadOptions = {}): Promise<ListResult<D>> {
     const ownerUid = typeof owner === 'string' ? owner : owner.uid;
     const res = await this.invoke(methods.listByOwner, { ownerUid, consistency: consistencyOf(opts.consistency) }, opts);
-    return { resources: res.resources.map((r) => resourceFromMsg<D>(r)), revision: res.revision, lastLeaderContactMs: res.lastLeaderContactMs };
+    return { resources: res.resources.map((r) => resourceFromMsg<D>(r)), revision: res.revision, lastLeaderContactMs: optionalUint64(res.lastLeaderContactMs) };
   }
 
   /**

@@ -8,78 +8,22 @@ import type { Condition, ConditionState, Resource, ResourceId, ResourceRef, Stat
  * method definitions over the generated protobufjs module, and conversions between the
  * messages and the JSON-shaped types of types.ts.
  */
-const pb = cairn.resource.v1;
+import pb = cairn.resource.v1;
 const SERVICE = 'cairn.resource.v1.ResourceService';
 
 /** Trailing metadata of a failed call (see the proto's header comment). */
 export const ERROR_CODE_KEY = 'cairn-error-code';
 export const ERROR_DETAILS_KEY = 'cairn-error-details-json';
 
-// Decoded responses, as toObject gives them with TO_OBJECT.
-interface ResourceIdMsg {
-  type: string;
-  tenancy: { partition: string; namespace: string } | null;
-  name: string;
-  uid: string;
-}
-interface StatusMsg {
-  observedGeneration: string;
-  conditions: Array<{ type: string; state: string; reason: string; message: string }>;
-  updatedAt: string;
-}
-export interface ResourceMsg {
-  id: ResourceIdMsg | null;
-  owner: ResourceIdMsg | null;
-  version: string;
-  generation: string;
-  metadata: Record<string, string>;
-  finalizers: string[];
-  deletionTimestamp: string;
-  dataJson: string;
-  status: Record<string, StatusMsg>;
-}
-export interface ReadResponseMsg {
-  resource: ResourceMsg | null;
-  revision: string;
-  lastLeaderContactMs?: number;
-}
-export interface WriteResponseMsg {
-  resource: ResourceMsg | null;
-}
-export interface DeleteResponseMsg {
-  deleted: boolean;
-  resource: ResourceMsg | null;
-}
-export interface ListResponseMsg {
-  resources: ResourceMsg[];
-  revision: string;
-  lastLeaderContactMs?: number;
-}
-
-export type ReadRequestMsg = cairn.resource.v1.ReadRequest.$Properties;
-export type WriteRequestMsg = cairn.resource.v1.WriteRequest.$Properties;
-export type WriteStatusRequestMsg = cairn.resource.v1.WriteStatusRequest.$Properties;
-export type DeleteRequestMsg = cairn.resource.v1.DeleteRequest.$Properties;
-export type ListRequestMsg = cairn.resource.v1.ListRequest.$Properties;
-export type ListByOwnerRequestMsg = cairn.resource.v1.ListByOwnerRequest.$Properties;
-export type WatchListRequestMsg = cairn.resource.v1.WatchListRequest.$Properties;
-export type WatchMsg = cairn.resource.v1.Watch.$Properties;
-
+// The messages are the generated ones (src/gen, from the proto): requests are built as their
+// `$Properties`, answers are the decoded message objects, whose unset fields read as the proto3
+// defaults ('' / 0 / false / [] / {}; null for an unset message field). Nested messages are
+// typed as `$Properties` (every field optional) although a decoded one has them all: the
+// conversions below read them with the same defaults.
+export type WatchListRequestMsg = pb.WatchListRequest.$Properties;
+export type WatchMsg = pb.Watch.$Properties;
 /** A decoded WatchEvent; `event` names the member of the oneof that is set (undefined: one this client does not know). */
-export interface WatchEventMsg {
-  watch: number;
-  revision: string;
-  event?: 'change' | 'delete' | 'tail' | 'bookmark' | 'newSnapshotToFollow' | 'endOfSnapshot';
-  change?: ResourceMsg | null;
-  delete?: ResourceMsg | null;
-}
-
-interface MessageCodec {
-  encode(m: object): { finish(): Uint8Array };
-  decode(b: Uint8Array): object;
-  toObject(m: object, o: { longs: NumberConstructor; enums: StringConstructor; defaults: boolean; arrays: boolean; objects: boolean; oneofs?: boolean }): object;
-}
-const TO_OBJECT = { longs: Number, enums: String, defaults: true, arrays: true, objects: true } as const;
+export type WatchEventMsg = pb.WatchEvent;
 
 export interface Method<Req, Res> {
   readonly name: string;
@@ -90,38 +34,41 @@ export interface Method<Req, Res> {
   deserialize(b: Buffer): Res;
 }
 
-function method<Req, Res>(name: string, mutates: boolean, req: unknown, res: unknown): Method<Req, Res> {
-  const reqCodec = req as MessageCodec;
-  const resCodec = res as MessageCodec;
+/** The slices of a generated message class a method needs. */
+interface Encoder<M> {
+  encode(m: M): { finish(): Uint8Array };
+}
+interface Decoder<M> {
+  decode(b: Uint8Array): M;
+}
+
+function method<Req, Res>(name: string, mutates: boolean, req: Encoder<Req>, res: Decoder<Res>): Method<Req, Res> {
   return {
     name,
     path: `/${SERVICE}/${name}`,
     mutates,
-    serialize: (m) => Buffer.from(reqCodec.encode(m as object).finish()),
+    serialize: (m) => Buffer.from(req.encode(m).finish()),
     // Unknown fields in answers are ignored: a newer server may add some.
-    deserialize: (b) => resCodec.toObject(resCodec.decode(b), TO_OBJECT) as Res,
+    deserialize: (b) => res.decode(b),
   };
 }
 
 export const methods = {
-  read: method<ReadRequestMsg, ReadResponseMsg>('Read', false, pb.ReadRequest, pb.ReadResponse),
-  write: method<WriteRequestMsg, WriteResponseMsg>('Write', true, pb.WriteRequest, pb.WriteResponse),
-  writeStatus: method<WriteStatusRequestMsg, WriteResponseMsg>('WriteStatus', true, pb.WriteStatusRequest, pb.WriteStatusResponse),
-  delete: method<DeleteRequestMsg, DeleteResponseMsg>('Delete', true, pb.DeleteRequest, pb.DeleteResponse),
-  list: method<ListRequestMsg, ListResponseMsg>('List', false, pb.ListRequest, pb.ListResponse),
-  listByOwner: method<ListByOwnerRequestMsg, ListResponseMsg>('ListByOwner', false, pb.ListByOwnerRequest, pb.ListByOwnerResponse),
+  read: method('Read', false, pb.ReadRequest, pb.ReadResponse),
+  write: method('Write', true, pb.WriteRequest, pb.WriteResponse),
+  writeStatus: method('WriteStatus', true, pb.WriteStatusRequest, pb.WriteStatusResponse),
+  delete: method('Delete', true, pb.DeleteRequest, pb.DeleteResponse),
+  list: method('List', false, pb.ListRequest, pb.ListResponse),
+  listByOwner: method('ListByOwner', false, pb.ListByOwnerRequest, pb.ListByOwnerResponse),
 } as const;
 
 /** The server-streaming WatchList call (see watch.ts). */
 export const watchListMethod = {
   name: 'WatchList',
   path: `/${SERVICE}/WatchList`,
-  serialize: (m: WatchListRequestMsg): Buffer => Buffer.from((pb.WatchListRequest as unknown as MessageCodec).encode(m).finish()),
-  // `oneofs` names the event kind; unknown fields (a newer server's) are ignored.
-  deserialize: (b: Buffer): WatchEventMsg => {
-    const codec = pb.WatchEvent as unknown as MessageCodec;
-    return codec.toObject(codec.decode(b), { ...TO_OBJECT, oneofs: true }) as WatchEventMsg;
-  },
+  serialize: (m: WatchListRequestMsg): Buffer => Buffer.from(pb.WatchListRequest.encode(m).finish()),
+  // `event` (a getter of the decoded message) names the event kind; unknown fields (a newer server's) are ignored.
+  deserialize: (b: Buffer): WatchEventMsg => pb.WatchEvent.decode(b),
 } as const;
 
 export const CONSISTENCY = {
@@ -131,15 +78,15 @@ export const CONSISTENCY = {
 
 // ---- Conversions -----------------------------------------------------------------------------
 
-export function refToMsg(ref: ResourceRef): cairn.resource.v1.ResourceId.$Properties {
+export function refToMsg(ref: ResourceRef): pb.ResourceId.$Properties {
   return { type: ref.type, tenancy: { partition: ref.tenancy?.partition ?? '', namespace: ref.tenancy?.namespace ?? '' }, name: ref.name, uid: ref.uid ?? '' };
 }
 
-export function statusToMsg(s: Status): cairn.resource.v1.Status.$Properties {
+export function statusToMsg(s: Status): pb.Status.$Properties {
   return { observedGeneration: s.observed_generation, conditions: s.conditions.map(conditionToMsg), updatedAt: s.updated_at };
 }
 
-export function conditionToMsg(c: Condition): cairn.resource.v1.Condition.$Properties {
+export function conditionToMsg(c: Condition): pb.Condition.$Properties {
   return { type: c.type, state: c.state, reason: c.reason, message: c.message };
 }
 
@@ -147,39 +94,47 @@ function malformedAnswer(what: string): CairnClientError {
   return new CairnClientError(ClientErrorCode.INTERNAL, `the server's answer is malformed: ${what}`);
 }
 
-function idFromMsg(m: ResourceIdMsg): ResourceId {
-  return { type: m.type, tenancy: { partition: m.tenancy?.partition ?? '', namespace: m.tenancy?.namespace ?? '' }, name: m.name, uid: m.uid };
+function idFromMsg(m: pb.ResourceId.$Properties): ResourceId {
+  return { type: m.type ?? '', tenancy: { partition: m.tenancy?.partition ?? '', namespace: m.tenancy?.namespace ?? '' }, name: m.name ?? '', uid: m.uid ?? '' };
 }
 
-function statusFromMsg(s: StatusMsg): Status {
+function statusFromMsg(s: pb.Status.$Properties): Status {
   return {
-    observed_generation: s.observedGeneration,
-    conditions: s.conditions.map((c) => ({ type: c.type, state: c.state as ConditionState, reason: c.reason, message: c.message })),
-    updated_at: s.updatedAt,
+    observed_generation: s.observedGeneration ?? '',
+    conditions: (s.conditions ?? []).map((c) => ({ type: c.type ?? '', state: (c.state ?? '') as ConditionState, reason: c.reason ?? '', message: c.message ?? '' })),
+    updated_at: s.updatedAt ?? '',
   };
 }
 
-export function resourceFromMsg<D>(m: ResourceMsg | null): Resource<D> {
-  if (m === null || m.id === null) throw malformedAnswer('a resource is missing');
+export function resourceFromMsg<D>(m: pb.Resource.$Properties | null | undefined): Resource<D> {
+  if (m === null || m === undefined || m.id === null || m.id === undefined) throw malformedAnswer('a resource is missing');
+  const id = idFromMsg(m.id);
   let data: unknown;
   try {
-    data = JSON.parse(m.dataJson) as unknown;
+    data = JSON.parse(m.dataJson ?? '') as unknown;
   } catch (e) {
-    throw malformedAnswer(`data_json of ${m.id.type} ${m.id.name} does not parse (${e instanceof Error ? e.message : String(e)})`);
+    throw malformedAnswer(`data_json of ${id.type} ${id.name} does not parse (${e instanceof Error ? e.message : String(e)})`);
   }
   const status: Record<string, Status> = {};
-  for (const [k, s] of Object.entries(m.status)) status[k] = statusFromMsg(s);
+  for (const [k, s] of Object.entries(m.status ?? {})) status[k] = statusFromMsg(s);
+  const deletionTimestamp = m.deletionTimestamp ?? '';
   return {
-    id: idFromMsg(m.id),
-    owner: m.owner === null ? null : idFromMsg(m.owner),
-    version: m.version,
-    generation: m.generation,
+    id,
+    owner: m.owner === null || m.owner === undefined ? null : idFromMsg(m.owner),
+    version: m.version ?? '',
+    generation: m.generation ?? '',
     metadata: { ...m.metadata },
-    finalizers: [...m.finalizers],
-    deletion_timestamp: m.deletionTimestamp === '' ? null : m.deletionTimestamp,
+    finalizers: [...(m.finalizers ?? [])],
+    deletion_timestamp: deletionTimestamp === '' ? null : deletionTimestamp,
     data: data as D,
     status,
   };
+}
+
+/** An optional uint64 of an answer (last_leader_contact_ms) as a number; undefined when absent. */
+export function optionalUint64(v: number | { toNumber(): number } | null | undefined): number | undefined {
+  if (v === null || v === undefined) return undefined;
+  return typeof v === 'number' ? v : v.toNumber();
 }
 
 // ---- Errors ----------------------------------------------------------------------------------

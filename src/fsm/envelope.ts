@@ -2,9 +2,9 @@ import { Packr } from 'msgpackr';
 import { AssertionError } from '../base/index.js';
 
 /**
- * Log entry envelopes: byte 0 is the message type, the rest is the msgpack body
+ * Log entry envelopes: byte 0 is the command type, the rest is the msgpack body
  * (ARCHITECTURE.md). The table is numbered append-only: a number is never reused, even after
- * its message is retired. Types with the high bit (0x80) set may be skipped by a node that
+ * its command is retired. Types with the high bit (0x80) set may be skipped by a node that
  * does not know them (the sender promises they only add optional behaviour); any other
  * unknown type stops the node rather than let it diverge silently.
  *
@@ -17,7 +17,7 @@ import { AssertionError } from '../base/index.js';
  * | 0x12 | ResourceStatus  | fsm   | CommandHeader & WriteStatusBody        |
  * | 0x13 | Restore         | fsm   | CommandHeader & { snapshot: bin }      |
  */
-export const MessageType = {
+export const CommandType = {
   Noop: 0x01,
   Config: 0x02,
   ResourceWrite: 0x10,
@@ -26,7 +26,7 @@ export const MessageType = {
   /** Replaces the whole store with a saved snapshot (an operator's restore). */
   Restore: 0x13,
 } as const;
-export type MessageType = (typeof MessageType)[keyof typeof MessageType];
+export type CommandType = (typeof CommandType)[keyof typeof CommandType];
 
 export const IGNORABLE_FLAG = 0x80;
 

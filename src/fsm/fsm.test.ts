@@ -1,7 +1,7 @@
 import t from 'tap';
 import type { LogIndex, Term } from '../base/index.js';
 import { EntryType, NOOP_ENTRY_DATA, type Entry } from '../raft/index.js';
-import { Fsm, MessageType, UnknownEntryTypeError, encodeEnvelope, type ApplyResult } from './index.js';
+import { Fsm, CommandType, UnknownEntryTypeError, encodeEnvelope, type ApplyResult } from './index.js';
 
 const artist = { group: 'demo', groupVersion: 'v1', kind: 'Artist' };
 const tenancy = { partition: 'default', namespace: 'default' };
@@ -17,7 +17,7 @@ function entry(index: number, data: Uint8Array, term = 1): Entry {
 }
 
 function write(name: string, data: Record<string, unknown>, extra: Record<string, unknown> = {}): Uint8Array {
-  return encodeEnvelope(MessageType.ResourceWrite, { ...header(extra), id: { type: artist, tenancy, name }, data });
+  return encodeEnvelope(CommandType.ResourceWrite, { ...header(extra), id: { type: artist, tenancy, name }, data });
 }
 
 function okWrite(r: ApplyResult): Extract<ApplyResult, { kind: 'write' }> {
@@ -56,19 +56,19 @@ t.test('an unknown type with the high bit set is skipped and reported; any other
   t.same(r.result, { ok: true, kind: 'none' });
   t.same(ignored, [0x81]);
   t.throws(() => fsm.apply(entry(2, encodeEnvelope(0x33, {}))), UnknownEntryTypeError);
-  t.throws(() => new Fsm().apply(entry(1, encodeEnvelope(0x33, {}))), /unknown message type 0x33/);
+  t.throws(() => new Fsm().apply(entry(1, encodeEnvelope(0x33, {}))), /unknown command type 0x33/);
 });
 
 t.test('a malformed command body is refused with INTERNAL on every replica alike, store untouched', async (t) => {
   const reports: string[] = [];
   const fsm = new Fsm({ onMalformedEntry: (_type, _i, msg) => reports.push(msg) });
-  const bad = encodeEnvelope(MessageType.ResourceWrite, { time: 'x', uid: 'u', generation: 'g', id: { name: 3 } });
+  const bad = encodeEnvelope(CommandType.ResourceWrite, { time: 'x', uid: 'u', generation: 'g', id: { name: 3 } });
   const r = fsm.apply(entry(1, bad));
   t.equal(r.result.ok, false);
   if (!r.result.ok) t.equal(r.result.error.code, 'INTERNAL');
   t.equal(fsm.store.size, 0);
   t.equal(reports.length, 1);
-  const garbage = Uint8Array.of(MessageType.ResourceDelete, 0xc1, 0xff);
+  const garbage = Uint8Array.of(CommandType.ResourceDelete, 0xc1, 0xff);
   t.equal(fsm.apply(entry(2, garbage)).result.ok, false, 'undecodable msgpack too');
 });
 
@@ -115,7 +115,7 @@ t.test('the de-duplication window is also bounded by the bytes of the commands i
 t.test('replicas applying the same entries produce byte-identical snapshots; restore round-trips', async (t) => {
   const entries: Entry[] = [];
   for (let i = 1; i <= 50; i++) entries.push(entry(i, write(`n${i % 7}`, { name: `v${i}` }, { requestId: `q${i}` })));
-  entries.push(entry(51, encodeEnvelope(MessageType.ResourceDelete, { ...header(), id: { type: artist, tenancy, name: 'n3' } })));
+  entries.push(entry(51, encodeEnvelope(CommandType.ResourceDelete, { ...header(), id: { type: artist, tenancy, name: 'n3' } })));
   const a = new Fsm();
   const b = new Fsm();
   for (const e of entries) {
@@ -135,7 +135,7 @@ t.test('entries are applied at most once, in order', async (t) => {
   const fsm = new Fsm();
   fsm.apply(entry(3, NOOP_ENTRY_DATA));
   t.throws(() => fsm.apply(entry(3, NOOP_ENTRY_DATA)), /applied twice/);
-  t.equal(EntryType.Noop, MessageType.Noop);
+  t.equal(EntryType.Noop, CommandType.Noop);
 });
 
 function concat(parts: Uint8Array[]): Uint8Array {
@@ -156,7 +156,7 @@ t.test('a restore entry replaces the store on every replica alike and asks subsc
   const replicas = [new Fsm(), new Fsm()];
   for (const r of replicas) {
     for (let i = 1; i <= 5; i++) r.apply(entry(i, write(`x${i}`, { name: `X${i}` })));
-    const out = r.apply(entry(6, encodeEnvelope(MessageType.Restore, { ...header(), snapshot: frames })));
+    const out = r.apply(entry(6, encodeEnvelope(CommandType.Restore, { ...header(), snapshot: frames })));
     t.same(out.result, { ok: true, kind: 'restore', resources: 2, revision: 6 });
     t.equal(out.reset, true);
     t.equal(r.store.revision, 6, 'revisions keep moving forward');
@@ -165,7 +165,7 @@ t.test('a restore entry replaces the store on every replica alike and asks subsc
   t.same(concat([...(replicas[0] as Fsm).snapshot().chunks()]), concat([...(replicas[1] as Fsm).snapshot().chunks()]), 'byte-identical replicas');
   const broken = new Fsm();
   broken.apply(entry(1, write('keep', { name: 'K' })));
-  const bad = broken.apply(entry(2, encodeEnvelope(MessageType.Restore, { ...header(), snapshot: Uint8Array.of(0, 0, 0, 9, 1) })));
+  const bad = broken.apply(entry(2, encodeEnvelope(CommandType.Restore, { ...header(), snapshot: Uint8Array.of(0, 0, 0, 9, 1) })));
   t.equal(bad.result.ok, false, 'a snapshot that does not decode is refused');
   t.equal(broken.store.size, 1, 'and the store is untouched');
 });

@@ -2,7 +2,7 @@ import { AssertionError, CairnError, ErrorCode, type LogIndex, type Revision } f
 import { EntryType, type Entry, type SnapshotMeta } from '../raft/index.js';
 import { ResourceStore, type ApplyContext, type ChangeRecord, type Resource } from '../store/index.js';
 import type { DeleteCommand, WriteCommand, WriteStatusCommand } from './commands.js';
-import { decodeBody, envelopeType, IGNORABLE_FLAG, MessageType } from './envelope.js';
+import { decodeBody, envelopeType, IGNORABLE_FLAG, CommandType } from './envelope.js';
 import { readSnapshotFrames, writeSnapshotFrames } from './snapshot-format.js';
 import { validateDelete, validateWrite, validateWriteStatus } from './validate.js';
 
@@ -72,14 +72,14 @@ export class Fsm {
   private dispatch(entry: Entry): { result: ApplyResult; changes: readonly ChangeRecord[]; reset?: boolean } {
     const type = envelopeType(entry.data);
     switch (type) {
-      case MessageType.Restore:
+      case CommandType.Restore:
         return this.applyRestore(entry);
       case EntryType.Noop:
       case EntryType.Config:
         return { result: NONE, changes: [] };
-      case MessageType.ResourceWrite:
-      case MessageType.ResourceDelete:
-      case MessageType.ResourceStatus:
+      case CommandType.ResourceWrite:
+      case CommandType.ResourceDelete:
+      case CommandType.ResourceStatus:
         return this.applyCommand(type, entry);
       default:
         if (type & IGNORABLE_FLAG) {
@@ -87,7 +87,7 @@ export class Fsm {
           return { result: NONE, changes: [] };
         }
         throw new UnknownEntryTypeError(
-          `log entry ${entry.index} has unknown message type 0x${type.toString(16).padStart(2, '0')}; ` +
+          `log entry ${entry.index} has unknown command type 0x${type.toString(16).padStart(2, '0')}; ` +
             'this node is older than the cluster: upgrade it before it applies further entries',
         );
     }
@@ -101,7 +101,7 @@ export class Fsm {
       return this.malformed(type, entry, e instanceof Error ? e.message : String(e));
     }
     const checked =
-      type === MessageType.ResourceWrite ? validateWrite(body) : type === MessageType.ResourceDelete ? validateDelete(body) : validateWriteStatus(body);
+      type === CommandType.ResourceWrite ? validateWrite(body) : type === CommandType.ResourceDelete ? validateDelete(body) : validateWriteStatus(body);
     if (typeof checked === 'string') return this.malformed(type, entry, checked);
     const cmd = checked.cmd;
     if (cmd.requestId !== undefined) {
@@ -154,7 +154,7 @@ export class Fsm {
       const { bodies } = readSnapshotFrames(body.snapshot);
       store = ResourceStore.restore(bodies);
     } catch (e) {
-      return this.malformed(MessageType.Restore, entry, e instanceof Error ? e.message : String(e));
+      return this.malformed(CommandType.Restore, entry, e instanceof Error ? e.message : String(e));
     }
     this.store = store;
     return { result: { ok: true, kind: 'restore', resources: store.size, revision: entry.index as number as Revision }, changes: [], reset: true };

@@ -1,3 +1,3 @@
 export { Fsm, UnknownEntryTypeError, type ApplyResult, type FsmOptions } from './fsm.js';
-export { MessageType, IGNORABLE_FLAG, encodeEnvelope, envelopeType, decodeBody } from './envelope.js';
+export { CommandType, IGNORABLE_FLAG, encodeEnvelope, envelopeType, decodeBody } from './envelope.js';
 export type { CommandHeader, NameRef, WriteCommand, DeleteCommand, WriteStatusCommand } from './commands.js';

@@ -7,7 +7,7 @@
  */
 import t from 'tap';
 import { CairnError, ErrorCode, type NodeId } from '../base/index.js';
-import { MessageType } from '../fsm/index.js';
+import { CommandType } from '../fsm/index.js';
 import { Coordinator } from './coordinator.js';
 import type { Forwarder } from './ports.js';
 import { LocalCluster, type LocalNode } from './testing/index.js';
@@ -51,7 +51,7 @@ t.test('a write held by a follower across a failover goes on as soon as a new le
   await c.crash(leader.id);
   // The first attempt goes to the dead leader and fails; the next waits for a role change
   // (the follower campaigns, or hears from the new leader) instead of a minute.
-  const result = await within(coordinator.propose(MessageType.ResourceWrite, writeBody('after-failover'), 30_000), 15_000);
+  const result = await within(coordinator.propose(CommandType.ResourceWrite, writeBody('after-failover'), 30_000), 15_000);
   t.not(result, 'still waiting', 'the write was not left waiting out the backoff');
   if (result !== 'still waiting') t.ok(result.ok, 'and it was applied');
   const newLeader = await c.waitForLeader();
@@ -68,7 +68,7 @@ t.test('with no leader to be had, an operation fails at its deadline, not after 
   await c.crash(leader.id);
   await c.crash(b.id); // a alone: no quorum, no leader
   const result = await within(
-    coordinator.propose(MessageType.ResourceWrite, writeBody('no-quorum'), 500).then(
+    coordinator.propose(CommandType.ResourceWrite, writeBody('no-quorum'), 500).then(
       () => 'applied',
       (e: unknown) => (e instanceof CairnError ? e.code : String(e)),
     ),

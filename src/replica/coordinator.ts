@@ -1,5 +1,5 @@
 import { CairnError, ErrorCode, NO_NODE, isCairnError, type LogIndex, type NodeId, type Revision } from '../base/index.js';
-import { encodeEnvelope, type ApplyResult, type Fsm, type MessageType } from '../fsm/index.js';
+import { encodeEnvelope, type ApplyResult, type Fsm, type CommandType } from '../fsm/index.js';
 import { memberOf, type ConfigChange } from '../raft/index.js';
 import type { Resource, StoreReader } from '../store/index.js';
 import type { ForwardOp, Forwarder } from './ports.js';
@@ -57,7 +57,7 @@ export class Coordinator {
   }
 
   /** Proposes a command; resolves with the FSM's verdict once committed and applied. */
-  async propose(type: MessageType, body: unknown, timeoutMs = this.requestTimeoutMs): Promise<ApplyResult> {
+  async propose(type: CommandType, body: unknown, timeoutMs = this.requestTimeoutMs): Promise<ApplyResult> {
     const envelope = encodeEnvelope(type, body);
     try {
       const r = (await this.submit({ kind: 'envelope', envelope }, timeoutMs, (ms) => this.replica.propose(envelope, ms))) as ApplyResult;

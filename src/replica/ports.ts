@@ -1,10 +1,11 @@
 import type { LogIndex, Revision } from '../base/index.js';
 import type { NodeId } from '../base/index.js';
 import type { ConfigChange, Entry, HardState, Message, Snapshot, SnapshotMeta } from '../raft/index.js';
+import type { ChangeRecord } from '../store/index.js';
 
 /**
  * The replica's ports (hashicorp/raft style: narrow, named for their role). `platform`
- * implements them for Node; in-memory reference implementations live beside them for tests
+ * implements them for Node; in-memory reference implementations live in `testing/`, for tests
  * and the simulator.
  */
 
@@ -65,13 +66,6 @@ export interface Transport {
    */
   onConnectionLost?(handler: (peer: NodeId) => void): void;
   close(): Promise<void>;
-}
-
-/** A change to the store made by one committed entry, for the event stream. */
-export interface ChangeRecord<R = unknown> {
-  readonly kind: 'upsert' | 'delete';
-  readonly revision: Revision;
-  readonly resource: R;
 }
 
 /**

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { isCairnError, nodeId, type Revision } from '../base/index.js';
-import { MessageType, type ApplyResult } from '../fsm/index.js';
+import { CommandType, type ApplyResult } from '../fsm/index.js';
 import type { Resource } from '../store/index.js';
 import { LocalCluster, waitUntil, type LocalNode } from './testing/index.js';
 
@@ -27,7 +27,7 @@ t.test('a single node bootstraps, commits a write with version = its log index, 
   t.teardown(() => c.close());
   await c.bootstrap(['n1']);
   const leader = await c.waitForLeader();
-  const stored = resourceOf(await leader.coordinator.propose(MessageType.ResourceWrite, writeBody('korn', { name: 'Korn' })));
+  const stored = resourceOf(await leader.coordinator.propose(CommandType.ResourceWrite, writeBody('korn', { name: 'Korn' })));
   t.equal(stored.version, leader.replica.status().applied, 'version is the applied entry index');
   const disks = await c.crash('n1');
   const again = await c.start('n1', undefined, disks);
@@ -45,13 +45,13 @@ t.test('three nodes: writes commit on all, followers refuse proposals with a lea
   follower.coordinator.subscribe((e) => {
     if (e.kind === 'changes') events.push(e.index);
   });
-  for (let i = 0; i < 10; i++) await leader.coordinator.propose(MessageType.ResourceWrite, writeBody(`a${i}`, { name: `A${i}` }));
+  for (let i = 0; i < 10; i++) await leader.coordinator.propose(CommandType.ResourceWrite, writeBody(`a${i}`, { name: `A${i}` }));
   for (const n of c.nodes.values()) await waitUntil(() => get(n, 'a9') !== undefined, 5000, `${n.id} to apply a9`);
   t.equal(events.length, 10, 'the follower published one change per write');
   t.same(events, [...events].sort((a, b) => a - b), 'in commit order');
-  await t.rejects(follower.coordinator.propose(MessageType.ResourceWrite, writeBody('x', { name: 'X' })), { code: 'NOT_LEADER' });
+  await t.rejects(follower.coordinator.propose(CommandType.ResourceWrite, writeBody('x', { name: 'X' })), { code: 'NOT_LEADER' });
   try {
-    await follower.coordinator.propose(MessageType.ResourceWrite, writeBody('x', { name: 'X' }));
+    await follower.coordinator.propose(CommandType.ResourceWrite, writeBody('x', { name: 'X' }));
   } catch (e) {
     t.ok(isCairnError(e) && e.details['leader'] === leader.id, 'the refusal names the leader');
   }
@@ -65,7 +65,7 @@ t.test('a linearizable read on a follower sees every write acknowledged before i
   const follower = [...c.nodes.values()].find((n) => n.id !== leader.id) as LocalNode;
   // Keep the follower from applying on its own: it only learns through the read barrier.
   for (let i = 0; i < 20; i++) {
-    const w = resourceOf(await leader.coordinator.propose(MessageType.ResourceWrite, writeBody('counter', { name: `v${i}` })));
+    const w = resourceOf(await leader.coordinator.propose(CommandType.ResourceWrite, writeBody('counter', { name: `v${i}` })));
     const read = await follower.coordinator.read('linearizable', (s) => s.get({ group: 'demo', kind: 'Artist', tenancy, name: 'counter' }));
     t.ok(read.value !== undefined && read.value.version >= w.version, `read ${i} reflects the acknowledged write`);
     t.ok(read.revision >= (w.version as Revision));
@@ -77,7 +77,7 @@ t.test('snapshots compact the log, and a node added later catches up through one
   t.teardown(() => c.close());
   await c.bootstrap(['n1', 'n2', 'n3']);
   const leader = await c.waitForLeader();
-  for (let i = 0; i < 80; i++) await leader.coordinator.propose(MessageType.ResourceWrite, writeBody(`k${i % 13}`, { name: `v${i}` }));
+  for (let i = 0; i < 80; i++) await leader.coordinator.propose(CommandType.ResourceWrite, writeBody(`k${i % 13}`, { name: `v${i}` }));
   await waitUntil(() => leader.snapshotStore.saves > 0, 5000, 'a snapshot on the leader');
   await waitUntil(() => leader.replica.status().snapshotIndex > 20, 5000, 'the log to be compacted');
   t.ok(leader.replica.status().firstIndex > 1, 'the leader dropped compacted entries');
@@ -95,7 +95,7 @@ t.test('a node restarts from its snapshot plus the log after it', async (t) => {
   t.teardown(() => c.close());
   await c.bootstrap(['n1']);
   const leader = await c.waitForLeader();
-  for (let i = 0; i < 40; i++) await leader.coordinator.propose(MessageType.ResourceWrite, writeBody(`k${i % 7}`, { name: `v${i}` }));
+  for (let i = 0; i < 40; i++) await leader.coordinator.propose(CommandType.ResourceWrite, writeBody(`k${i % 7}`, { name: `v${i}` }));
   await waitUntil(() => leader.snapshotStore.saves > 0 && !leader.replica.status().failed, 5000, 'a snapshot');
   const before = [...leader.fsm.store.all()];
   const disks = await c.crash('n1');
@@ -109,18 +109,18 @@ t.test('a failing disk stops the node: nothing further is acknowledged', async (
   t.teardown(() => c.close());
   await c.bootstrap(['n1']);
   const leader = await c.waitForLeader();
-  await leader.coordinator.propose(MessageType.ResourceWrite, writeBody('before', { name: 'B' }));
+  await leader.coordinator.propose(CommandType.ResourceWrite, writeBody('before', { name: 'B' }));
   leader.logStore.failWrites(Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' }));
   let failure: unknown;
   try {
-    await leader.coordinator.propose(MessageType.ResourceWrite, writeBody('after', { name: 'A' }));
+    await leader.coordinator.propose(CommandType.ResourceWrite, writeBody('after', { name: 'A' }));
   } catch (e) {
     failure = e;
   }
   t.ok(isCairnError(failure) && (failure.code === 'TIMEOUT' || failure.code === 'UNAVAILABLE'), 'not acknowledged (outcome unknown or refused)');
   t.match(leader.replica.status().failed, /ENOSPC/);
   t.equal(get(leader, 'after'), undefined, 'never applied');
-  await t.rejects(leader.coordinator.propose(MessageType.ResourceWrite, writeBody('later', { name: 'L' })), { code: 'UNAVAILABLE' });
+  await t.rejects(leader.coordinator.propose(CommandType.ResourceWrite, writeBody('later', { name: 'L' })), { code: 'UNAVAILABLE' });
 });
 
 t.test("the leader sends appends while its own disk write runs (thesis §10.2.1); it acknowledges only once durable", async (t) => {
@@ -128,7 +128,7 @@ t.test("the leader sends appends while its own disk write runs (thesis §10.2.1)
   t.teardown(() => c.close());
   await c.bootstrap(['n1', 'n2', 'n3']);
   const leader = await c.waitForLeader();
-  await leader.coordinator.propose(MessageType.ResourceWrite, writeBody('warm', { name: 'W' }));
+  await leader.coordinator.propose(CommandType.ResourceWrite, writeBody('warm', { name: 'W' }));
   const followers = [...c.nodes.values()].filter((n) => n.id !== leader.id);
   for (const f of followers) await waitUntil(() => get(f, 'warm') !== undefined, 5000, `${f.id} to apply warm`);
   // Hold the leader's next log write until released.
@@ -146,7 +146,7 @@ t.test("the leader sends appends while its own disk write runs (thesis §10.2.1)
   };
   const before = leader.replica.status().lastIndex;
   let acked = false;
-  const write = leader.coordinator.propose(MessageType.ResourceWrite, writeBody('early', { name: 'E' })).then((r) => {
+  const write = leader.coordinator.propose(CommandType.ResourceWrite, writeBody('early', { name: 'E' })).then((r) => {
     acked = true;
     return r;
   });
@@ -163,7 +163,7 @@ t.test('a committed write is answered while the next Ready\'s log write is still
   t.teardown(() => c.close());
   await c.bootstrap(['n1', 'n2', 'n3']);
   const leader = await c.waitForLeader();
-  await leader.coordinator.propose(MessageType.ResourceWrite, writeBody('warm2', { name: 'W' }));
+  await leader.coordinator.propose(CommandType.ResourceWrite, writeBody('warm2', { name: 'W' }));
   // Every leader log write that carries entries waits for its own release, in order.
   const gates: (() => void)[] = [];
   const store = leader.logStore;
@@ -174,7 +174,7 @@ t.test('a committed write is answered while the next Ready\'s log write is still
   };
   const acked = new Set<string>();
   const propose = (name: string): Promise<unknown> =>
-    leader.coordinator.propose(MessageType.ResourceWrite, writeBody(name, { name })).then((r) => {
+    leader.coordinator.propose(CommandType.ResourceWrite, writeBody(name, { name })).then((r) => {
       acked.add(name);
       return r;
     });

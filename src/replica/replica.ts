@@ -1,7 +1,8 @@
 import { CairnError, ErrorCode, NO_NODE, type Clock, type LogIndex, type NodeId, type Random, type Revision, type Term } from '../base/index.js';
 import { RawNode, type Config, type ConfigChange, type Entry, type Message, type PersistedState, type RaftOptions, type Ready, type Status } from '../raft/index.js';
 import { silentLogger, type Logger } from './logger.js';
-import type { ChangePublisher, ChangeRecord, LogStore, SnapshotStore, StateMachine, Transport } from './ports.js';
+import type { ChangeRecord } from '../store/index.js';
+import type { ChangePublisher, LogStore, SnapshotStore, StateMachine, Transport } from './ports.js';
 import type { Timers } from './timers.js';
 
 export interface ReplicaOptions<Result, R = unknown> {

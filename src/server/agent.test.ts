@@ -4,7 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { MessageType, type ApplyResult } from '../fsm/index.js';
+import { CommandType, type ApplyResult } from '../fsm/index.js';
 import { createLogger } from '../platform/index.js';
 import { AGENT_DEFAULTS, type AgentConfig } from './config.js';
 import { startAgent, type Agent } from './agent.js';
@@ -36,7 +36,7 @@ t.test('three agents form a cluster over gRPC; a write sent to a follower commit
   await Promise.all(agents.map((a) => a.ready));
   await waitUntil(() => agents.some((a) => a.coordinator()?.status().role === 'leader'), 10_000, 'a leader');
   const follower = agents.find((a) => a.coordinator()?.status().role !== 'leader') as Agent;
-  const res: ApplyResult = await (follower.coordinator() as NonNullable<ReturnType<Agent['coordinator']>>).propose(MessageType.ResourceWrite, body('korn'));
+  const res: ApplyResult = await (follower.coordinator() as NonNullable<ReturnType<Agent['coordinator']>>).propose(CommandType.ResourceWrite, body('korn'));
   t.ok(res.ok && res.kind === 'write' && res.changed, 'the forwarded write was applied');
   for (const a of agents) {
     const c = a.coordinator();
@@ -44,7 +44,7 @@ t.test('three agents form a cluster over gRPC; a write sent to a follower commit
     const r = await c.read('linearizable', (s) => s.get({ group: 'demo', kind: 'Artist', tenancy: { partition: 'default', namespace: 'default' }, name: 'korn' }));
     t.same(r.value?.data, { name: 'korn' }, `${a.nodeId} reads it linearizably`);
   }
-  const again = await (follower.coordinator() as NonNullable<ReturnType<Agent['coordinator']>>).propose(MessageType.ResourceWrite, { ...body('korn'), requestId: 'req-1-korn', data: { name: 'other' } });
+  const again = await (follower.coordinator() as NonNullable<ReturnType<Agent['coordinator']>>).propose(CommandType.ResourceWrite, { ...body('korn'), requestId: 'req-1-korn', data: { name: 'other' } });
   t.same(again, res, 'a retried request id returns the first result (no second apply)');
   const resp = await fetch(`http://${agents[0]?.httpAddress}/v1/operator/raft/configuration`);
   const conf = (await resp.json()) as { servers: Array<{ id: string; suffrage: string }> };
@@ -56,7 +56,7 @@ t.test('three agents form a cluster over gRPC; a write sent to a follower commit
   // on the saved state, at a new (higher) revision.
   const saved = Buffer.from(await (await fetch(`http://${agents[0]?.httpAddress}/v1/snapshot`)).arrayBuffer());
   t.ok(saved.subarray(0, 8).equals(Buffer.from('CAIRNSV1')), 'a snapshot file starts with its magic');
-  await (follower.coordinator() as NonNullable<ReturnType<Agent['coordinator']>>).propose(MessageType.ResourceWrite, body('later'));
+  await (follower.coordinator() as NonNullable<ReturnType<Agent['coordinator']>>).propose(CommandType.ResourceWrite, body('later'));
   const put = await fetch(`http://${follower.httpAddress}/v1/snapshot`, { method: 'PUT', body: saved });
   t.equal(put.status, 200, 'restore accepted on a follower');
   const restored = (await put.json()) as { revision: string; resources: number };
@@ -142,7 +142,7 @@ t.test('the raft log store: wal for a new data dir, a LevelDB data dir keeps Lev
       await agent.ready;
       await waitUntil(() => agent.coordinator()?.status().role === 'leader', 10_000, 'leadership');
       const c = agent.coordinator() as NonNullable<ReturnType<Agent['coordinator']>>;
-      await c.propose(MessageType.ResourceWrite, body(name));
+      await c.propose(CommandType.ResourceWrite, body(name));
       const r = await c.read('linearizable', (s) => s.list({ group: 'demo', kind: 'Artist', partition: '*', namespace: '*' }).map((x) => x.id.name));
       const metrics = await (await fetch(`http://${agent.httpAddress}/metrics`)).text();
       return { names: r.value, fsyncs: Number(/^cairn_log_fsync_seconds_count (\d+)$/m.exec(metrics)?.[1] ?? 'NaN') };

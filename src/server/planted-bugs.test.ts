@@ -1,6 +1,7 @@
 import t from 'tap';
 import type { LogIndex } from '../base/index.js';
-import type { ChangeRecord, LoadedLog, LogStore } from '../replica/index.js';
+import type { LoadedLog, LogStore } from '../replica/index.js';
+import type { ChangeRecord } from '../store/index.js';
 import { AckBeforeFsyncLogStore, parsePlantedBugs, skipNthChange } from './planted-bugs.js';
 
 t.test('parsePlantedBugs splits the Raft core bugs from the agent ones and refuses unknown names', async (t) => {

@@ -1,6 +1,7 @@
 import { CairnError, ErrorCode, type LogIndex } from '../base/index.js';
 import type { PlantedBugs } from '../raft/index.js';
-import type { ChangeRecord, LoadedLog, LogStore } from '../replica/index.js';
+import type { LoadedLog, LogStore } from '../replica/index.js';
+import type { ChangeRecord } from '../store/index.js';
 
 /**
  * Deliberately planted bugs (`--planted-bugs`), for proving that the checkers catch what they

@@ -82,12 +82,14 @@ export interface ApplyContext {
 
 /**
  * One change made by a command, for the watch stream. `delete` carries the resource's last
- * state. Every record of one command carries that command's revision.
+ * state. Every record of one command carries that command's revision. The one definition: the
+ * fsm returns these from apply, the replica driver hands them on (generic over `R`, its state
+ * machine's resource, which is this store's `Resource` in every node), the stream publishes them.
  */
-export interface ChangeRecord {
+export interface ChangeRecord<R = Resource> {
   readonly kind: 'upsert' | 'delete';
   readonly revision: Revision;
-  readonly resource: Resource;
+  readonly resource: R;
 }
 
 /** Names a resource by identity (no group version, no uid). */

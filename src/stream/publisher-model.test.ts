@@ -1,5 +1,5 @@
 /**
- * The publisher against a deliberately naive reference (naive-publisher.ts: one queue per
+ * The publisher against a deliberately naive reference (testing/naive-publisher.ts: one queue per
  * subscriber, every change pushed into each). Subscribers of one filter now share a feed; for
  * any sequence of writes, deletes, subscriptions (initial state, at tail, resumes from the past
  * and the future), reads, ticks, closes and resets, every subscriber must see exactly what the
@@ -8,9 +8,9 @@
  */
 import t from 'tap';
 import { SeededRandom, type Clock, type LogIndex, type Revision, type Term } from '../base/index.js';
-import { Fsm, MessageType, encodeEnvelope } from '../fsm/index.js';
+import { Fsm, CommandType, encodeEnvelope } from '../fsm/index.js';
 import type { ChangeRecord } from '../store/index.js';
-import { NaivePublisher, type NaiveSubscription } from './naive-publisher.js';
+import { NaivePublisher, type NaiveSubscription } from './testing/index.js';
 import { EventPublisher, type PublisherOptions, type StreamEvent, type Subscription, type WatchFilter } from './index.js';
 
 class FakeClock implements Clock {
@@ -112,11 +112,11 @@ function runSeed(seed: number, steps: number): void {
     if (op < 35) {
       const body = { id: id(), data: { n } };
       history.push(`write ${JSON.stringify(body.id)}`);
-      apply(MessageType.ResourceWrite, body);
+      apply(CommandType.ResourceWrite, body);
     } else if (op < 45) {
       const body = { id: id() };
       history.push(`delete ${JSON.stringify(body.id)}`);
-      apply(MessageType.ResourceDelete, body);
+      apply(CommandType.ResourceDelete, body);
     } else if (op < 57) {
       const filter: WatchFilter = { group: 'demo', kind: oneOf(KINDS), partition: '*', namespace: oneOf(['*', ...NAMESPACES]), ...(pick(4) === 0 ? { namePrefix: oneOf(['a', 'b']) } : {}) };
       const mode = pick(4);
@@ -171,7 +171,7 @@ t.test('subscribers of one filter share one feed: a change is held once, however
   const other = pub.subscribe({ ...artists, namespace: 'x' }, { atTail: true });
   t.equal(pub.feedCount, 2, 'one feed per distinct filter');
   for (let i = 1; i <= 50; i++) {
-    const out = fsm.apply({ index: i as LogIndex, term: 1 as Term, data: encodeEnvelope(MessageType.ResourceWrite, { time: 't', uid: `u${i}`, generation: `g${i}`, id: { type: { group: 'demo', groupVersion: 'v1', kind: 'Artist' }, tenancy: { partition: 'default', namespace: 'y' }, name: `k${i}` }, data: {} }) });
+    const out = fsm.apply({ index: i as LogIndex, term: 1 as Term, data: encodeEnvelope(CommandType.ResourceWrite, { time: 't', uid: `u${i}`, generation: `g${i}`, id: { type: { group: 'demo', groupVersion: 'v1', kind: 'Artist' }, tenancy: { partition: 'default', namespace: 'y' }, name: `k${i}` }, data: {} }) });
     pub.publish(i as Revision, out.changes as readonly ChangeRecord[]);
   }
   t.ok(

@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { Clock, LogIndex, Revision, Term } from '../base/index.js';
-import { Fsm, MessageType, encodeEnvelope } from '../fsm/index.js';
+import { Fsm, CommandType, encodeEnvelope } from '../fsm/index.js';
 import type { ChangeRecord } from '../store/index.js';
 import { EventPublisher, type PublisherOptions, type StreamEvent, type Subscription } from './index.js';
 
@@ -37,8 +37,8 @@ function setup(opts: Partial<PublisherOptions> = {}, skipEmpty = false): { fsm: 
     fsm,
     pub,
     clock,
-    write: (name, ns = 'default', kind = 'Artist') => apply(MessageType.ResourceWrite, { id: { type: { group: 'demo', groupVersion: 'v1', kind }, tenancy: tenancy(ns), name }, data: { name, n } }),
-    del: (name, ns = 'default') => apply(MessageType.ResourceDelete, { id: { type: { group: 'demo', groupVersion: 'v1', kind: 'Artist' }, tenancy: tenancy(ns), name } }),
+    write: (name, ns = 'default', kind = 'Artist') => apply(CommandType.ResourceWrite, { id: { type: { group: 'demo', groupVersion: 'v1', kind }, tenancy: tenancy(ns), name }, data: { name, n } }),
+    del: (name, ns = 'default') => apply(CommandType.ResourceDelete, { id: { type: { group: 'demo', groupVersion: 'v1', kind: 'Artist' }, tenancy: tenancy(ns), name } }),
   };
 }
 

@@ -2,7 +2,7 @@ import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { runScript } from './run-script.js';
+import { runScript } from '../testing/transcript/run-script.js';
 
 /**
  * Runs every scripted transcript in src/raft/testdata (read from the source tree, so the

@@ -2,12 +2,12 @@
  * The deliberately naive reference for publisher-model.test.ts: the event publisher as it was
  * before subscribers of one filter shared a feed, with a queue of its own per subscriber that
  * every change is pushed into. Same options, same events, same order, same limits; O(subscribers)
- * work and memory per change. Used by tests only (not exported from index.ts).
+ * work and memory per change. Used by tests only (reached through testing/index.ts, never from shipped code).
  */
-import { assert, type Clock, type Revision } from '../base/index.js';
-import type { ChangeRecord, Resource } from '../store/index.js';
-import type { PublisherOptions, StoreSource, SubscribeOptions } from './publisher.js';
-import { filterKey, matches, type EndCode, type StreamEvent, type WatchFilter } from './types.js';
+import { assert, type Clock, type Revision } from '../../base/index.js';
+import type { ChangeRecord, Resource } from '../../store/index.js';
+import type { PublisherOptions, StoreSource, SubscribeOptions } from '../publisher.js';
+import { filterKey, matches, type EndCode, type StreamEvent, type WatchFilter } from '../types.js';
 
 interface WindowEntry {
   readonly revision: Revision;

@@ -1,7 +1,7 @@
-import { CairnError, type LogIndex, type NodeId } from '../../base/index.js';
-import type { PlantedBugs } from '../options.js';
-import { TEST_COMMAND, TestCluster, decodeCommand, encodeCommand, type ClusterOptions, type TestNode } from '../testing/cluster.js';
-import type { ConfigChange, Message, Role } from '../types.js';
+import { CairnError, type LogIndex, type NodeId } from '../../../base/index.js';
+import type { PlantedBugs } from '../../options.js';
+import { TEST_COMMAND, TestCluster, decodeCommand, encodeCommand, type ClusterOptions, type TestNode } from '../cluster.js';
+import type { ConfigChange, Message, Role } from '../../types.js';
 import * as fmt from './format.js';
 import { ScriptError, type Arg, type Command } from './script.js';
 

@@ -1,7 +1,7 @@
-import { NO_NODE, assertNever } from '../../base/index.js';
-import { decodeConfigEntry, learners, voters } from '../config.js';
-import { TEST_COMMAND, decodeCommand } from '../testing/cluster.js';
-import { EntryType, type Config, type ConfigEntryBody, type Entry, type Message, type Ready, type SnapshotMeta } from '../types.js';
+import { NO_NODE, assertNever } from '../../../base/index.js';
+import { decodeConfigEntry, learners, voters } from '../../config.js';
+import { TEST_COMMAND, decodeCommand } from '../cluster.js';
+import { EntryType, type Config, type ConfigEntryBody, type Entry, type Message, type Ready, type SnapshotMeta } from '../../types.js';
 
 /**
  * How transcripts print things. Compact and stable (after etcd raft's `raft.DescribeMessage`):
