@@ -211,6 +211,19 @@ export class SimNode {
     this.host.log.add(this.id, what);
   }
 
+  /**
+   * Runs a check called from inside the replica (a port, a callback): a violation it throws is
+   * reported to the run first, since the replica catches what its ports throw (and stops).
+   */
+  private report<T>(fn: () => T): T {
+    try {
+      return fn();
+    } catch (e) {
+      if (e instanceof SimViolation) this.host.violation(e);
+      throw e;
+    }
+  }
+
   private violate(kind: SimViolation['kind'], message: string): never {
     const v = new SimViolation(kind, message);
     this.host.violation(v);
@@ -317,6 +330,10 @@ export class SimNode {
 
   private onRoleChange(inc: Incarnation, s: { readonly role: Role; readonly leader: NodeId; readonly term: number }): void {
     if (this.inc !== inc) return;
+    this.report(() => this.checkNewRole(s));
+  }
+
+  private checkNewRole(s: { readonly role: Role; readonly term: number }): void {
     if (this.host.invariants.observeRole(this.id, s.role, s.term)) this.host.onNewLeader(this, s.term);
     // The Ready that made it leader is durable, and every earlier Ready was written before it:
     // the disk now holds the leader's whole log.
@@ -493,7 +510,7 @@ export class SimNode {
       },
       append: (batch) => {
         if (!alive()) return new Promise<void>(() => {});
-        this.checkWrite(batch);
+        this.report(() => this.checkWrite(batch));
         const seq = this.disk.write(batch);
         this.stats.writes++;
         const first = batch.entries[0];
@@ -560,7 +577,7 @@ export class SimNode {
       save: (snap: Snapshot) => {
         if (this.inc !== inc) return new Promise<void>(() => {});
         // The whole state at the snapshot's index, whoever made it: it must be every node's.
-        this.host.invariants.observeState(this.id, snap.meta.index, hashBytes(snap.data), 'snapshot');
+        this.report(() => this.host.invariants.observeState(this.id, snap.meta.index, hashBytes(snap.data), 'snapshot'));
         return this.fsync(inc, () => {
           this.disk.saveSnapshot(snap);
           this.stats.snapshotsSaved++;
@@ -577,13 +594,14 @@ export class SimNode {
 
   private transport(inc: Incarnation): Transport {
     return {
-      send: (messages) => {
-        for (const m of messages) {
-          if (this.inc !== inc) return;
-          this.checkDurableBeforeSend(m);
-          this.host.send(m);
-        }
-      },
+      send: (messages) =>
+        this.report(() => {
+          for (const m of messages) {
+            if (this.inc !== inc) return;
+            this.checkDurableBeforeSend(m);
+            this.host.send(m);
+          }
+        }),
       onMessage: (handler) => {
         inc.onMessage = handler;
       },
@@ -620,49 +638,55 @@ export class SimNode {
   private stateMachine(inc: Incarnation): StateMachine<ApplyResult, Resource> {
     const fsm = inc.fsm;
     return {
-      apply: (e: Entry) => {
-        if (!this.host.isCommitted(e.index, e.term)) {
-          this.violate('apply-before-commit', `${this.id} applies entry ${e.index}/${e.term}, which is not durable on a quorum`);
-        }
-        const out = fsm.apply(e);
-        const replica = inc.replica;
-        const st = replica?.basicStatus();
-        const nodeTerm = st?.term ?? this.disk.latest.hardState.term;
-        this.host.invariants.observeApply(this.id, e, resultDigest(out.result), nodeTerm);
-        const requestId = commandRequestId(e.data);
-        if (requestId !== undefined) this.host.invariants.observeCommand(this.id, requestId, e.index);
-        this.host.recordChanges(this, e.index, out.changes.length);
-        this.lastApplied = { index: e.index, term: e.term };
-        if (st?.role === 'leader') {
-          const oldTerm = e.term < nodeTerm;
-          // After this step, not from inside the replica's apply.
-          this.host.scheduler.after(0, () => {
-            if (this.inc === inc) this.host.onLeaderApplied(this, oldTerm);
-          });
-        }
-        return out;
-      },
-      restore: (meta: SnapshotMeta, data: Uint8Array) => {
-        fsm.restore(meta, data);
-        const how = inc.recovering ? 'recover' : 'restore';
-        const digest = hashBytes(data);
-        const again = hashBytes(fsmSnapshotBytes(fsm));
-        this.say(`${how} snapshot ${meta.index}/${meta.term} (${data.length} bytes, state ${digest})`);
-        if (again !== digest) {
-          this.violate(
-            'state-machine-safety',
-            `${this.id}: the FSM restored from snapshot ${meta.index}/${meta.term} (${digest}) serializes to ${again}, not to the snapshot's bytes`,
-          );
-        }
-        this.host.invariants.observeRestore(this.id, meta);
-        this.host.invariants.observeState(this.id, meta.index, digest, how);
-        if (meta.index > this.lastApplied.index || how === 'restore') this.lastApplied = { index: meta.index, term: meta.term };
-      },
+      apply: (e: Entry) => this.report(() => this.applyChecked(inc, e)),
+      restore: (meta: SnapshotMeta, data: Uint8Array) => this.report(() => this.restoreChecked(inc, meta, data)),
       snapshot: () => fsm.snapshot(),
       get appliedIndex() {
         return fsm.appliedIndex;
       },
     };
+  }
+
+  private applyChecked(inc: Incarnation, e: Entry): ReturnType<Fsm['apply']> {
+    const fsm = inc.fsm;
+    if (!this.host.isCommitted(e.index, e.term)) {
+      this.violate('apply-before-commit', `${this.id} applies entry ${e.index}/${e.term}, which is not durable on a quorum`);
+    }
+    const out = fsm.apply(e);
+    const replica = inc.replica;
+    const st = replica?.basicStatus();
+    const nodeTerm = st?.term ?? this.disk.latest.hardState.term;
+    this.host.invariants.observeApply(this.id, e, resultDigest(out.result), nodeTerm);
+    const requestId = commandRequestId(e.data);
+    if (requestId !== undefined) this.host.invariants.observeCommand(this.id, requestId, e.index);
+    this.host.recordChanges(this, e.index, out.changes.length);
+    this.lastApplied = { index: e.index, term: e.term };
+    if (st?.role === 'leader') {
+      const oldTerm = e.term < nodeTerm;
+      // After this step, not from inside the replica's apply.
+      this.host.scheduler.after(0, () => {
+        if (this.inc === inc) this.host.onLeaderApplied(this, oldTerm);
+      });
+    }
+    return out;
+  }
+
+  private restoreChecked(inc: Incarnation, meta: SnapshotMeta, data: Uint8Array): void {
+    const fsm = inc.fsm;
+    fsm.restore(meta, data);
+    const how = inc.recovering ? 'recover' : 'restore';
+    const digest = hashBytes(data);
+    const again = hashBytes(fsmSnapshotBytes(fsm));
+    this.say(`${how} snapshot ${meta.index}/${meta.term} (${data.length} bytes, state ${digest})`);
+    if (again !== digest) {
+      this.violate(
+        'state-machine-safety',
+        `${this.id}: the FSM restored from snapshot ${meta.index}/${meta.term} (${digest}) serializes to ${again}, not to the snapshot's bytes`,
+      );
+    }
+    this.host.invariants.observeRestore(this.id, meta);
+    this.host.invariants.observeState(this.id, meta.index, digest, how);
+    if (meta.index > this.lastApplied.index || how === 'restore') this.lastApplied = { index: meta.index, term: meta.term };
   }
 
   /** The real publisher, behind the replica's port. */
