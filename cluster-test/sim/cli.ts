@@ -221,6 +221,7 @@ function printSummary(reports: readonly SeedReport[], secs: number): void {
       `CAS ${g('casOk')} ok, ${g('casMismatch')} refused at the read, ${g('casConflict')} refused by the version CAS; ` +
       `linearizability unknown (search budget) on ${unknown} seed(s)`,
   );
+  console.log(`  watches: ${g('watchEvents')} events checked on the nodes' event streams, ${g('watchRestarts')} subscriptions (starts, resumes, re-lists)`);
 }
 
 // ---- replay and demo ----------------------------------------------------------------------------

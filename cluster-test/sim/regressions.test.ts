@@ -20,11 +20,24 @@ const REGRESSIONS: readonly Regression[] = [
     options: { seed: 287, durationMs: 20_000 },
     why:
       'simulator false positive: an append ack queued in term 10 was sent after a term-11 leader truncated the entry; ' +
-      'the durable-before-send check now applies only while the node is still in the message term (driver.ts)',
+      'the durable-before-send check now applies only while the node is still in the message term (now node.ts)',
   },
   { options: { seed: 231 }, why: 'snapshot chunk storm: stale acks and every heartbeat started new chunk/ack loops (fixed in src/raft/step-leader.ts)' },
   { options: { seed: 293, durationMs: 40_000 }, why: 'snapshot chunk storm (same bug, 40 s fault phase)' },
   { options: { seed: 25, snapshotChunkBytes: 256 }, why: 'snapshot chunk storm with 256-byte chunks (same bug)' },
+  // Found once the simulator ran the shipped Replica (2026-11-27):
+  {
+    options: { seed: 48 },
+    why: 'the shipped driver stopped a node: a snapshot asked for mid-Ready (snapshotNow) compacted the core beyond the index the core knew applied (src/replica/replica.ts: deferred to the next advance)',
+  },
+  { options: { seed: 85 }, why: 'same bug (compact beyond the applied index), early in a run' },
+  { options: { seed: 187 }, why: 'same bug, at the third entry' },
+  {
+    options: { seed: 217 },
+    why:
+      'a crash between saving a leader-sent snapshot and writing its log batch left a log that ends before the snapshot; ' +
+      'the next append left a gap the simulated disk refused (the real stores accept it: the disk model now does too)',
+  },
 ];
 
 t.test('regression seeds pass', async (t) => {
