@@ -14,7 +14,7 @@
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
-import { DEFAULT_FAULTS } from './faults.js';
+import { DEFAULT_FAULTS, FAULT_PROFILES } from './faults.js';
 import { Narrator } from './narrate.js';
 import type { PlantedBugs } from './raft.js';
 import type { ReplicaPlantedBugs } from './raft.js';
@@ -281,11 +281,50 @@ async function demo(args: Args): Promise<number> {
   return 0;
 }
 
+/**
+ * Every planted bug under every fault profile: the share of seeds whose run catches it, and
+ * the kinds of violation that caught it (the closing notes' "which profile catches what").
+ */
+async function planted(args: Args): Promise<number> {
+  const seeds = intFlag(args, 'seeds', 30, 1) ?? 30;
+  const start = intFlag(args, 'start', 1, 0) ?? 1;
+  const durationMs = intFlag(args, 'duration-ms', undefined, 1);
+  const profiles = Object.keys(FAULT_PROFILES).filter((p) => p !== 'none');
+  const bugs: { name: string; options: Omit<SimulationOptions, 'seed'> }[] = [
+    ...PLANTED_BUGS.map((b) => ({ name: `${b} (core)`, options: { plantedBugs: { [b]: true } } })),
+    ...DRIVER_BUGS.map((b) => ({ name: `${b} (driver)`, options: { driverBugs: { [b]: true } } })),
+  ];
+  console.log(`sim planted: ${bugs.length} planted bugs x ${profiles.length} fault profiles, seeds ${start}..${start + seeds - 1} each${durationMs !== undefined ? `, ${durationMs} ms of faults` : ''}`);
+  console.log(`| bug | ${profiles.join(' | ')} |`);
+  console.log(`|---|${profiles.map(() => '---:').join('|')}|`);
+  let missed = 0;
+  for (const bug of bugs) {
+    const cells: string[] = [];
+    const kinds = new Map<string, number>();
+    for (const faults of profiles) {
+      let caught = 0;
+      for (let seed = start; seed < start + seeds; seed++) {
+        const r = await runSimulation({ ...bug.options, faults, seed, ...(durationMs !== undefined ? { durationMs } : {}) });
+        if (r.violation !== undefined) {
+          caught++;
+          kinds.set(r.violation.kind, (kinds.get(r.violation.kind) ?? 0) + 1);
+        }
+      }
+      cells.push(`${Math.round((caught / seeds) * 100)}%`);
+    }
+    if (cells.every((c) => c === '0%')) missed++;
+    console.log(`| ${bug.name} | ${cells.join(' | ')} |`);
+    console.log(`|   caught as | ${[...kinds].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k} ${n}`).join(', ') || '-'} |`);
+  }
+  return missed === 0 ? 0 : 1;
+}
+
 const USAGE = `usage:
   node dist/cluster-test/sim/cli.js swarm --seeds N [--start S] [--duration-ms M] [--faults P] [--nodes 3|5] [--snapshot-chunk-bytes B] [--planted-bug B] [--driver-bug B] [--jobs J]
   node dist/cluster-test/sim/cli.js replay --seed S [--verbose] [--duration-ms M] [--faults P] [--nodes 3|5] [--snapshot-chunk-bytes B] [--planted-bug B] [--driver-bug B]
   node dist/cluster-test/sim/cli.js demo [--seed S] [--duration-ms M] [--faults P]
 fault profiles: mixed (default: drawn from the seed), default, none, partitions, crashes, membership, chaos, stale-leader, figure8
+  node dist/cluster-test/sim/cli.js planted [--seeds N] [--start S] [--duration-ms M]   (every planted bug x every profile: share of seeds caught)
 planted bugs: ${PLANTED_BUGS.join(', ')} (--planted-bug, in the core), ${DRIVER_BUGS.join(', ')} (--driver-bug, in the shipped driver, src/replica)`;
 
 async function main(argv: readonly string[]): Promise<number> {
@@ -297,6 +336,8 @@ async function main(argv: readonly string[]): Promise<number> {
       return replay(args);
     case 'demo':
       return demo(args);
+    case 'planted':
+      return planted(args);
     case 'help':
     case '--help':
       console.log(USAGE);

@@ -97,10 +97,9 @@ function positive(name: string, v: number): number {
 
 /**
  * The driver (etcd node.go's run loop, STYLE.md): owns the order of I/O around the pure Raft
- * core. For each Ready: send what vouches for nothing unwritten -> apply the committed entries
- * (already durable), publish changes, answer proposals and reads -> persist (snapshot file, then
- * the log batch, fsynced when required) -> send the rest -> advance. A Ready with a snapshot or a
- * role change persists before it applies. It makes no protocol decisions.
+ * core, one Ready at a time. The order (what goes before the Ready's disk write, what while it
+ * runs, what only after) and why each step is safe is written once, in src/replica/README.md
+ * ("The order of one Ready"). It makes no protocol decisions.
  */
 export class Replica<Result = unknown, R = unknown> {
   private readonly raw: RawNode;
@@ -355,23 +354,14 @@ export class Replica<Result = unknown, R = unknown> {
     try {
       while (!this.closed && !this.failure && this.raw.hasReady()) {
         const rd = this.raw.ready();
-        // Raft thesis §10.2.1: a leader's appends, heartbeats and snapshot chunks go out while
-        // its own disk write runs (it counts its own entries toward commit only once durable
-        // and applies only durable entries), so a commit costs one fsync round, not two in a
-        // row. Votes, responses and everything else wait for the write they vouch for.
-        // A Ready that needs no fsync (no entries, no new term or vote: a follower answering
-        // heartbeats, say) promises nothing durable, so all of its messages go at once; a
-        // read-index answer vouches only for the commit index, never for this Ready's write.
+        // Steps 1 and 5 of src/replica/README.md: what vouches for nothing in this Ready's
+        // write goes now (thesis §10.2.1); votes and append answers wait for it.
         const early: Message[] = [];
         const late: Message[] = [];
         for (const m of rd.messages) (!rd.mustSync || sendsBeforePersist(m, this.bugs) ? early : late).push(m);
         if (early.length > 0) this.opts.transport.send(early);
-        // The committed entries of a Ready are already durable here (the core hands out only
-        // entries at or below the durable index) and on a quorum, so they are applied and
-        // answered while this Ready's own write runs, not after it: under load that takes one
-        // fsync off every write's latency, and the CPU of applying overlaps the fsync. A snapshot or a role change keeps the plain order
-        // (persist, then apply), so subscribers hear of those only once they are durable.
-        // The write is started first, so the applying overlaps the fsync.
+        // Step 3: committed entries are durable here and on a quorum, so they are applied while
+        // the write runs (started first); a snapshot or a role change applies after it (3').
         const applyFirst = rd.snapshot === undefined && rd.softState === undefined;
         if (this.bugs?.applyBeforeCommit === true) {
           for (const e of rd.entries) if (e.index === this.sm.appliedIndex + 1) this.applyEntry(e);
