@@ -1,8 +1,8 @@
 import * as grpc from '@grpc/grpc-js';
 import t, { type Test } from 'tap';
-import { CairnError, ErrorCode } from '../base/index.js';
+import { CairnError, ErrorCode, type Logger } from '../base/index.js';
 import { cairn } from '../gen/resource.js';
-import type { Coordinator, Logger } from '../replica/index.js';
+import type { Coordinator } from '../replica/index.js';
 import { LocalCluster, testClock } from '../replica/testing/index.js';
 import { registerDemoTypes } from './demo-types.js';
 import { grpcErrorOf } from './errors.js';

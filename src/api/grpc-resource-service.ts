@@ -1,8 +1,8 @@
 import * as grpc from '@grpc/grpc-js';
 import protobuf from 'protobufjs/minimal.js';
-import { CairnError, ErrorCode } from '../base/index.js';
+import { CairnError, ErrorCode, silentLogger, type Logger } from '../base/index.js';
 import { cairn } from '../gen/resource.js';
-import { silentLogger, type Consistency, type Logger } from '../replica/index.js';
+import type { Consistency } from '../replica/index.js';
 import { grpcErrorOf, toCairnError } from './errors.js';
 import type { Resource } from '../store/index.js';
 import { resourceToJson, type ResourceIdJson, type ResourceJson, type StatusJson } from './resource-json.js';

@@ -1,8 +1,6 @@
-import { CairnError, ErrorCode, NO_NODE, type Clock, type LogIndex, type NodeId, type Random, type Term } from '../base/index.js';
+import { CairnError, ErrorCode, NO_NODE, silentLogger, type Clock, type LogIndex, type Logger, type NodeId, type Random, type Term, type Timers } from '../base/index.js';
 import { RawNode, type Config, type ConfigChange, type Message, type PersistedState, type RaftOptions, type Ready, type Status } from '../raft/index.js';
-import { silentLogger, type Logger } from './logger.js';
 import type { ChangeRecord, LogStore, SnapshotStore, StateMachine, Transport } from './ports.js';
-import type { Timers } from './timers.js';
 
 export interface ReplicaOptions<Result> {
   readonly id: NodeId;

@@ -238,7 +238,7 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
     ...(config.controllers ? streamingControllers({ logger, spuTimeoutMs: config.spuTimeoutMs }) : []),
     ...(config.demoControllers ? [demoArtistController()] : []),
   ];
-  const leaderControllers = controllerSpecs.length > 0 ? new LeaderControllers({ controllers: controllerSpecs, grpcAddress, logger, registry: metrics.registry }) : undefined;
+  const leaderControllers = controllerSpecs.length > 0 ? new LeaderControllers({ controllers: controllerSpecs, grpcAddress, logger, registry: metrics.registry, clock: systemClock, timers: systemTimers }) : undefined;
   let serving = false;
   logger.info({ grpc: grpcAddress, http: httpAddress, dataDir: config.dataDir }, 'listening');
 
