@@ -104,6 +104,8 @@ export class Node implements ServedNode {
   private readonly promoter: ReturnType<typeof setInterval>;
   private readonly watchTicker: ReturnType<typeof setInterval>;
   private stopped: Promise<void> | undefined;
+  /** Aborted when the node starts stopping: wakes the formation's waits at once. */
+  private readonly stopSignal = new AbortController();
 
   /** Opens the data dir and builds the node (state `starting`); nothing is served yet. */
   static async open(config: AgentConfig, opts: NodeOptions = {}): Promise<Node> {
@@ -282,7 +284,7 @@ export class Node implements ServedNode {
       discovered: this.discovered,
       onClusterId: (id) => (this.clusterIdValue = id),
       stopping: () => this.lifecycle === 'stopping' || this.lifecycle === 'stopped',
-      sleep,
+      sleep: (ms) => this.sleepUnlessStopping(ms),
       nowMs: () => systemClock.nowMs(),
     };
     void (async () => {
@@ -395,6 +397,7 @@ export class Node implements ServedNode {
 
   private async stopInOrder(closeServers: () => Promise<void>): Promise<void> {
     this.lifecycle = 'stopping';
+    this.stopSignal.abort();
     if (!this.started) this.settleReady({ ok: false, error: new CairnError(ErrorCode.UNAVAILABLE, 'stopped before it was started') });
     this.settleWaiters();
     clearInterval(this.promoter);
@@ -441,6 +444,22 @@ export class Node implements ServedNode {
       c.changeMembership({ type: 'promote', id: m.id }).catch((e: unknown) => this.logger.warn({ learner: m.id, err: e instanceof Error ? e.message : String(e) }, 'promotion failed; will retry'));
       return; // one change at a time
     }
+  }
+
+  /** Resolves after `ms`, or at once when the node starts stopping. */
+  private sleepUnlessStopping(ms: number): Promise<void> {
+    const signal = this.stopSignal.signal;
+    if (signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      timer.unref();
+      signal.addEventListener('abort', done, { once: true });
+    });
   }
 
   private addressOf(id: NodeId): string | undefined {
