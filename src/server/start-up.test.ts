@@ -97,3 +97,32 @@ t.test('a request waits no longer than its deadline for a node that cannot start
   const readyz = await fetch(`http://${agent.httpAddress}/readyz`);
   t.same([readyz.status, await readyz.json()], [503, { ready: false, reason: 'starting' }], '/readyz says so at once');
 });
+
+t.test('a watch opened while a --dev node starts waits for it: initial state, tail, then the live write', async (t) => {
+  const agent = await start(t);
+  t.equal(agent.node.state, 'starting', 'the watch below reaches a node that is still starting');
+  const abort = new AbortController();
+  t.teardown(() => abort.abort());
+  const res = await fetch(`http://${agent.httpAddress}/v1/watch`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify([{ type: 'demo.v1.Artist' }]),
+    signal: abort.signal,
+  });
+  t.equal(res.status, 200, 'the stream opened (not 503)');
+  const written = await put(agent, 'tool');
+  t.equal(written.status, 200);
+  const lines: Array<{ type: string; value?: { id: { name: string } } }> = [];
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  while (!lines.some((l) => l.type === 'change' && l.value?.id.name === 'tool')) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += decoder.decode(value, { stream: true });
+    const parts = text.split('\n');
+    text = parts.pop() ?? '';
+    for (const p of parts) if (p !== '') lines.push(JSON.parse(p) as { type: string });
+  }
+  t.same(lines.map((l) => l.type), ['tail', 'change'], 'an empty initial state, its tail, then the write');
+});
