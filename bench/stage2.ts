@@ -30,11 +30,11 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import v8 from 'node:v8';
 import { monotonicFactory } from 'ulid';
-import { SeededRandom, nodeId, type LogIndex, type Term } from '../src/base/index.js';
+import { SeededRandom, nodeId, silentLogger, type Logger, type LogIndex, type Term } from '../src/base/index.js';
 import { Fsm, CommandType, encodeEnvelope, type ApplyResult, type WriteCommand } from '../src/fsm/index.js';
 import { FileSnapshotStore, LevelLogStore, systemClock, systemTimers } from '../src/platform/index.js';
 import { encodeConfigEntry, makeConfig, type Entry, type SnapshotMeta } from '../src/raft/index.js';
-import { Coordinator, Replica, silentLogger, type LoadedLog, type Logger, type LogStore, type SnapshotStore, type StateMachine, type Transport } from '../src/replica/index.js';
+import { Coordinator, Replica, type LoadedLog, type LogStore, type SnapshotStore, type StateMachine, type Transport } from '../src/replica/index.js';
 import type { Resource } from '../src/store/index.js';
 import { describeMachine, formatTable, median, mib, num, percentileSorted, Progress, type Machine, type Row } from './report.js';
 

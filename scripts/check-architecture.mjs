@@ -50,7 +50,7 @@ const LAYERS = {
   platform: ['base', 'raft', 'replica', 'fsm', 'store'],
   api: ['base', 'store', 'fsm', 'stream', 'replica', 'raft', 'gen'],
   types: ['base', 'api', 'store'],
-  controller: ['base', 'client', 'api', 'store', 'replica', 'stream', 'types'],
+  controller: ['base', 'client', 'api', 'store', 'stream', 'types'], // not replica: Logger and Timers are base's
   client: ['base', 'gen'],
   server: ALL,
   cli: ['client', 'base', 'server'], // server only for `cairn agent`; nothing else imports server

@@ -8,6 +8,7 @@
  */
 import { CairnClient } from '../../src/client/index.js';
 import { runWithLock } from '../../src/controller/index.js';
+import { systemClock, systemTimers } from '../../src/platform/index.js';
 
 const [endpoints, lockName, identity, lease, renew, retry] = process.argv.slice(2);
 if (endpoints === undefined || lockName === undefined || identity === undefined || lease === undefined || renew === undefined || retry === undefined) {
@@ -30,6 +31,8 @@ const handle = runWithLock(
     leaseDurationMs: Number(lease),
     renewDeadlineMs: Number(renew),
     retryPeriodMs: Number(retry),
+    clock: systemClock,
+    timers: systemTimers,
     logger: {
       debug: () => {},
       info: (o, m) => say('log', { msg: m, ...o }),

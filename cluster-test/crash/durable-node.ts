@@ -40,11 +40,11 @@
 import { writeSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { monotonicFactory } from 'ulid';
-import { CairnError, ErrorCode, SeededRandom, nodeId, type LogIndex } from '../../src/base/index.js';
+import { CairnError, ErrorCode, SeededRandom, nodeId, type LogIndex, type Logger } from '../../src/base/index.js';
 import { Fsm, CommandType, encodeEnvelope, type ApplyResult, type WriteCommand } from '../../src/fsm/index.js';
 import { createLogger, FileSnapshotStore, LevelLogStore, openDataDir, openLogStore, systemClock, systemTimers, type DataDir, type LogStoreKind } from '../../src/platform/index.js';
 import { makeConfig } from '../../src/raft/index.js';
-import { Replica, type Logger, type LogStore, type Transport } from '../../src/replica/index.js';
+import { Replica, type LogStore, type Transport } from '../../src/replica/index.js';
 import type { Resource } from '../../src/store/index.js';
 
 const NODE_ID = 'n1';

@@ -12,12 +12,10 @@ export {
   Replica,
   type ChangePublisher,
   type LoadedLog,
-  type Logger,
   type LogStore,
   type ReplicaPlantedBugs,
   type SnapshotStore,
   type StateMachine,
-  type Timers,
   type Transport,
 } from '../../src/replica/index.js';
 export { EventPublisher, type StreamEvent, type Subscription } from '../../src/stream/index.js';

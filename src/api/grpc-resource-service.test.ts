@@ -1,14 +1,15 @@
 import * as grpc from '@grpc/grpc-js';
 import t, { type Test } from 'tap';
-import { CairnError, ErrorCode } from '../base/index.js';
+import { CairnError, ErrorCode, type Logger } from '../base/index.js';
 import { cairn } from '../gen/resource.js';
-import type { Coordinator, Logger } from '../replica/index.js';
+import type { Coordinator } from '../replica/index.js';
 import { LocalCluster, testClock } from '../replica/testing/index.js';
 import { registerDemoTypes } from './demo-types.js';
 import { grpcErrorOf } from './errors.js';
 import { addResourceGrpcService } from './grpc-resource-service.js';
 import { TypeRegistry } from './registry.js';
 import { ResourceService } from './resource-service.js';
+import { runningNode } from './served-node.js';
 
 /**
  * The public gRPC API over a real single-node replica (driver, Raft, FSM, store) in process:
@@ -132,7 +133,9 @@ async function harness(t: Test): Promise<Harness> {
     },
   });
   let coordinator: Coordinator | undefined = leader.coordinator;
-  const svc = new ResourceService(() => coordinator, registry, testClock);
+  // A node that stops running (set to undefined) refuses as a stopped node does.
+  const node = { coordinator: (): Promise<Coordinator> => (coordinator ? Promise.resolve(coordinator) : Promise.reject(new CairnError(ErrorCode.UNAVAILABLE, 'node n1 is stopped'))) };
+  const svc = new ResourceService(node, registry, testClock);
   const logged: Array<{ obj: object; msg: string }> = [];
   const logger: Logger = { debug: () => {}, info: () => {}, warn: () => {}, error: (obj, msg) => logged.push({ obj, msg }) };
   const server = new grpc.Server();
@@ -294,8 +297,8 @@ t.test('every error code maps to its gRPC status, with the Cairn code and detail
   t.match(logged, [{ obj: { method: 'Write', err: 'planted bug in a mutate hook' } }], 'and is logged');
 
   setCoordinator(undefined);
-  const starting = errorOf(await rpc.call('Read', { id: id('korn') }));
-  t.same([starting.grpc, starting.code], [grpc.status.UNAVAILABLE, 'UNAVAILABLE'], 'a node still starting is UNAVAILABLE');
+  const stopped = errorOf(await rpc.call('Read', { id: id('korn') }));
+  t.same([stopped.grpc, stopped.code], [grpc.status.UNAVAILABLE, 'UNAVAILABLE'], 'a node that does not run (stopped, or not started within the deadline) is UNAVAILABLE');
 });
 
 t.test('bytes that do not decode, unknown fields and unknown enum values are INVALID_ARGUMENT', async (t) => {
@@ -326,7 +329,7 @@ t.test('a write that cannot commit before the deadline is TIMEOUT / DEADLINE_EXC
   const registry = new TypeRegistry();
   registerDemoTypes(registry);
   const server = new grpc.Server();
-  addResourceGrpcService(server, new ResourceService(() => leader.coordinator, registry, testClock));
+  addResourceGrpcService(server, new ResourceService(runningNode({ coordinator: leader.coordinator }), registry, testClock));
   const rpc = caller(await bind(server));
   t.teardown(async () => {
     rpc.close();

@@ -1,13 +1,13 @@
 import * as grpc from '@grpc/grpc-js';
 import protobuf from 'protobufjs/minimal.js';
-import { CairnError, ErrorCode } from '../base/index.js';
+import { CairnError, ErrorCode, silentLogger, type Logger } from '../base/index.js';
 import { cairn } from '../gen/resource.js';
-import { silentLogger, type Consistency, type Logger } from '../replica/index.js';
+import type { Consistency } from '../replica/index.js';
 import { grpcErrorOf, toCairnError } from './errors.js';
 import type { Resource } from '../store/index.js';
 import { resourceToJson, type ResourceIdJson, type ResourceJson, type StatusJson } from './resource-json.js';
 import { bearerToken, checkRequestId, LIMITS, type CallContext, type ResourceService } from './resource-service.js';
-import { SharedChangeEvent, type WatchEvent, type WatchService } from './watch.js';
+import { SharedChangeEvent, type WatchEvent, type WatchService, type WatchSession } from './watch.js';
 
 /**
  * The public gRPC resource API (proto/cairn/resource/v1/resource.proto) over ResourceService:
@@ -302,7 +302,16 @@ function watchList(watches: WatchService | undefined, logger: Logger): grpc.hand
       const auth = call.metadata.get('authorization')[0];
       const token = bearerToken(auth);
       let ended = false;
-      const session = watches.open(
+      // A caller that goes away while the node starts (open() waits for it) ends its session at once.
+      let session: WatchSession | undefined;
+      let gone = false;
+      const release = (): void => {
+        gone = true;
+        if (!ended) session?.close();
+      };
+      call.on('cancelled', release);
+      call.on('close', release);
+      watches.open(
         d.value.watches.map((w) => ({
           type: w.type ?? '',
           partition: w.tenancy?.partition ?? '',
@@ -332,12 +341,13 @@ function watchList(watches: WatchService | undefined, logger: Logger): grpc.hand
             else call.end();
           },
         },
+      ).then(
+        (s) => {
+          session = s;
+          if (gone && !ended) s.close();
+        },
+        fail,
       );
-      const release = (): void => {
-        if (!ended) session.close();
-      };
-      call.on('cancelled', release);
-      call.on('close', release);
     } catch (e) {
       fail(e);
     }

@@ -1,6 +1,5 @@
 import * as http from 'node:http';
-import { CairnError, ErrorCode } from '../base/index.js';
-import type { Logger } from '../replica/index.js';
+import { CairnError, ErrorCode, type Logger } from '../base/index.js';
 import { errorBody, httpStatusOf, RETRY_AFTER_SECONDS, toCairnError } from './errors.js';
 
 /** Request bodies are at most 1 MiB (API.md); more is TOO_LARGE (413). */

@@ -2,9 +2,10 @@ import { CairnError, ErrorCode, NO_NODE, nodeId, type NodeId } from '../base/ind
 import type { Coordinator } from '../replica/index.js';
 import type { Router } from './http-server.js';
 import type { Metrics } from './metrics.js';
+import { START_WAIT_DEFAULT_MS, type ServedNode } from './served-node.js';
 
 export interface OperatorDeps {
-  readonly coordinator: () => Coordinator | undefined;
+  readonly node: ServedNode;
   readonly metrics: Metrics;
   /** Replication lag (entries) under which a node counts as caught up for /readyz. Default 100. */
   readonly readyLagEntries?: number;
@@ -16,10 +17,9 @@ export interface OperatorDeps {
   readonly httpAddressOf?: (id: NodeId, grpcAddress: string) => Promise<string | undefined>;
 }
 
-function serving(deps: OperatorDeps): Coordinator {
-  const c = deps.coordinator();
-  if (!c) throw new CairnError(ErrorCode.UNAVAILABLE, 'this node is still starting');
-  return c;
+/** The coordinator; a request that arrives while the node starts waits for it (starting is not failing). */
+function serving(deps: OperatorDeps): Promise<Coordinator> {
+  return deps.node.coordinator(START_WAIT_DEFAULT_MS);
 }
 
 function obj(v: unknown, what: string): Record<string, unknown> {
@@ -46,16 +46,17 @@ const ADDRESS_RE = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$/;
 
 /** Health, readiness, metrics, agent and status endpoints, and Raft membership (API.md "Cluster and operations"). */
 export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
+  // The probes report the node's state as it is now; they never wait.
   router.add('GET', '/healthz', () => {
-    const c = deps.coordinator();
+    const c = deps.node.coordinatorNow();
     const failed = c?.status().failed;
     if (failed !== undefined) return { status: 503, json: { status: 'failed', reason: failed } };
     return { status: 200, json: { status: 'ok' } };
   });
 
   router.add('GET', '/readyz', () => {
-    const c = deps.coordinator();
-    if (!c) return { status: 503, json: { ready: false, reason: 'starting' } };
+    const c = deps.node.coordinatorNow();
+    if (!c) return { status: 503, json: { ready: false, reason: deps.node.state } };
     const st = c.status();
     if (st.failed !== undefined) return { status: 503, json: { ready: false, reason: st.failed } };
     if (st.leader === NO_NODE) return { status: 503, json: { ready: false, reason: 'no leader known' } };
@@ -69,8 +70,8 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
     return { status: 200, bytes: Buffer.from(text), contentType: deps.metrics.registry.contentType };
   });
 
-  router.add('GET', '/v1/agent/self', () => {
-    const st = serving(deps).status();
+  router.add('GET', '/v1/agent/self', async () => {
+    const st = (await serving(deps)).status();
     return {
       status: 200,
       json: {
@@ -92,15 +93,15 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
   // `grpc_address` says so by name; `http_address` is null when this node cannot learn it
   // (the leader does not answer Hello in time, or is an older node): said, not guessed.
   router.add('GET', '/v1/status/leader', async () => {
-    const st = serving(deps).status();
+    const st = (await serving(deps)).status();
     const leader = st.config.members.find((m) => m.id === st.leader);
     if (st.leader === NO_NODE || !leader) throw new CairnError(ErrorCode.UNAVAILABLE, 'no leader is known right now');
     const http = (await deps.httpAddressOf?.(leader.id, leader.address)) ?? null;
     return { status: 200, json: { id: leader.id, address: leader.address, grpc_address: leader.address, http_address: http } };
   });
 
-  router.add('GET', '/v1/operator/raft/configuration', () => {
-    const st = serving(deps).status();
+  router.add('GET', '/v1/operator/raft/configuration', async () => {
+    const st = (await serving(deps)).status();
     return {
       status: 200,
       json: {
@@ -120,13 +121,13 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
     if (typeof voter !== 'boolean') throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'voter must be a boolean');
     // A new member always starts as a learner (it catches up without weakening the quorum);
     // `voter: true` asks the leader to promote it once caught up.
-    const index = await serving(deps).changeMembership({ type: 'add-learner', id, address, ...(voter ? { autoPromote: true } : {}) });
+    const index = await (await serving(deps)).changeMembership({ type: 'add-learner', id, address, ...(voter ? { autoPromote: true } : {}) });
     return { status: 200, json: { index, id, address, suffrage: 'learner', promote_when_caught_up: voter } };
   });
 
   router.add('DELETE', '/v1/operator/raft/peers/:id', async (req) => {
     const id = parseNodeId(req.params['id'], 'id');
-    const c = serving(deps);
+    const c = await serving(deps);
     if (!c.status().config.members.some((m) => m.id === id)) {
       throw new CairnError(ErrorCode.NOT_FOUND, `node ${id} is not a member of the cluster`, { id });
     }
@@ -138,7 +139,7 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
     const o = req.body.length === 0 ? {} : obj(req.json(), 'the request');
     onlyKeys(o, ['id'], 'the request');
     const target = o['id'] === undefined || o['id'] === null || o['id'] === '' ? '' : parseNodeId(o['id'], 'id');
-    const c = serving(deps);
+    const c = await serving(deps);
     await c.transferLeadership(target);
     return { status: 200, json: { requested: target === '' ? 'most up-to-date voter' : target } };
   });

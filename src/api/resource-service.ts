@@ -2,6 +2,7 @@ import { ulid } from './ids.js';
 import { CairnError, ErrorCode, isCairnError, parseErrorCode, type Clock, type Revision } from '../base/index.js';
 import { CommandType, type ApplyResult, type DeleteCommand, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
 import type { Coordinator, Consistency } from '../replica/index.js';
+import { START_WAIT_DEFAULT_MS, type ServedNode } from './served-node.js';
 import { WILDCARD, type Condition, type JsonValue, type ListQuery, type Resource, type ResourceId, type StatusEntry, type Tenancy, type TypeRef } from '../store/index.js';
 import type { AccessVerb, ProposedResource, RegisteredType, TypeRegistry } from './registry.js';
 import { parseTypeString } from './registry.js';
@@ -247,15 +248,21 @@ export interface ListResult {
  */
 export class ResourceService {
   constructor(
-    private readonly coordinator: () => Coordinator | undefined,
+    private readonly node: Pick<ServedNode, 'coordinator'>,
     private readonly registry: TypeRegistry,
     private readonly clock: Clock,
   ) {}
 
-  private coord(): Coordinator {
-    const c = this.coordinator();
-    if (!c) throw new CairnError(ErrorCode.UNAVAILABLE, 'this node is still starting');
-    return c;
+  /**
+   * The coordinator, waiting for a starting node within the call's deadline (starting is not
+   * failing), and the call context with what is left of that deadline.
+   */
+  private async coord(ctx: CallContext): Promise<[Coordinator, CallContext]> {
+    const startedMs = this.clock.monotonicMs();
+    const c = await this.node.coordinator(ctx.timeoutMs ?? START_WAIT_DEFAULT_MS);
+    if (ctx.timeoutMs === undefined) return [c, ctx];
+    const waitedMs = this.clock.monotonicMs() - startedMs;
+    return [c, waitedMs < 1 ? ctx : { ...ctx, timeoutMs: Math.max(1, Math.floor(ctx.timeoutMs - waitedMs)) }];
   }
 
   private authorize(t: RegisteredType, verb: AccessVerb, target: { partition: string; namespace: string; name: string }, ctx: CallContext): void {
@@ -322,7 +329,8 @@ export class ResourceService {
     const expected = parseVersion(req.version);
     if (req.uid !== undefined && typeof req.uid !== 'string') throw invalid('uid must be a string');
     const uid = req.uid === undefined || req.uid === '' ? undefined : req.uid;
-    const c = this.coord();
+    let c: Coordinator;
+    [c, ctx] = await this.coord(ctx);
     const header = this.header(ctx);
     const key = { group: t.group, kind: t.kind, tenancy, name };
     // Unconditional writes run hooks against the current state and propose a CAS on it,
@@ -377,7 +385,8 @@ export class ResourceService {
     const name = checkDnsLabel(req.name, 'name');
     this.authorize(t, 'read', { ...tenancy, name }, ctx);
     const uid = req.uid === undefined || req.uid === '' ? undefined : req.uid;
-    const out = await this.coord().read(req.consistency ?? 'linearizable', (s) => s.read({ type: this.typeRef(t), tenancy, name, ...(uid !== undefined ? { uid } : {}) }));
+    const [c] = await this.coord(ctx);
+    const out = await c.read(req.consistency ?? 'linearizable', (s) => s.read({ type: this.typeRef(t), tenancy, name, ...(uid !== undefined ? { uid } : {}) }));
     if (!out.value.ok) throw out.value.error;
     return { resource: resourceToJson(out.value.value), revision: out.revision, lastLeaderContactMs: out.lastLeaderContactMs };
   }
@@ -394,7 +403,9 @@ export class ResourceService {
       id: { type: this.typeRef(t), tenancy, name, ...(uid !== undefined ? { uid } : {}) },
       ...(expectedVersion !== undefined ? { expectedVersion } : {}),
     };
-    const r = await this.coord().propose(CommandType.ResourceDelete, cmd, ctx.timeoutMs);
+    let c: Coordinator;
+    [c, ctx] = await this.coord(ctx);
+    const r = await c.propose(CommandType.ResourceDelete, cmd, ctx.timeoutMs);
     if (!r.ok) throw fromApplyError(r);
     if (r.kind !== 'delete') throw new CairnError(ErrorCode.INTERNAL, `unexpected ${r.kind} result for a delete`);
     return { deleted: r.deleted, resource: r.resource ? resourceToJson(r.resource) : null };
@@ -416,7 +427,9 @@ export class ResourceService {
       conditions: checkConditions(req.conditions),
       ...(req.version !== undefined && req.version !== '' ? { expectedVersion: parseVersion(req.version) as Revision } : {}),
     };
-    const r = await this.coord().propose(CommandType.ResourceStatus, cmd, ctx.timeoutMs);
+    let c: Coordinator;
+    [c, ctx] = await this.coord(ctx);
+    const r = await c.propose(CommandType.ResourceStatus, cmd, ctx.timeoutMs);
     if (!r.ok) throw fromApplyError(r);
     if (r.kind !== 'status') throw new CairnError(ErrorCode.INTERNAL, `unexpected ${r.kind} result for a status write`);
     return resourceToJson(r.resource);
@@ -447,14 +460,16 @@ export class ResourceService {
   async list(req: ListRequest, ctx: CallContext = {}): Promise<ListResult> {
     const filter = this.listFilter(req, ctx);
     const ownerUid = req.ownerUid === undefined || req.ownerUid === '' ? undefined : req.ownerUid;
-    const out = await this.coord().read(req.consistency ?? 'linearizable', (s) => s.list({ ...filter, ...(ownerUid !== undefined ? { ownerUid } : {}) }));
+    const [c] = await this.coord(ctx);
+    const out = await c.read(req.consistency ?? 'linearizable', (s) => s.list({ ...filter, ...(ownerUid !== undefined ? { ownerUid } : {}) }));
     return { resources: out.value.map(resourceToJson), revision: out.revision, lastLeaderContactMs: out.lastLeaderContactMs };
   }
 
   /** Every resource owned by `ownerUid`, of any type (gRPC ListByOwner). */
   async listByOwner(ownerUid: string, consistency: Consistency = 'linearizable', ctx: CallContext = {}): Promise<ListResult> {
     if (typeof ownerUid !== 'string' || ownerUid === '') throw invalid('owner uid is required');
-    const out = await this.coord().read(consistency, (s) => s.listByOwner(ownerUid));
+    const [c] = await this.coord(ctx);
+    const out = await c.read(consistency, (s) => s.listByOwner(ownerUid));
     // The children may be of any type: each type's access hook decides what this caller sees.
     const visible = out.value.filter((r) => {
       let t: RegisteredType;

@@ -4,6 +4,7 @@ import { CairnError, ErrorCode, type Clock } from '../base/index.js';
 import { CommandType } from '../fsm/index.js';
 import type { Coordinator } from '../replica/index.js';
 import type { Router } from './http-server.js';
+import { START_WAIT_DEFAULT_MS, type ServedNode } from './served-node.js';
 
 /**
  * Save and restore a point-in-time snapshot of the whole store (API.md "Cluster and
@@ -16,15 +17,12 @@ export const SNAPSHOT_MAGIC = Buffer.from('CAIRNSV1', 'ascii');
 /** A restore travels as one log entry and one gRPC message (64 MiB): keep well under. */
 export const MAX_RESTORE_BYTES = 48 * 1024 * 1024;
 
-export function addSnapshotRoutes(router: Router, coordinator: () => Coordinator | undefined, clock: Clock): void {
-  const serving = (): Coordinator => {
-    const c = coordinator();
-    if (!c) throw new CairnError(ErrorCode.UNAVAILABLE, 'this node is still starting');
-    return c;
-  };
+export function addSnapshotRoutes(router: Router, node: Pick<ServedNode, 'coordinator'>, clock: Clock): void {
+  // A request that arrives while the node starts waits for it (starting is not failing).
+  const serving = (): Promise<Coordinator> => node.coordinator(START_WAIT_DEFAULT_MS);
 
   router.add('GET', '/v1/snapshot', async (_req, res) => {
-    const view = await serving().snapshot();
+    const view = await (await serving()).snapshot();
     res.writeHead(200, { 'content-type': 'application/octet-stream', 'cairn-snapshot-index': String(view.index) });
     res.write(SNAPSHOT_MAGIC);
     let crc = 0;
@@ -49,7 +47,7 @@ export function addSnapshotRoutes(router: Router, coordinator: () => Coordinator
       const frames = b.subarray(SNAPSHOT_MAGIC.length, b.length - 4);
       const want = b.readUInt32BE(b.length - 4);
       if ((crc32(frames) >>> 0) !== want) throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'the snapshot fails its checksum: it is truncated or corrupt');
-      const result = await serving().propose(CommandType.Restore, {
+      const result = await (await serving()).propose(CommandType.Restore, {
         requestId: ulid(),
         time: new Date(clock.nowMs()).toISOString(),
         uid: ulid(),

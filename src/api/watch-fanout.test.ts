@@ -6,6 +6,7 @@ import { EventPublisher } from '../stream/index.js';
 import { registerDemoTypes } from './demo-types.js';
 import { TypeRegistry } from './registry.js';
 import { ResourceService } from './resource-service.js';
+import { runningNode } from './served-node.js';
 import { encodeWatchEvent } from './grpc-resource-service.js';
 import { cairn } from '../gen/resource.js';
 import { SharedChangeEvent, sharedChangeEvent, WatchService, type WatchEvent } from './watch.js';
@@ -18,8 +19,8 @@ function setup(fanoutEventsPerTurn: number): { svc: WatchService; write: (name: 
   const pub = new EventPublisher({ current: () => fsm.store }, { clock, bookmarkIntervalMs: Number.POSITIVE_INFINITY });
   const registry = new TypeRegistry();
   registerDemoTypes(registry);
-  const resources = new ResourceService(() => undefined, registry, clock);
-  const svc = new WatchService(() => pub, resources, { clock, fanoutEventsPerTurn });
+  const resources = new ResourceService(runningNode({}), registry, clock);
+  const svc = new WatchService(runningNode({ publisher: pub }), resources, { clock, fanoutEventsPerTurn });
   let index = 0;
   const write = (name: string): void => {
     index++;

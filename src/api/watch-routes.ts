@@ -3,7 +3,7 @@ import { CairnError, ErrorCode } from '../base/index.js';
 import { errorBody } from './errors.js';
 import type { HttpRequest, Router } from './http-server.js';
 import { bearerToken } from './resource-service.js';
-import { resourceJsonText, SharedChangeEvent, WATCH_LIMITS, type WatchEvent, type WatchService, type WatchSpec } from './watch.js';
+import { resourceJsonText, SharedChangeEvent, WATCH_LIMITS, type WatchEvent, type WatchService, type WatchSession, type WatchSpec } from './watch.js';
 
 const WATCH_FIELDS = ['type', 'partition', 'namespace', 'name_prefix', 'gt_revision', 'at_tail'] as const;
 
@@ -60,15 +60,22 @@ export function watchEventLine(ev: WatchEvent): string {
 
 /** `POST /v1/watch`: a streaming response, one JSON document per line, flushed per batch of events. */
 export function addWatchRoutes(router: Router, watches: WatchService): void {
-  router.add('POST', '/v1/watch', (req: HttpRequest, res: http.ServerResponse) => {
+  router.add('POST', '/v1/watch', async (req: HttpRequest, res: http.ServerResponse) => {
     const extra = [...req.query.keys()][0];
     if (extra !== undefined) throw invalid(`unknown query parameter ${JSON.stringify(extra)}; a watch takes its options in the body`);
     const specs = parseWatchBody(req);
     const auth = req.headers['authorization'];
     const token = bearerToken(auth);
-    // The session sends nothing before open() returns (its first pump is a later turn), so the
+    // A client that goes away while the node starts (open() waits for it) ends its session at once.
+    let session: WatchSession | undefined;
+    let gone = false;
+    res.on('close', () => {
+      gone = true;
+      session?.close();
+    });
+    // The session sends nothing before open() resolves (its first pump is a later turn), so the
     // headers written just after it always come first.
-    const session = watches.open(specs, { token }, {
+    session = await watches.open(specs, { token }, {
       send(events) {
         let text = '';
         for (const ev of events) text += watchEventLine(ev);
@@ -95,10 +102,13 @@ export function addWatchRoutes(router: Router, watches: WatchService): void {
         }
       },
     });
+    if (gone) {
+      session.close();
+      return { status: 'streamed' };
+    }
     // Headers go out at once, so a client sees the stream open even before the first event.
     res.writeHead(200, { 'content-type': 'application/json;stream=watch', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
     res.flushHeaders();
-    res.on('close', () => session.close());
     return { status: 'streamed' };
   });
 }

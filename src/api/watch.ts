@@ -3,6 +3,7 @@ import type { Resource } from '../store/index.js';
 import type { EndCode, EventPublisher, Subscription } from '../stream/index.js';
 import { resourceToJson } from './resource-json.js';
 import { parseVersion, type CallContext, type ListFilter, type ResourceService } from './resource-service.js';
+import { START_WAIT_DEFAULT_MS, type ServedNode } from './served-node.js';
 
 /** Limits of one watch stream. */
 export const WATCH_LIMITS = {
@@ -323,7 +324,7 @@ export class WatchService {
   readonly bookmarkIntervalMs: number;
 
   constructor(
-    private readonly publisher: () => EventPublisher | undefined,
+    private readonly node: Pick<ServedNode, 'publisher' | 'publisherNow'>,
     private readonly resources: ResourceService,
     readonly opts: WatchServiceOptions,
   ) {
@@ -337,10 +338,12 @@ export class WatchService {
   }
 
   /**
-   * Validates `specs` and opens a session writing to `sink`. Throws (before anything is sent)
-   * on a bad request, or UNAVAILABLE while the node is starting.
+   * Validates `specs` and opens a session writing to `sink`. Rejects (before anything is sent)
+   * on a bad request, or with UNAVAILABLE while the node is stopping. A watch that arrives while
+   * the node starts waits for it (at most `ctx.timeoutMs`, default START_WAIT_DEFAULT_MS): its
+   * initial state is then the started node's.
    */
-  open(specs: readonly WatchSpec[], ctx: CallContext, sink: WatchSink): WatchSession {
+  async open(specs: readonly WatchSpec[], ctx: CallContext, sink: WatchSink): Promise<WatchSession> {
     if (specs.length === 0) throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'a watch request needs at least one watch');
     if (specs.length > WATCH_LIMITS.watchesPerStream) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `at most ${WATCH_LIMITS.watchesPerStream} watches per stream, got ${specs.length}`);
     const checked = specs.map((s, i) => {
@@ -353,9 +356,10 @@ export class WatchService {
         throw e;
       }
     });
-    if (this.closing) throw new CairnError(ErrorCode.UNAVAILABLE, 'this node is shutting down; watch through another node');
-    const pub = this.publisher();
-    if (!pub) throw new CairnError(ErrorCode.UNAVAILABLE, 'this node is still starting');
+    const stopping = (): CairnError => new CairnError(ErrorCode.UNAVAILABLE, 'this node is shutting down; watch through another node');
+    if (this.closing) throw stopping();
+    const pub = this.node.publisherNow() ?? (await this.node.publisher(ctx.timeoutMs ?? START_WAIT_DEFAULT_MS));
+    if (this.closing) throw stopping();
     const session = new WatchSession(this, pub, sink, this.clock.monotonicMs());
     checked.forEach((c, i) => session.add(i, c.filter, specs[i] as WatchSpec, c.gtRevision));
     this.sessions.add(session);
@@ -366,7 +370,7 @@ export class WatchService {
   /** The node is stopping: refuse new watches and end the open ones (UNAVAILABLE: resume elsewhere). */
   close(): void {
     this.closing = true;
-    this.publisher()?.close();
+    this.node.publisherNow()?.close();
   }
 
   /**
@@ -406,7 +410,7 @@ export class WatchService {
 
   /** Periodic duties: the publisher's (waits, trimming), then bookmarks for quiet streams. */
   tick(): void {
-    this.publisher()?.tick();
+    this.node.publisherNow()?.tick();
     const now = this.clock.monotonicMs();
     for (const s of this.sessions) s.maybeBookmark(now, this.bookmarkIntervalMs);
   }

@@ -9,7 +9,6 @@ export { writeStatus, sameConditions, statusUpToDate, type WriteStatusOptions, t
 export { LeaderGate, runWhileLeader, type Stoppable } from './runtime/leader-gate.js';
 export { runWithLock, lockIdentity, LOCK_DEFAULTS, type LeaseClient, type LockHandle, type LockOptions } from './runtime/lease-lock.js';
 export { cacheSpecFor, probeScope } from './runtime/scope.js';
-export { hostClock, hostTimers } from './runtime/system-time.js';
 export { demoArtistController, DEMO_ARTIST_CONTROLLER } from './demo/artist-controller.js';
 export { streamingControllers, STREAMING_DEFAULTS, type StreamingOptions } from './streaming/controllers.js';
 export { decideLiveness, spuIdConflicts, type HeartbeatMemory, type LivenessDecision, type LivenessInput } from './streaming/liveness.js';

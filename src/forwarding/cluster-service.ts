@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
-import { CairnError, ErrorCode, isCairnError, parseErrorCode, type NodeId } from '../base/index.js';
+import { CairnError, ErrorCode, isCairnError, parseErrorCode, type Logger, type NodeId } from '../base/index.js';
 import type { ConfigChange } from '../raft/index.js';
-import type { Coordinator, Logger } from '../replica/index.js';
+import type { Coordinator } from '../replica/index.js';
 import { WireError, decodeMessage, packValue, unpackValue } from './codec.js';
 import type { ForwardRequestMsg, ForwardResponseMsg, HelloRequestMsg, HelloResponseMsg, RaftAckMsg, RaftBatchMsg } from './grpc-defs.js';
 import type { GrpcTransport } from './grpc-transport.js';

@@ -5,9 +5,8 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import t, { type Test } from 'tap';
-import type { NodeId, Term } from '../base/index.js';
+import { silentLogger, type NodeId, type Term } from '../base/index.js';
 import type { Message } from '../raft/index.js';
-import { silentLogger } from '../replica/index.js';
 import { addClusterService } from './cluster-service.js';
 import { encodeMessage } from './codec.js';
 import { ClientPool, type RaftBatchMsg } from './grpc-defs.js';

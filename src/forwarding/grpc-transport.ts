@@ -1,7 +1,7 @@
 import type * as grpc from '@grpc/grpc-js';
-import type { NodeId } from '../base/index.js';
+import type { Logger, NodeId } from '../base/index.js';
 import type { Message } from '../raft/index.js';
-import type { Logger, Transport } from '../replica/index.js';
+import type { Transport } from '../replica/index.js';
 import { encodeMessage } from './codec.js';
 import type { ClientPool, RaftBatchMsg } from './grpc-defs.js';
 

@@ -1,7 +1,6 @@
 import { Writable } from 'node:stream';
 import t from 'tap';
-import { nodeId } from '../base/index.js';
-import type { Logger } from '../replica/index.js';
+import { nodeId, type Logger } from '../base/index.js';
 import { SystemClock } from './clock.js';
 import { createLogger } from './logger.js';
 import { SystemTimers } from './timers.js';

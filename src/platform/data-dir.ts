@@ -1,7 +1,6 @@
 import { mkdir, open, readFile, realpath, unlink } from 'node:fs/promises';
 import path from 'node:path';
-import type { NodeId } from '../base/index.js';
-import { silentLogger, type Logger } from '../replica/index.js';
+import { silentLogger, type Logger, type NodeId } from '../base/index.js';
 import { fsyncDir, writeFileAtomic } from './durable-fs.js';
 import { StorageError } from './errors.js';
 

@@ -2,7 +2,8 @@ import { mkdir, open, readdir, rename, rm, type FileHandle } from 'node:fs/promi
 import path from 'node:path';
 import { crc32 } from 'node:zlib';
 import type { Snapshot, SnapshotMeta } from '../raft/index.js';
-import { silentLogger, type Logger, type SnapshotStore } from '../replica/index.js';
+import { silentLogger, type Logger } from '../base/index.js';
+import type { SnapshotStore } from '../replica/index.js';
 import { fsyncDir } from './durable-fs.js';
 import { StorageError, UnsupportedFormatError } from './errors.js';
 import { Serial } from './serial.js';

@@ -1,9 +1,9 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Level } from 'level';
-import { assert, NO_NODE, type LogIndex, type Term } from '../base/index.js';
+import { assert, NO_NODE, silentLogger, type Logger, type LogIndex, type Term } from '../base/index.js';
 import type { Entry, HardState } from '../raft/index.js';
-import { CorruptLogError, silentLogger, type LoadedLog, type Logger, type LogStore } from '../replica/index.js';
+import { CorruptLogError, type LoadedLog, type LogStore } from '../replica/index.js';
 import { StorageError, UnsupportedFormatError } from './errors.js';
 import {
   decodeEntry,

@@ -1,6 +1,7 @@
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
-import { silentLogger, type Logger, type LogStore } from '../replica/index.js';
+import { silentLogger, type Logger } from '../base/index.js';
+import type { LogStore } from '../replica/index.js';
 import { DataDirError } from './data-dir.js';
 import { StorageError } from './errors.js';
 import { LevelLogStore, RAFT_LOG_DIR } from './level-log-store.js';

@@ -1,4 +1,4 @@
-import type { Timers } from '../replica/index.js';
+import type { Timers } from '../base/index.js';
 
 type TimeoutHandle = ReturnType<typeof setTimeout>;
 type IntervalHandle = ReturnType<typeof setInterval>;

@@ -1,8 +1,8 @@
 import { mkdir, open, readdir, readFile, rename, rm, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
-import { assert, NO_NODE, type LogIndex, type Term } from '../base/index.js';
+import { assert, NO_NODE, silentLogger, type Logger, type LogIndex, type Term } from '../base/index.js';
 import type { Entry, HardState } from '../raft/index.js';
-import { CorruptLogError, silentLogger, type LoadedLog, type Logger, type LogStore } from '../replica/index.js';
+import { CorruptLogError, type LoadedLog, type LogStore } from '../replica/index.js';
 import { lockDir, type DirLock } from './dir-lock.js';
 import { fsyncDir, writeFileAtomic } from './durable-fs.js';
 import { StorageError } from './errors.js';

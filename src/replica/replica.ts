@@ -1,9 +1,7 @@
-import { CairnError, ErrorCode, NO_NODE, type Clock, type LogIndex, type NodeId, type Random, type Revision, type Term } from '../base/index.js';
+import { CairnError, ErrorCode, NO_NODE, silentLogger, type Clock, type LogIndex, type Logger, type NodeId, type Random, type Revision, type Term, type Timers } from '../base/index.js';
 import { RawNode, type Config, type ConfigChange, type Entry, type Message, type PersistedState, type RaftOptions, type Ready, type Status } from '../raft/index.js';
-import { silentLogger, type Logger } from './logger.js';
 import type { ChangeRecord } from '../store/index.js';
 import type { ChangePublisher, LogStore, SnapshotStore, StateMachine, Transport } from './ports.js';
-import type { Timers } from './timers.js';
 
 export interface ReplicaOptions<Result, R = unknown> {
   readonly id: NodeId;

@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { LEASE_TYPE, type LeaseData } from '../api/index.js';
 import { CairnClient, keyOf, resourceKey, type Resource } from '../client/index.js';
 import { ControllerManager, DEMO_ARTIST_CONTROLLER, runWithLock, writeStatus, type ControllerSpec, type LockHandle } from '../controller/index.js';
-import { createLogger } from '../platform/index.js';
+import { createLogger, systemClock, systemTimers } from '../platform/index.js';
 import { AGENT_DEFAULTS, type AgentConfig } from './config.js';
 import { startAgent, type Agent, type StartAgentOptions } from './agent.js';
 import { loopbackAddress } from './leader-controllers.js';
@@ -135,7 +135,7 @@ t.test('the cache-synced gate: no reconcile before every cache (managed and watc
       seen.push({ key, artistsSynced: ctx.cache(ARTIST).hasSynced(), albumsSynced: albums.hasSynced(), albums: albums.size });
     },
   };
-  const m = f.manager(new ControllerManager({ client: f.client([agent.grpcAddress]), controllers: [spec] }));
+  const m = f.manager(new ControllerManager({ client: f.client([agent.grpcAddress]), controllers: [spec], clock: systemClock, timers: systemTimers }));
   await m.waitForSync(30_000);
   await until('korn reconciled', 30_000, () => (seen.length > 0 ? true : undefined));
   const first = seen[0];
@@ -203,13 +203,13 @@ t.test('scopes are learnt from the server: cluster- and partition-scoped types, 
       if (r !== undefined) await writeStatus(ctx, r, [{ type: 'Seen', state: 'TRUE', reason: 'Ok', message: '' }]);
     },
   });
-  f.manager(new ControllerManager({ client: f.client([agent.grpcAddress]), controllers: [record('test.v1.execs', 'demo.v1.Executive'), record('test.v1.labels', 'demo.v1.RecordLabel')] }));
+  f.manager(new ControllerManager({ client: f.client([agent.grpcAddress]), controllers: [record('test.v1.execs', 'demo.v1.Executive'), record('test.v1.labels', 'demo.v1.RecordLabel')], clock: systemClock, timers: systemTimers }));
   await until('both reconciled', 20_000, () => (keys.length >= 2 ? true : undefined));
   t.same([...new Set(keys)].sort(), [resourceKey('', '', 'boss'), resourceKey('p1', '', 'acme')], 'keys are partition/namespace/name with empty unused parts');
   const boss = (await c.read({ type: 'demo.v1.Executive', name: 'boss' })).resource;
   t.equal(boss.status['test.v1.execs']?.observed_generation, boss.generation);
 
-  const bad = new ControllerManager({ client: f.client([agent.grpcAddress]), controllers: [record('test.v1.nope', 'demo.v1.Nope')], restartBaseMs: 50 });
+  const bad = new ControllerManager({ client: f.client([agent.grpcAddress]), controllers: [record('test.v1.nope', 'demo.v1.Nope')], restartBaseMs: 50, clock: systemClock, timers: systemTimers });
   f.manager(bad);
   await t.rejects(bad.waitForSync(1000), /did not sync within 1000 ms/, 'an unknown type never syncs (the manager logs it and retries)');
 });
@@ -271,7 +271,7 @@ t.test('built-in controllers run on the leader only and move with leadership', a
 t.test('runWithLock over a real agent: cairn.v1.Lease is built in; one holder; a stop hands over at once', async (t) => {
   const f = await Fixture.create(t);
   const agent = await f.dev({ dev: false, demoTypes: false });
-  const timings = { leaseDurationMs: 3000, renewDeadlineMs: 2000, retryPeriodMs: 200 };
+  const timings = { leaseDurationMs: 3000, renewDeadlineMs: 2000, retryPeriodMs: 200, clock: systemClock, timers: systemTimers };
   const active = new Set<string>();
   let overlap = false;
   const run = (id: string) => (signal: AbortSignal) => {

@@ -1,7 +1,7 @@
 import type * as prom from 'prom-client';
 import { CairnClient } from '../client/index.js';
 import { ControllerManager, LeaderGate, controllerMetrics, type ControllerSpec } from '../controller/index.js';
-import type { Logger } from '../replica/index.js';
+import type { Clock, Logger, Timers } from '../base/index.js';
 
 /** The address to reach a gRPC server bound to `bound` from the same host (a wildcard bind -> loopback). */
 export function loopbackAddress(bound: string): string {
@@ -19,6 +19,8 @@ export interface LeaderControllersOptions {
   readonly grpcAddress: string;
   readonly logger: Logger;
   readonly registry: prom.Registry;
+  readonly clock: Clock;
+  readonly timers: Timers;
 }
 
 /**
@@ -36,7 +38,7 @@ export class LeaderControllers {
     this.gate = new LeaderGate(
       () => {
         const client = new CairnClient({ endpoints: [loopbackAddress(opts.grpcAddress)], endpointOrder: 'listed' });
-        const manager = new ControllerManager({ client, controllers: opts.controllers, logger: opts.logger, metrics: controllerMetrics(opts.registry) }).start();
+        const manager = new ControllerManager({ client, controllers: opts.controllers, clock: opts.clock, timers: opts.timers, logger: opts.logger, metrics: controllerMetrics(opts.registry) }).start();
         this.current = manager;
         return {
           stop: async () => {

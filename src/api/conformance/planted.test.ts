@@ -4,6 +4,7 @@ import { LocalCluster, testClock } from '../../replica/testing/index.js';
 import { registerDemoTypes } from '../demo-types.js';
 import { TypeRegistry } from '../registry.js';
 import { ResourceService } from '../resource-service.js';
+import { runningNode } from '../served-node.js';
 import { serviceTarget } from './service-target.js';
 import { resourceApiConformance } from './suite.js';
 import type { ApiResult, ResourceApiTarget } from './target.js';
@@ -78,7 +79,7 @@ async function freshTarget(): Promise<{ api: ResourceApiTarget; close: () => Pro
   const node = await cluster.waitForLeader();
   const registry = new TypeRegistry();
   registerDemoTypes(registry);
-  const svc = new ResourceService(() => node.coordinator, registry, testClock);
+  const svc = new ResourceService(runningNode({ coordinator: node.coordinator }), registry, testClock);
   return { api: serviceTarget('in-process', svc), close: () => cluster.close() };
 }
 

@@ -3,6 +3,7 @@ import { LocalCluster, testClock } from '../../replica/testing/index.js';
 import { registerDemoTypes } from '../demo-types.js';
 import { TypeRegistry } from '../registry.js';
 import { ResourceService } from '../resource-service.js';
+import { runningNode } from '../served-node.js';
 import { serviceTarget } from './service-target.js';
 import { resourceApiConformance } from './suite.js';
 
@@ -15,6 +16,6 @@ await cluster.bootstrap(['n1']);
 const node = await cluster.waitForLeader();
 const registry = new TypeRegistry();
 registerDemoTypes(registry);
-const svc = new ResourceService(() => node.coordinator, registry, testClock);
+const svc = new ResourceService(runningNode({ coordinator: node.coordinator }), registry, testClock);
 
 resourceApiConformance(t, serviceTarget('in-process ResourceService over a one-node replica', svc));

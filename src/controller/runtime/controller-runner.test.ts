@@ -1,7 +1,7 @@
 import * as prom from 'prom-client';
 import t from 'tap';
 import type { CairnClient, Informer } from '../../client/index.js';
-import { silentLogger } from '../../replica/index.js';
+import { silentLogger } from '../../base/index.js';
 import { ManualTime } from '../testing/index.js';
 import { ControllerRunner, type ControllerRunnerOptions } from './controller-runner.js';
 import { ControllerMetrics } from './metrics.js';

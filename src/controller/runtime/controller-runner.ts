@@ -1,6 +1,5 @@
-import { CairnError, ErrorCode, type Clock } from '../../base/index.js';
+import { CairnError, ErrorCode, type Clock, type Logger, type Timers } from '../../base/index.js';
 import type { CairnClient, Informer } from '../../client/index.js';
-import type { Logger, Timers } from '../../replica/index.js';
 import type { ControllerMetrics } from './metrics.js';
 import type { ControllerSpec, ReconcileContext, ReconcileResult } from './types.js';
 import { WorkQueue, type WorkQueueOptions } from './work-queue.js';

@@ -1,4 +1,4 @@
-import { silentLogger, type Logger } from '../../replica/index.js';
+import { silentLogger, type Logger } from '../../base/index.js';
 
 /** Something started while leading, stopped when leadership is lost. */
 export interface Stoppable {

@@ -224,8 +224,10 @@ t.test('a slow run: the lock waits for it to settle before campaigning again', a
 t.test('timings and names are validated', async (t) => {
   const store = new FakeStore();
   const c = store.client();
-  t.throws(() => runWithLock(c, 'My_Lock', 'a', () => {}), /lock name must be a lowercase DNS label/);
-  t.throws(() => runWithLock(c, 'l', '', () => {}), /lock identity must be a non-empty string/);
-  t.throws(() => runWithLock(c, 'l', 'a', () => {}, { leaseDurationMs: 1000, renewDeadlineMs: 1000 }), /0 < retryPeriodMs < renewDeadlineMs < leaseDurationMs, got 2000 < 1000 < 1000/);
-  t.throws(() => runWithLock(c, 'l', 'a', () => {}, { retryPeriodMs: 0 }), /retryPeriodMs < renewDeadlineMs/);
+  const time = new ManualTime();
+  const host = { clock: time, timers: time };
+  t.throws(() => runWithLock(c, 'My_Lock', 'a', () => {}, host), /lock name must be a lowercase DNS label/);
+  t.throws(() => runWithLock(c, 'l', '', () => {}, host), /lock identity must be a non-empty string/);
+  t.throws(() => runWithLock(c, 'l', 'a', () => {}, { ...host, leaseDurationMs: 1000, renewDeadlineMs: 1000 }), /0 < retryPeriodMs < renewDeadlineMs < leaseDurationMs, got 2000 < 1000 < 1000/);
+  t.throws(() => runWithLock(c, 'l', 'a', () => {}, { ...host, retryPeriodMs: 0 }), /retryPeriodMs < renewDeadlineMs/);
 });

@@ -1,9 +1,7 @@
 import { hostname } from 'node:os';
-import { CairnError, ErrorCode, type Clock } from '../../base/index.js';
+import { CairnError, ErrorCode, silentLogger, type Clock, type Logger, type Timers } from '../../base/index.js';
 import { LEASE_TYPE, type LeaseData } from '../../api/index.js';
 import { isCairnClientError, isOutcomeUnknown, type CairnClient, type Resource } from '../../client/index.js';
-import { silentLogger, type Logger, type Timers } from '../../replica/index.js';
-import { hostClock, hostTimers } from './system-time.js';
 
 /** What the lock needs of a client (a CairnClient). */
 export type LeaseClient = Pick<CairnClient, 'read' | 'write'>;
@@ -16,8 +14,10 @@ export interface LockOptions {
   readonly renewDeadlineMs?: number;
   /** How often the holder renews and candidates look. Less than renewDeadlineMs. Default 2,000. */
   readonly retryPeriodMs?: number;
-  readonly clock?: Clock;
-  readonly timers?: Timers;
+  /** The host's is src/platform's `systemClock` (this module may not load platform; the process wires it). */
+  readonly clock: Clock;
+  /** The host's is src/platform's `systemTimers`. */
+  readonly timers: Timers;
   /** pino fits. Default: silent. */
   readonly logger?: Logger;
   /** Told true on acquiring the lock and false on losing or releasing it. */
@@ -66,7 +66,7 @@ const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
  *   throws, the lock is released and campaigning resumes. It is never called again before the
  *   previous call has settled.
  */
-export function runWithLock(client: LeaseClient, lockName: string, identity: string, run: (signal: AbortSignal) => Promise<void> | void, opts: LockOptions = {}): LockHandle {
+export function runWithLock(client: LeaseClient, lockName: string, identity: string, run: (signal: AbortSignal) => Promise<void> | void, opts: LockOptions): LockHandle {
   const lock = new LeaseLock(client, lockName, identity, run, opts);
   lock.start();
   return lock;
@@ -112,8 +112,8 @@ class LeaseLock implements LockHandle {
         `lock timings must be whole milliseconds with 0 < retryPeriodMs < renewDeadlineMs < leaseDurationMs, got ${this.retryMs} < ${this.deadlineMs} < ${this.leaseMs}`,
       );
     }
-    this.clock = opts.clock ?? hostClock;
-    this.timers = opts.timers ?? hostTimers;
+    this.clock = opts.clock;
+    this.timers = opts.timers;
     this.logger = opts.logger ?? silentLogger;
     this.ref = { type: LEASE_TYPE, name: lockName };
   }

@@ -1,11 +1,9 @@
 import type * as prom from 'prom-client';
-import { CairnError, ErrorCode, type Clock } from '../../base/index.js';
+import { CairnError, ErrorCode, silentLogger, type Clock, type Logger, type Timers } from '../../base/index.js';
 import { keyOf, type CairnClient, type Informer, type Resource, type SharedInformerFactory, type WatchOptions } from '../../client/index.js';
-import { silentLogger, type Logger, type Timers } from '../../replica/index.js';
 import { ControllerRunner, RUNNER_DEFAULTS } from './controller-runner.js';
 import { controllerMetrics, type ControllerMetrics } from './metrics.js';
 import { cacheSpecFor, probeScope } from './scope.js';
-import { hostClock, hostTimers } from './system-time.js';
 import type { ControllerSpec, TypeScope } from './types.js';
 import type { WorkQueueOptions } from './work-queue.js';
 
@@ -13,10 +11,10 @@ export interface ControllerManagerOptions {
   /** The client the caches watch through and reconciles write through (`ctx.client`). */
   readonly client: CairnClient;
   readonly controllers: readonly ControllerSpec[];
-  /** Default: the host's. */
-  readonly clock?: Clock;
-  /** Default: the host's. */
-  readonly timers?: Timers;
+  /** The host's is src/platform's `systemClock` (this module may not load platform; the process wires it). */
+  readonly clock: Clock;
+  /** The host's is src/platform's `systemTimers`. */
+  readonly timers: Timers;
   /** pino fits. Default: silent. */
   readonly logger?: Logger;
   /** The metrics to feed; or `registry` to feed `controllerMetrics(registry)`. Default: none. */
@@ -72,8 +70,8 @@ export class ControllerManager {
   private restartTimer: { handle: unknown; wake: () => void } | undefined;
 
   constructor(private readonly opts: ControllerManagerOptions) {
-    this.clock = opts.clock ?? hostClock;
-    this.timers = opts.timers ?? hostTimers;
+    this.clock = opts.clock;
+    this.timers = opts.timers;
     this.logger = opts.logger ?? silentLogger;
     this.metrics = opts.metrics ?? (opts.registry !== undefined ? controllerMetrics(opts.registry) : undefined);
     const names = new Set<string>();

@@ -1,5 +1,5 @@
 import type { CairnClient, Informer, Resource } from '../../client/index.js';
-import type { Logger } from '../../replica/index.js';
+import type { Logger } from '../../base/index.js';
 
 /**
  * The contract between the controller runtime (src/controller/runtime) and the controllers

@@ -1,5 +1,4 @@
-import { CairnError, ErrorCode, type Clock } from '../../base/index.js';
-import type { Timers } from '../../replica/index.js';
+import { CairnError, ErrorCode, type Clock, type Timers } from '../../base/index.js';
 import { TokenBucket } from './token-bucket.js';
 
 /** Work queue settings; every time is in milliseconds. */

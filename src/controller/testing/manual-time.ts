@@ -1,5 +1,4 @@
-import type { Clock } from '../../base/index.js';
-import type { Timers } from '../../replica/index.js';
+import type { Clock, Timers } from '../../base/index.js';
 
 interface Pending {
   readonly id: number;

@@ -1,5 +1,4 @@
 export { MemoryNetwork } from './memory-transport.js';
-export { systemTimers } from './system-timers.js';
 export { MemoryLogStore, type MemoryLogStoreOptions, type MemoryLogStoreStats } from './memory-log-store.js';
 export { MemorySnapshotStore, type MemorySnapshotStoreOptions } from './memory-snapshot-store.js';
 export {

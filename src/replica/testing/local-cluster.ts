@@ -1,4 +1,5 @@
 import { SeededRandom, nodeId, type Clock, type NodeId } from '../../base/index.js';
+import { realClock, realTimers } from '../../base/testing/index.js';
 import { Fsm, type ApplyResult } from '../../fsm/index.js';
 import { makeConfig, type Config } from '../../raft/index.js';
 import type { Resource } from '../../store/index.js';
@@ -7,13 +8,9 @@ import { Replica } from '../replica.js';
 import { MemoryLogStore } from './memory-log-store.js';
 import { MemorySnapshotStore } from './memory-snapshot-store.js';
 import { MemoryNetwork } from './memory-transport.js';
-import { systemTimers } from './system-timers.js';
 
-/** Host clock for in-process tests (replica is not a pure module; tests run in real time). */
-export const testClock: Clock = {
-  nowMs: () => Date.now(),
-  monotonicMs: () => performance.now(),
-};
+/** Real time for in-process tests (the replica's own tests run in real time). */
+export const testClock: Clock = realClock;
 
 export interface LocalNode {
   readonly id: NodeId;
@@ -59,7 +56,7 @@ export class LocalCluster {
       id: nid,
       random: this.rng.fork(),
       clock: testClock,
-      timers: systemTimers,
+      timers: realTimers,
       logStore,
       snapshotStore,
       transport: this.net.transport(nid),

@@ -1,17 +1,16 @@
-import type { Clock } from '../../base/index.js';
-import type { Timers } from '../../replica/index.js';
+import type { Clock, Timers } from '../ports.js';
 
 /**
- * The host's clock and timers, the runtime's defaults. (The platform module has the same for
- * the server; the controller module may not import it, and users' own controller processes
- * should not load it.)
+ * Real time for in-process tests of the modules below src/platform that may not import it
+ * (replica, api, controller): the same calls as platform's `systemClock` and `systemTimers`,
+ * which are the one implementation shipped code uses. Test-only; nothing shipped imports this.
  */
-export const hostClock: Clock = {
+export const realClock: Clock = {
   nowMs: () => Date.now(),
   monotonicMs: () => performance.now(),
 };
 
-export const hostTimers: Timers = {
+export const realTimers: Timers = {
   setTimeout: (fn, ms) => setTimeout(fn, ms),
   clearTimeout: (h) => clearTimeout(h as ReturnType<typeof setTimeout> | undefined),
   setInterval: (fn, ms) => setInterval(fn, ms),

@@ -1,0 +1,484 @@
+import { CairnError, ErrorCode, NO_NODE, SeededRandom, nodeId, type NodeId } from '../base/index.js';
+import { Metrics, ResourceService, TypeRegistry, WatchService, registerDemoTypes, registerLeaseType, type NodeState, type ServedNode } from '../api/index.js';
+import { demoArtistController, streamingControllers, type ControllerManager, type ControllerSpec } from '../controller/index.js';
+import { ClientPool, GrpcForwarder, GrpcTransport, type HelloResponseMsg } from '../forwarding/index.js';
+import { Fsm, type ApplyResult } from '../fsm/index.js';
+import { FileSnapshotStore, createLogger, openDataDir, openLogStore, systemClock, systemTimers, type DataDir, type PinoLogger } from '../platform/index.js';
+import { Coordinator, Replica, type ChangePublisher, type Transport } from '../replica/index.js';
+import type { Resource } from '../store/index.js';
+import { EventPublisher } from '../stream/index.js';
+import { registerStreamingTypes } from '../types/index.js';
+import { readClusterId } from './cluster-id.js';
+import type { AgentConfig } from './config.js';
+import { askToJoin, formCluster, type FormClusterContext, type Formation } from './form-cluster.js';
+import { LeaderControllers } from './leader-controllers.js';
+import { AckBeforeFsyncLogStore, parsePlantedBugs, skipNthChange, WATCH_SKIP_NTH, type AgentPlantedBugs } from './planted-bugs.js';
+import { TimedLogStore } from './timed-log-store.js';
+
+export type { NodeState } from '../api/index.js';
+
+export interface NodeOptions {
+  readonly logger?: PinoLogger;
+  /** Controllers that run in this process while this node leads (besides the configured built-in ones). */
+  readonly controllers?: readonly ControllerSpec[];
+  /** Test hook: while it returns true, every Raft message this node sends or receives is dropped. */
+  readonly raftPartitioned?: () => boolean;
+}
+
+/** Where the node's cluster port can be reached, known once it is served (the bound port if 0 was asked). */
+export interface NodeEndpoint {
+  readonly grpcAddress: string;
+  readonly advertise: string;
+}
+
+/** What exists only once the replica runs. */
+interface Opened {
+  readonly replica: Replica<ApplyResult, Resource>;
+  readonly coordinator: Coordinator;
+  readonly publisher: EventPublisher;
+}
+
+interface Waiter {
+  resolve(o: Opened): void;
+  reject(e: CairnError): void;
+}
+
+/** The transport, with the `raftPartitioned` test hook in front of it. */
+function partitionable(inner: Transport, cut: () => boolean): Transport {
+  return {
+    send: (messages) => {
+      if (!cut()) inner.send(messages);
+    },
+    onMessage: (handler) => inner.onMessage((m) => {
+      if (!cut()) handler(m);
+    }),
+    // A partition loses messages; it resets no connection.
+    onConnectionLost: (handler) => inner.onConnectionLost?.((peer) => {
+      if (!cut()) handler(peer);
+    }),
+    close: () => inner.close(),
+  };
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms).unref());
+
+/**
+ * Step 2 of starting a node (src/server/README.md): one Cairn node as a typed object with an
+ * explicit lifecycle, `starting -> running -> stopping -> stopped`.
+ *
+ * Built (`Node.open`) before anything is served: the data dir, the type registry, metrics and
+ * the services the servers call (`resources`, `watches`), which reach the replica through this
+ * object as their `ServedNode` port: while the node starts, a request waits for it (within its
+ * deadline) instead of failing. `start(endpoint)` then forms or joins the cluster (step 1,
+ * form-cluster.ts), opens the replica, wires the event publisher, and runs: `ready` resolves.
+ * `stop(closeServers)` stops it in order, closing the servers (step 3) at the right moment.
+ */
+export class Node implements ServedNode {
+  readonly id: NodeId;
+  readonly config: AgentConfig;
+  readonly logger: PinoLogger;
+  readonly metrics: Metrics;
+  readonly registry = new TypeRegistry();
+  /** The resource operations (what the HTTP and gRPC APIs call). */
+  readonly resources: ResourceService;
+  /** The watch streams (HTTP and gRPC) over this node's event publisher. */
+  readonly watches: WatchService;
+  readonly pool = new ClientPool();
+  readonly forwarder: GrpcForwarder;
+  /** Resolves once the node runs (after `start`); rejects if it cannot start, or stops first. */
+  readonly ready: Promise<void>;
+  private settleReady!: (outcome: { ok: true } | { ok: false; error: unknown }) => void;
+  private started = false;
+
+  private lifecycle: NodeState = 'starting';
+  private clusterIdValue: string;
+  private readonly discovered = new Map<NodeId, string>();
+  private readonly bugs: AgentPlantedBugs;
+  private transport: GrpcTransport | undefined;
+  private opened: Opened | undefined;
+  /** Why the node could not start, once `start` failed. */
+  private startFailure: CairnError | undefined;
+  private readonly waiters = new Set<Waiter>();
+  private controllers: LeaderControllers | undefined;
+  private lastLeader: string = NO_NODE;
+  private readonly promoter: ReturnType<typeof setInterval>;
+  private readonly watchTicker: ReturnType<typeof setInterval>;
+  private stopped: Promise<void> | undefined;
+  /** Aborted when the node starts stopping: wakes the formation's waits at once. */
+  private readonly stopSignal = new AbortController();
+
+  /** Opens the data dir and builds the node (state `starting`); nothing is served yet. */
+  static async open(config: AgentConfig, opts: NodeOptions = {}): Promise<Node> {
+    const self = nodeId(config.nodeId);
+    const logger = opts.logger ?? createLogger({ level: config.logLevel, nodeId: self });
+    const bugs = parsePlantedBugs(config.plantedBugs);
+    if (config.plantedBugs.length > 0) logger.warn({ bugs: config.plantedBugs, ...(bugs.watchSkipEvent ? { watchSkipNth: WATCH_SKIP_NTH } : {}) }, 'PLANTED BUGS ARE ON: this node is deliberately unsafe (test use only)');
+    const dataDir = await openDataDir({ path: config.dataDir, nodeId: self, logger });
+    try {
+      const clusterId = (await readClusterId(config.dataDir)) ?? '';
+      return new Node(self, config, opts, logger, bugs, dataDir, clusterId);
+    } catch (e) {
+      await dataDir.close();
+      throw e;
+    }
+  }
+
+  private constructor(
+    self: NodeId,
+    config: AgentConfig,
+    private readonly opts: NodeOptions,
+    logger: PinoLogger,
+    bugs: AgentPlantedBugs,
+    private readonly dataDir: DataDir,
+    clusterId: string,
+  ) {
+    this.id = self;
+    this.config = config;
+    this.logger = logger;
+    this.bugs = bugs;
+    this.clusterIdValue = clusterId;
+    this.ready = new Promise<void>((resolve, reject) => {
+      this.settleReady = (o) => (o.ok ? resolve() : reject(o.error));
+    });
+    this.ready.catch((e: unknown) => {
+      this.startFailure = new CairnError(ErrorCode.UNAVAILABLE, `node ${this.id} could not start: ${e instanceof Error ? e.message : String(e)}`);
+      this.settleWaiters();
+      if (this.started) this.logger.error({ err: e instanceof Error ? e.message : String(e) }, 'the node could not start');
+    });
+    this.metrics = new Metrics(() => this.opened?.replica.status());
+    this.forwarder = new GrpcForwarder({
+      self,
+      clusterId: () => this.clusterIdValue,
+      addressOf: (id) => this.addressOf(id),
+      pool: this.pool,
+      onForward: (kind, outcome) => this.metrics.forwarded.inc({ kind, outcome }),
+    });
+    if (config.demoTypes || config.dev) registerDemoTypes(this.registry);
+    registerStreamingTypes(this.registry); // built-in: the streaming.v1 domain (src/types)
+    registerLeaseType(this.registry);
+    this.resources = new ResourceService(this, this.registry, systemClock);
+    this.watches = new WatchService(this, this.resources, {
+      clock: systemClock,
+      bookmarkIntervalMs: config.watchBookmarkMs,
+      metrics: { onEvents: (n) => this.metrics.watchEvents.inc(n), onEnded: (code) => this.metrics.watchEnded.inc({ code }) },
+    });
+    this.metrics.watchGauges(() => {
+      const pub = this.publisherNow();
+      return pub
+        ? { streams: this.watches.activeSessions, subscribers: pub.subscribers, windowEvents: pub.windowSize, snapshotBuilds: pub.snapshotBuilds, slowConsumers: pub.slowConsumersEnded }
+        : undefined;
+    });
+    // Publisher waits and trimming, and bookmarks: a tenth of the bookmark interval, at most 250 ms apart.
+    this.watchTicker = setInterval(() => this.watches.tick(), Math.max(10, Math.min(250, Math.floor(config.watchBookmarkMs / 10))));
+    this.watchTicker.unref();
+    this.promoter = setInterval(() => this.maybePromoteLearner(), 500);
+    this.promoter.unref();
+  }
+
+  get state(): NodeState {
+    return this.lifecycle;
+  }
+
+  /** This node's cluster id ('' until it belongs to one). */
+  get clusterId(): string {
+    return this.clusterIdValue;
+  }
+
+  // ---- ServedNode: what the services see ------------------------------------------------------
+
+  coordinator(timeoutMs: number): Promise<Coordinator> {
+    return this.whenOpened(timeoutMs).then((o) => o.coordinator);
+  }
+
+  publisher(timeoutMs: number): Promise<EventPublisher> {
+    return this.whenOpened(timeoutMs).then((o) => o.publisher);
+  }
+
+  /** While running, and while stopping (in-flight and draining requests finish on it). */
+  coordinatorNow(): Coordinator | undefined {
+    return this.lifecycle === 'running' || this.lifecycle === 'stopping' ? this.opened?.coordinator : undefined;
+  }
+
+  publisherNow(): EventPublisher | undefined {
+    return this.lifecycle === 'running' || this.lifecycle === 'stopping' ? this.opened?.publisher : undefined;
+  }
+
+  /** The Raft transport, once the replica is being opened (the cluster port drops Raft traffic before). */
+  transportNow(): GrpcTransport | undefined {
+    return this.transport;
+  }
+
+  /** The built-in controllers' manager, while this node leads and runs them. */
+  controllerManager(): ControllerManager | undefined {
+    return this.controllers?.manager;
+  }
+
+  private whenOpened(timeoutMs: number): Promise<Opened> {
+    const now = this.coordinatorNow() !== undefined ? this.opened : undefined;
+    if (now) return Promise.resolve(now);
+    const refused = this.refusal();
+    if (refused) return Promise.reject(refused);
+    // Starting: wait for it, at most timeoutMs (starting is not failing).
+    return new Promise<Opened>((resolve, reject) => {
+      const timer = systemTimers.setTimeout(() => {
+        this.waiters.delete(waiter);
+        reject(new CairnError(ErrorCode.UNAVAILABLE, `node ${this.id} is still starting after ${timeoutMs} ms (forming or joining its cluster, or opening its log); retry, or use another node`));
+      }, Math.max(0, timeoutMs));
+      const waiter: Waiter = {
+        resolve: (o) => {
+          systemTimers.clearTimeout(timer);
+          resolve(o);
+        },
+        reject: (e) => {
+          systemTimers.clearTimeout(timer);
+          reject(e);
+        },
+      };
+      this.waiters.add(waiter);
+    });
+  }
+
+  /** Why a request cannot be served now and will not be by waiting, if so. */
+  private refusal(): CairnError | undefined {
+    if (this.startFailure) return this.startFailure;
+    if (this.lifecycle === 'stopping' || this.lifecycle === 'stopped') return new CairnError(ErrorCode.UNAVAILABLE, `node ${this.id} is ${this.lifecycle}; use another node`);
+    return undefined;
+  }
+
+  private settleWaiters(): void {
+    const refused = this.refusal();
+    const opened = this.coordinatorNow() !== undefined ? this.opened : undefined;
+    if (!refused && !opened) return;
+    for (const w of this.waiters) {
+      if (refused) w.reject(refused);
+      else if (opened) w.resolve(opened);
+    }
+    this.waiters.clear();
+  }
+
+  // ---- Lifecycle --------------------------------------------------------------------------------
+
+  /**
+   * Starts the node once its cluster port is served: forms or joins the cluster (step 1), opens
+   * the replica, and runs. Returns `ready`.
+   */
+  start(endpoint: NodeEndpoint): Promise<void> {
+    if (this.started || this.lifecycle !== 'starting') return this.ready;
+    this.started = true;
+    const specs = [
+      ...(this.opts.controllers ?? []),
+      ...(this.config.controllers ? streamingControllers({ logger: this.logger, spuTimeoutMs: this.config.spuTimeoutMs }) : []),
+      ...(this.config.demoControllers ? [demoArtistController()] : []),
+    ];
+    // Leader-only controllers: driven by role changes once the node runs.
+    if (specs.length > 0) {
+      this.controllers = new LeaderControllers({ controllers: specs, grpcAddress: endpoint.grpcAddress, logger: this.logger, registry: this.metrics.registry, clock: systemClock, timers: systemTimers });
+    }
+    const formCtx: FormClusterContext = {
+      self: this.id,
+      advertise: endpoint.advertise,
+      config: this.config,
+      logger: this.logger,
+      storedClusterId: this.clusterIdValue,
+      hello: (address) => this.hello(address, endpoint.advertise),
+      discovered: this.discovered,
+      onClusterId: (id) => (this.clusterIdValue = id),
+      stopping: () => this.lifecycle === 'stopping' || this.lifecycle === 'stopped',
+      sleep: (ms) => this.sleepUnlessStopping(ms),
+      nowMs: () => systemClock.nowMs(),
+    };
+    void (async () => {
+      const formation = await formCluster(formCtx);
+      await this.openReplica(formation);
+      if (formation.askToJoin && this.lifecycle === 'running') void askToJoin({ ...formCtx, forwarder: this.forwarder });
+    })().then(
+      () => this.settleReady({ ok: true }),
+      (error: unknown) => this.settleReady({ ok: false, error }),
+    );
+    return this.ready;
+  }
+
+  private async openReplica(formation: Formation): Promise<void> {
+    const { config, logger, metrics, bugs } = this;
+    const fsm = new Fsm({
+      onIgnoredEntry: (type, index) => logger.warn({ type, index }, 'skipped a log entry of an unknown optional type'),
+      onMalformedEntry: (type, index, message) => logger.error({ type, index, message }, 'refused a malformed log entry'),
+    });
+    const transport = new GrpcTransport({ self: this.id, clusterId: () => this.clusterIdValue, addressOf: (id) => this.addressOf(id), pool: this.pool, logger });
+    this.transport = transport;
+    const opened = await openLogStore({
+      dataDir: config.dataDir,
+      kind: config.logStore,
+      logger,
+      walSegmentBytes: config.walSegmentBytes,
+      onSync: (seconds) => metrics.fsyncSeconds.observe(seconds),
+    });
+    logger.info({ logStore: opened.kind }, 'opened the raft log');
+    const logStore = bugs.ackBeforeFsync ? new AckBeforeFsyncLogStore(opened.store) : opened.store;
+    const snapshotStore = await FileSnapshotStore.open({ dataDir: config.dataDir, logger });
+    const publisher = this.eventPublisher(fsm);
+    const replica = await Replica.open<ApplyResult, Resource>({
+      id: this.id,
+      random: new SeededRandom(Date.now() ^ process.pid),
+      clock: systemClock,
+      timers: systemTimers,
+      logStore: new TimedLogStore(logStore, metrics, { storeReportsSyncs: opened.reportsSyncs }),
+      snapshotStore,
+      transport: this.opts.raftPartitioned ? partitionable(transport, this.opts.raftPartitioned) : transport,
+      stateMachine: fsm,
+      publisher: this.publisherPort(publisher),
+      logger,
+      tickMs: config.tickMs,
+      snapshotEveryEntries: config.snapshotEntries,
+      raft: {
+        electionTimeoutTicks: config.electionTicks,
+        heartbeatTimeoutTicks: config.heartbeatTicks,
+        leaderLostTicks: config.leaderLostTicks,
+        plantedBugs: bugs.raft,
+      },
+      onRoleChange: ({ role, leader }) => {
+        if (leader !== NO_NODE && leader !== this.lastLeader) metrics.leaderChanges.inc();
+        if (leader !== NO_NODE) this.lastLeader = leader;
+        if (this.lifecycle === 'running') this.controllers?.setLeader(role === 'leader');
+      },
+      ...(formation.bootstrap ? { bootstrap: formation.bootstrap } : {}),
+    });
+    const coordinator = new Coordinator(replica, fsm, { forwarder: this.forwarder, onProposal: (outcome) => metrics.proposals.inc({ outcome }), plantedStaleRead: bugs.staleFollowerRead });
+    this.opened = { replica, coordinator, publisher };
+    if (this.lifecycle !== 'starting') return; // stopped while the log opened: stop() closes the replica
+    // A node whose configuration has only itself as a voter is its own quorum: it needs no
+    // election timeout (nobody else could lead), so it campaigns now and wins at once.
+    const voters = replica.basicStatus().config.members.filter((m) => m.suffrage === 'voter');
+    if (voters.length === 1 && voters[0]?.id === this.id) replica.campaign();
+    this.lifecycle = 'running';
+    this.settleWaiters();
+    this.controllers?.setLeader(replica.status().role === 'leader');
+    logger.info({ cluster: this.clusterIdValue }, 'replica running');
+  }
+
+  /**
+   * This node's event publisher (what watches subscribe to), over the state machine's store.
+   * The replica feeds it through its publisher port (`publisherPort`): the publish step of the
+   * write path, seen in `Replica.apply`.
+   */
+  private eventPublisher(fsm: Fsm): EventPublisher {
+    const { config } = this;
+    return new EventPublisher(
+      { current: () => fsm.store },
+      {
+        clock: systemClock,
+        maxWindowEvents: config.watchWindowEvents,
+        subscriberBufferEvents: config.watchBufferEvents,
+        // Bookmarks are the watch streams' (one per stream, covering all its watches).
+        bookmarkIntervalMs: Number.POSITIVE_INFINITY,
+      },
+    );
+  }
+
+  /**
+   * The replica's `ChangePublisher` port onto the event publisher: every applied entry's
+   * changes, in commit order; a replaced state (snapshot install, restore) resets it. The
+   * planted bug `watch-skip-event` (test use only) drops one change here.
+   */
+  private publisherPort(publisher: EventPublisher): ChangePublisher<Resource> {
+    const { logger } = this;
+    const skip = this.bugs.watchSkipEvent ? skipNthChange<Resource>() : undefined;
+    return {
+      publish: (revision, changes) => publisher.publish(revision, skip ? skip(changes) : changes),
+      reset: (revision) => {
+        publisher.reset(revision);
+        logger.info({ index: revision }, 'state replaced: every watch stream was ended with RESET');
+      },
+    };
+  }
+
+  /**
+   * Stops the node, in order: controllers (they stop on their own terms rather than through
+   * broken streams), watches (told at once to resume elsewhere), leadership (handed over),
+   * then `closeServers` (in-flight requests finish), then the replica, connections and the
+   * data dir. Idempotent.
+   */
+  stop(closeServers: () => Promise<void>): Promise<void> {
+    return (this.stopped ??= this.stopInOrder(closeServers));
+  }
+
+  private async stopInOrder(closeServers: () => Promise<void>): Promise<void> {
+    this.lifecycle = 'stopping';
+    this.stopSignal.abort();
+    if (!this.started) this.settleReady({ ok: false, error: new CairnError(ErrorCode.UNAVAILABLE, 'stopped before it was started') });
+    this.settleWaiters();
+    clearInterval(this.promoter);
+    clearInterval(this.watchTicker);
+    await this.controllers?.close();
+    this.watches.close();
+    await this.handOverLeadership();
+    await closeServers();
+    await this.ready.catch(() => {});
+    if (this.opened) await this.opened.replica.close();
+    this.pool.close();
+    await this.dataDir.close();
+    this.lifecycle = 'stopped';
+    this.logger.info({}, 'stopped');
+  }
+
+  private async handOverLeadership(): Promise<void> {
+    const c = this.opened?.coordinator;
+    if (!c) return;
+    const st = c.status();
+    const others = st.config.members.filter((m) => m.suffrage === 'voter' && m.id !== this.id);
+    if (st.role !== 'leader' || others.length === 0) return;
+    try {
+      await c.transferLeadership('', 3000);
+      const deadline = Date.now() + 3000;
+      while (c.status().role === 'leader' && Date.now() < deadline) await sleep(20);
+      this.logger.info({ leader: c.status().leader }, 'handed over leadership before stopping');
+    } catch (e) {
+      this.logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'leadership transfer before stopping failed');
+    }
+  }
+
+  /** Leader duty: promote learners that asked for it once they have caught up (thesis §4.2.1). */
+  private maybePromoteLearner(): void {
+    const c = this.lifecycle === 'running' ? this.opened?.coordinator : undefined;
+    if (!c) return;
+    const st = c.status();
+    if (st.role !== 'leader' || st.commit < st.configIndex) return;
+    for (const m of st.config.members) {
+      if (m.suffrage !== 'learner' || m.autoPromote !== true) continue;
+      const pr = st.progress?.get(m.id);
+      if (!pr || pr.state !== 'replicate' || pr.match < st.commit) continue;
+      this.logger.info({ learner: m.id, match: pr.match, commit: st.commit }, 'promoting caught-up learner to voter');
+      c.changeMembership({ type: 'promote', id: m.id }).catch((e: unknown) => this.logger.warn({ learner: m.id, err: e instanceof Error ? e.message : String(e) }, 'promotion failed; will retry'));
+      return; // one change at a time
+    }
+  }
+
+  /** Resolves after `ms`, or at once when the node starts stopping. */
+  private sleepUnlessStopping(ms: number): Promise<void> {
+    const signal = this.stopSignal.signal;
+    if (signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      timer.unref();
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  private addressOf(id: NodeId): string | undefined {
+    return this.opened?.replica.basicStatus().config.members.find((m) => m.id === id)?.address ?? this.discovered.get(id);
+  }
+
+  private hello(address: string, advertise: string): Promise<HelloResponseMsg> {
+    return new Promise((resolve, reject) => {
+      this.pool.get(address).hello({ clusterId: this.clusterIdValue, from: this.id, address: advertise, bootstrapExpect: this.config.bootstrapExpect }, { deadline: Date.now() + 2000 }, (err, res) => {
+        if (err || !res) reject(err ?? new Error('empty hello'));
+        else resolve(res);
+      });
+    });
+  }
+}
