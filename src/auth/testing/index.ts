@@ -23,7 +23,7 @@ export interface TestPki {
 
 export async function makeTestPki(options: { name?: string; dir?: string } = {}): Promise<TestPki> {
   const dir = options.dir ?? (await mkdtemp(path.join(tmpdir(), 'cairn-pki-')));
-  const ca = await createCa({ name: options.name ?? 'Cairn Test CA', days: 30 });
+  const ca = await createCa({ name: options.name ?? 'Cairn Test CA', days: 3650 });
   const caFile = path.join(dir, 'ca.pem');
   await writeFile(caFile, ca.certPem, { mode: 0o600 });
   const write = async (prefix: string, pair: PemPair): Promise<TlsFiles & PemPair> => {
