@@ -61,4 +61,6 @@ t.test('bad input is refused with a message naming it', async (t) => {
   const leaf = await createNodeCert(ca, { nodeId: 'n1' });
   await t.rejects(createNodeCert(leaf, { nodeId: 'n2' }), /is not a CA certificate/, 'a node certificate cannot issue');
   t.throws(() => nodeSubjectAltNames('n1', ['']), /must not be empty/);
+  const other = await createCa({ name: 'Other' });
+  await t.rejects(createNodeCert({ certPem: ca.certPem, keyPem: other.keyPem }, { nodeId: 'n1' }), /the CA key does not belong to the CA certificate \(CN=CA\)/);
 });

@@ -13,7 +13,7 @@
  */
 import 'reflect-metadata';
 import { isIP } from 'node:net';
-import { webcrypto, randomBytes, X509Certificate as NodeX509 } from 'node:crypto';
+import { createPrivateKey, randomBytes, webcrypto, X509Certificate as NodeX509 } from 'node:crypto';
 import * as x509 from '@peculiar/x509';
 import { clientIdentityUri, nodeIdentityUri } from './identity.js';
 
@@ -133,6 +133,13 @@ async function loadIssuer(ca: PemPair): Promise<Issuer> {
   } catch (e) {
     throw new TypeError(`the CA key is not a PKCS#8 PEM ECDSA P-256 private key: ${(e as Error).message}`);
   }
+  let matches = false;
+  try {
+    matches = new NodeX509(ca.certPem).checkPrivateKey(createPrivateKey(ca.keyPem));
+  } catch {
+    matches = false;
+  }
+  if (!matches) throw new TypeError(`the CA key does not belong to the CA certificate (${cert.subject})`);
   return { cert, key };
 }
 
