@@ -104,6 +104,15 @@ t.test('(iii) a client certificate from another CA: the call succeeds anonymousl
   );
 });
 
+t.test('(iii) an expired certificate from the cluster CA: anonymous too (TLS verification includes validity)', async (t) => {
+  const { pki, address } = await cluster(t);
+  const expired = await pki.node('n2', { now: new Date(Date.now() - 10 * 86_400_000), days: 1 });
+  t.equal(
+    await whoAmI(address, apiChannelCredentials({ ca: Buffer.from(pki.ca.certPem), cert: Buffer.from(expired.certPem), key: Buffer.from(expired.keyPem) })),
+    null,
+  );
+});
+
 t.test('(iv) rotation: after reload(), new connections get the new server certificate and CA', async (t) => {
   const { pki, server, address } = await cluster(t);
   const seen: string[] = [];
