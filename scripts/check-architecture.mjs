@@ -46,14 +46,18 @@ const LAYERS = {
   fsm: ['base', 'raft', 'store'],
   stream: ['base', 'store', 'fsm'],
   replica: ['base', 'raft', 'fsm', 'store', 'stream'],
-  forwarding: ['base', 'raft', 'replica', 'fsm', 'gen'],
+  // auth: TLS material, peer identity, (later) tokens, roles and authorize. It holds the
+  // security decisions; the edges that enforce them (api, forwarding), the composition root
+  // (server) and `cairn tls` (cli) import it. It imports only base (and node builtins, npm).
+  auth: ['base'],
+  forwarding: ['base', 'raft', 'replica', 'fsm', 'gen', 'auth'],
   platform: ['base', 'raft', 'replica', 'fsm', 'store'],
-  api: ['base', 'store', 'fsm', 'stream', 'replica', 'raft', 'gen'],
+  api: ['base', 'store', 'fsm', 'stream', 'replica', 'raft', 'gen', 'auth'],
   types: ['base', 'api', 'store'],
   controller: ['base', 'client', 'api', 'store', 'stream', 'types'], // not replica: Logger and Timers are base's
   client: ['base', 'gen'],
   server: ALL,
-  cli: ['client', 'base', 'server'], // server only for `cairn agent`; nothing else imports server
+  cli: ['client', 'base', 'server', 'auth'], // server only for `cairn agent`, auth only for `cairn tls`; nothing else imports server
   'cluster-test': ALL, // through front doors only (rule front-door)
   bench: ALL,
 };

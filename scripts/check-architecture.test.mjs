@@ -144,6 +144,16 @@ t.test('layering: a forbidden layer edge (raft importing store)', async (t) => {
     'src/raft/sim.ts:1', 'layering', /src must not import from cluster-test/);
 });
 
+t.test('layering: auth imports only base; store (below it) must not import auth', async (t) => {
+  const auth = { 'src/auth/index.ts': "import type { NodeId } from '../base/index.js';\nexport type Who = NodeId;\n" };
+  expectViolation(t, { ...auth, 'src/auth/raft.ts': "import { Raft } from '../raft/index.js';\nexport const r = Raft;\n" },
+    'src/auth/raft.ts:1', 'layering', /auth must not import raft .*auth may import: base$/);
+  expectViolation(t, { ...auth, 'src/store/who.ts': "import type { Who } from '../auth/index.js';\nexport type W = Who;\n" },
+    'src/store/who.ts:1', 'layering', /store must not import auth/);
+  const { status, out } = run(fixture(t, { ...auth, 'src/api/index.ts': "import type { Who } from '../auth/index.js';\nexport type W = Who;\n" }));
+  t.equal(status, 0, `api may import auth\n${out}`);
+});
+
 t.test('unknown-module: a new folder must be added to the table', async (t) => {
   expectViolation(t, { 'src/gossip/index.ts': 'export const g = 1;\n' },
     'src/gossip/index.ts:1', 'unknown-module', /'gossip' is not in the LAYERS table/);

@@ -12,6 +12,7 @@ import { registerOperatorCommands } from './operator.js';
 import { registerResourceCommands } from './resource.js';
 import { registerSnapshotCommands } from './snapshot.js';
 import { registerStreamingCommands } from './streaming.js';
+import { registerTlsCommands } from './tls.js';
 
 function packageVersion(): string {
   try {
@@ -45,6 +46,7 @@ export function buildProgram(io: CliIo, agentDeps: () => Promise<AgentDeps>, set
   registerSnapshotCommands(program, io);
   registerResourceCommands(program, io);
   registerStreamingCommands(program, io);
+  registerTlsCommands(program, io);
   return program;
 }
 
