@@ -1,4 +1,5 @@
 import * as http from 'node:http';
+import * as https from 'node:https';
 import { CairnError, ErrorCode, type Logger } from '../base/index.js';
 import { errorBody, httpStatusOf, RETRY_AFTER_SECONDS, toCairnError } from './errors.js';
 
@@ -170,18 +171,27 @@ export interface HttpServerOptions {
   readonly maxBodyBytes?: number;
   /** Told about every answered request (for metrics). */
   readonly onResponse?: (method: string, status: number) => void;
+  /**
+   * Serve HTTPS with this certificate and key (PEM; the node's, docs/security.md). Rotated with
+   * `server.setSecureContext`. Absent: plain HTTP (a loopback or `--insecure` node).
+   */
+  readonly tls?: { readonly cert: Buffer; readonly key: Buffer; readonly ca: Buffer };
 }
+
+/** The HTTP API's server: plain or TLS, the same handlers. */
+export type ApiHttpServer = http.Server | https.Server;
 
 /**
  * The HTTP/JSON API server. Every failure, including unknown routes, bad bodies and handler
  * bugs, is answered with the error shape of API.md; nothing a client sends can crash it.
  */
-export function createHttpServer(opts: HttpServerOptions): http.Server {
+export function createHttpServer(opts: HttpServerOptions): ApiHttpServer {
   const limit = opts.maxBodyBytes ?? MAX_BODY_BYTES;
-  const server = http.createServer((req, res) => {
+  const listener = (req: http.IncomingMessage, res: http.ServerResponse): void => {
     if (opts.onResponse) res.once('finish', () => opts.onResponse?.(req.method ?? 'GET', res.statusCode));
     void handle(req, res).catch((e: unknown) => answerError(req, res, e));
-  });
+  };
+  const server = opts.tls !== undefined ? https.createServer({ cert: opts.tls.cert, key: opts.tls.key, ca: opts.tls.ca }, listener) : http.createServer(listener);
 
   /** Answers an error after draining what is left of the body; logs only server-side faults. */
   async function answerError(req: http.IncomingMessage, res: http.ServerResponse, e: unknown): Promise<void> {

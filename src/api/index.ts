@@ -1,4 +1,4 @@
-export { Router, createHttpServer, sendJson, sendError, MAX_BODY_BYTES, type Handler, type HttpRequest, type HttpResponse } from './http-server.js';
+export { Router, createHttpServer, sendJson, sendError, MAX_BODY_BYTES, type ApiHttpServer, type Handler, type HttpRequest, type HttpResponse } from './http-server.js';
 export { errorBody, publicDetails, grpcErrorOf, grpcStatusOf, httpStatusOf, toCairnError, RETRY_AFTER_SECONDS, GRPC_ERROR_CODE_KEY, GRPC_ERROR_DETAILS_KEY } from './errors.js';
 export { Metrics } from './metrics.js';
 export { runningNode, START_WAIT_DEFAULT_MS, type NodeState, type ServedNode } from './served-node.js';

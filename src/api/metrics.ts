@@ -16,6 +16,7 @@ export class Metrics {
   readonly httpRequests: prom.Counter<'method' | 'status'>;
   readonly watchEvents: prom.Counter;
   readonly watchEnded: prom.Counter<'code'>;
+  readonly tlsReloads: prom.Counter<'outcome'>;
 
   constructor(status: () => ReplicaStatus | undefined) {
     const r = this.registry;
@@ -58,7 +59,18 @@ export class Metrics {
     });
     this.httpRequests = new prom.Counter({ name: 'cairn_http_requests_total', help: 'HTTP requests by method and status.', labelNames: ['method', 'status'], registers: [r] });
     this.watchEvents = new prom.Counter({ name: 'cairn_watch_events_sent_total', help: 'Watch events handed to watch streams (HTTP and gRPC).', registers: [r] });
+    this.tlsReloads = new prom.Counter({ name: 'cairn_tls_reloads_total', help: 'TLS material reloads (SIGHUP), by outcome (ok, failed: the old material stays).', labelNames: ['outcome'], registers: [r] });
     this.watchEnded = new prom.Counter({ name: 'cairn_watch_streams_ended_total', help: 'Watch streams ended by the server, by code (OK, COMPACTED, SLOW_CONSUMER, RESET, TIMEOUT, UNAVAILABLE).', labelNames: ['code'], registers: [r] });
+  }
+
+  /**
+   * How this node serves its ports: `cairn_tls` 1 with TLS material; `cairn_insecure` 1 when it
+   * serves without TLS off loopback (`--insecure`: anyone who can reach it can join and write).
+   */
+  security(s: { readonly tls: boolean; readonly insecure: boolean }): void {
+    const r = this.registry;
+    new prom.Gauge({ name: 'cairn_tls', help: '1 when the gRPC and HTTP ports speak TLS (peers prove their node identity).', registers: [r] }).set(s.tls ? 1 : 0);
+    new prom.Gauge({ name: 'cairn_insecure', help: '1 when this node serves without TLS off loopback (--insecure).', registers: [r] }).set(s.insecure ? 1 : 0);
   }
 
   /** Gauges read from the event publisher and the watch service at scrape time. */

@@ -15,6 +15,8 @@ export interface OperatorDeps {
    * known (`/v1/status/leader` answers `http_address: null`).
    */
   readonly httpAddressOf?: (id: NodeId, grpcAddress: string) => Promise<string | undefined>;
+  /** How the node serves (docs/security.md): with TLS, or without it off loopback (`--insecure`). */
+  readonly security?: { readonly tls: boolean; readonly insecure: boolean };
 }
 
 /** The coordinator; a request that arrives while the node starts waits for it (starting is not failing). */
@@ -85,6 +87,8 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
         snapshot_index: st.snapshotIndex,
         last_leader_contact_ms: st.lastLeaderContactMs === undefined ? null : Math.round(st.lastLeaderContactMs),
         failed: st.failed ?? null,
+        tls: deps.security?.tls ?? false,
+        insecure: deps.security?.insecure ?? false,
       },
     };
   });

@@ -8,6 +8,7 @@
  *
  * Shutdown: the first signal closes the agent cleanly and the process exits 0 once it has
  * closed; a second signal exits at once with 130 (an impatient operator, or a stuck close).
+ * SIGHUP re-reads the TLS files (docs/security.md, "Rotating certificates").
  */
 import type { Command } from 'commander';
 import type { AgentConfig, LoadAgentConfigInput } from '../server/index.js';
@@ -21,6 +22,8 @@ export interface RunningAgent {
   /** Settles when the node is serving; a rejection means it failed to come up. */
   readonly ready: Promise<void>;
   close(): Promise<void>;
+  /** Re-reads the TLS files (SIGHUP); resolves whether new material is in use. */
+  reloadTls?(): Promise<boolean>;
 }
 
 /** What `runAgent` needs from the server and the process; tests pass fakes. */
@@ -32,6 +35,8 @@ export interface AgentDeps {
   readonly onSignal: (handler: (signal: StopSignal) => void) => () => void;
   /** Ends the process now, without waiting for anything (the second signal). */
   readonly exit: (code: number) => void;
+  /** Calls `handler` on each SIGHUP until the returned function is called. */
+  readonly onReload?: (handler: () => void) => () => void;
 }
 
 /** The agent flags, for `cairn agent --help` (the parser is loadAgentConfig; a test keeps them in step). */
@@ -61,6 +66,10 @@ export const AGENT_FLAG_HELP: readonly (readonly [string, string])[] = [
   ['--watch-window-events <n>', 'change events kept for watch resumes; older resumes get COMPACTED (default 100000)'],
   ['--watch-buffer-events <n>', 'events queued for one watcher before it is ended with SLOW_CONSUMER (default 10000)'],
   ['--watch-bookmark-ms <ms>', 'a quiet watch stream gets a bookmark this often (default 5000)'],
+  ['--tls-ca-file <file>', 'the cluster CA certificate (PEM); with --tls-cert-file and --tls-key-file the ports speak TLS and peers must prove their node identity (docs/security.md)'],
+  ['--tls-cert-file <file>', "this node's certificate (PEM), from cairn tls cert create --node ID; SIGHUP reloads the three files"],
+  ['--tls-key-file <file>', "this node's private key (PEM)"],
+  ['--insecure', 'serve without TLS on an address other than loopback (anyone who can reach the ports can join and write); refused otherwise'],
   ['--planted-bugs <names>', 'test-only planted bugs, comma-separated; never in production: double-vote, commit-old-term, read-index-without-heartbeat (Raft), stale-follower-read, ack-before-fsync, watch-skip-event (cluster-test/jepsen/README.md)'],
 ];
 
@@ -123,6 +132,11 @@ export async function runAgent(flags: readonly string[], io: CliIo, deps: AgentD
       const invalid = isConfigError(e) || (e as { code?: unknown } | null)?.code === 'INVALID_ARGUMENT';
       throw new CliError(invalid ? ExitCode.USAGE : ExitCode.GENERIC, `cannot start the agent: ${describeError(e)}`, { cause: e });
     }
+    const stopReloads = deps.onReload?.(() => {
+      if (agent.reloadTls === undefined) return;
+      io.stderr('cairn: SIGHUP received; reloading the TLS files\n');
+      agent.reloadTls().catch((e: unknown) => io.stderr(`cairn: TLS reload failed: ${describeError(e)}\n`));
+    });
     // Never settles if the agent comes up: only a failure to become ready races the signal.
     const failed = new Promise<unknown>((resolve) => {
       agent.ready.catch(resolve);
@@ -132,6 +146,7 @@ export async function runAgent(flags: readonly string[], io: CliIo, deps: AgentD
       failed.then((failure) => ({ failure, failed: true })),
     ]);
     stopping = true;
+    stopReloads?.();
     if (outcome.failed) io.stderr(`cairn: the agent failed to come up: ${describeError(outcome.failure)}; closing it\n`);
     try {
       await agent.close();
@@ -162,6 +177,10 @@ export async function processAgentDeps(hostname: string): Promise<AgentDeps> {
       };
     },
     exit: (code) => process.exit(code),
+    onReload: (handler) => {
+      process.on('SIGHUP', handler);
+      return () => process.off('SIGHUP', handler);
+    },
   };
 }
 

@@ -8,6 +8,7 @@
  * applied (API.md "Errors"); the message says so rather than calling it failed. A connection
  * that was never made sent nothing, and the message says that instead.
  */
+import { Agent, fetch as undiciFetch } from 'undici';
 import { CliError, ExitCode, codeForStatus, exitCodeFor, usageError } from './errors.js';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
@@ -26,6 +27,20 @@ export interface RequestOptions {
   readonly timeoutMs: number;
   /** Whether the request changes state: if its fate is unknown, the message says so. */
   readonly write: boolean;
+  /** HTTPS checked against this CA (with a client certificate if given): `--tls-ca-file`. */
+  readonly tls?: { readonly ca: Buffer; readonly cert?: Buffer; readonly key?: Buffer };
+}
+
+/** One connection pool per CA and certificate (a command makes few requests). */
+const agents = new Map<string, Agent>();
+function tlsAgent(tls: NonNullable<RequestOptions['tls']>): Agent {
+  const key = `${tls.ca.toString('base64')}|${tls.cert?.toString('base64') ?? ''}`;
+  let a = agents.get(key);
+  if (a === undefined) {
+    a = new Agent({ connect: { ca: tls.ca, ...(tls.cert !== undefined && tls.key !== undefined ? { cert: tls.cert, key: tls.key } : {}) } });
+    agents.set(key, a);
+  }
+  return a;
 }
 
 const OUTCOME_UNKNOWN = 'the outcome is unknown: the change may or may not have been applied';
@@ -64,13 +79,13 @@ export async function request(opts: RequestOptions): Promise<Response> {
   const signal = AbortSignal.timeout(opts.timeoutMs);
   let response: Response;
   try {
-    response = await fetch(`${opts.endpoint}${opts.path}`, {
-      method: opts.method,
-      headers,
-      redirect: 'manual',
-      signal,
-      ...(body === undefined ? {} : { body }),
-    });
+    const init = { method: opts.method, headers, redirect: 'manual' as const, signal, ...(body === undefined ? {} : { body }) };
+    // With TLS options, undici's own fetch and an Agent that trusts the cluster CA (the global
+    // fetch cannot be given a CA); otherwise the global fetch.
+    response =
+      opts.tls !== undefined
+        ? ((await undiciFetch(`${opts.endpoint}${opts.path}`, { ...init, dispatcher: tlsAgent(opts.tls) })) as unknown as Response)
+        : await fetch(`${opts.endpoint}${opts.path}`, init);
   } catch (e) {
     throw transportError(e, opts);
   }

@@ -6,6 +6,17 @@ import os from 'node:os';
 import { processAgentDeps } from './agent.js';
 import { runCli } from './program.js';
 
+// grpc-js sets the TLS server name (SNI) to the dialled host even when it is an IP address, and
+// Node warns about that (DEP0123) once per process: noise for someone who typed
+// `--endpoint 127.0.0.1:7500`. The certificate is still checked against the IP (its SANs);
+// only that one warning is dropped.
+const emitWarning = process.emitWarning.bind(process);
+process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
+  const code = typeof rest[0] === 'object' && rest[0] !== null ? (rest[0] as { code?: unknown }).code : rest[1];
+  if (code === 'DEP0123') return;
+  (emitWarning as (w: string | Error, ...r: unknown[]) => void)(warning, ...rest);
+}) as typeof process.emitWarning;
+
 // A reader that went away (`cairn ... | head`) is not an error: stop quietly, as Unix tools do.
 for (const stream of [process.stdout, process.stderr]) {
   stream.on('error', (e: NodeJS.ErrnoException) => {

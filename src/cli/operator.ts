@@ -153,7 +153,8 @@ export function registerOperatorCommands(program: Command, io: CliIo): void {
 const atIndex = (body: unknown): string =>
   isRecord(body) && typeof body['index'] === 'number' ? ` (configuration index ${body['index']})` : '';
 
-const base = (o: { endpoint: string; timeoutMs: number }): Pick<RequestOptions, 'endpoint' | 'timeoutMs'> => ({
+const base = (o: { endpoint: string; timeoutMs: number; tls?: RequestOptions['tls'] }): Pick<RequestOptions, 'endpoint' | 'timeoutMs' | 'tls'> => ({
   endpoint: o.endpoint,
   timeoutMs: o.timeoutMs,
+  ...(o.tls !== undefined ? { tls: o.tls } : {}),
 });

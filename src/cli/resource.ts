@@ -19,7 +19,7 @@ import path from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import type { CairnClient, CairnClientError, Condition, ConditionState, Resource, ResourceId, ResourceRef, Status, WriteBody } from '../client/index.js';
-import { printJson, type CliIo } from './context.js';
+import { clientTls, printJson, withTlsOptions, type CliIo, type ClientTls } from './context.js';
 import { CliError, ExitCode, exitCodeFor, usageError } from './errors.js';
 import { runWatch, watchSpecOf, type WatchFlags } from './resource-watch.js';
 import { formatFields, formatTable } from './table.js';
@@ -64,6 +64,8 @@ export interface ResourceOptions {
   readonly endpoints: readonly string[];
   readonly json: boolean;
   readonly timeoutMs: number;
+  /** TLS to the nodes' gRPC port: the cluster CA, and a client certificate if given. */
+  readonly tls?: ClientTls;
 }
 
 const HOST_PORT = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$/;
@@ -103,7 +105,7 @@ const collect = (value: string, previous: string[] | undefined): string[] => [..
 /** Adds --endpoint (repeatable), --json and --timeout. */
 export function withResourceOptions(cmd: Command, io: CliIo): Command {
   const fromEnv = io.env[GRPC_ENDPOINT_ENV];
-  return cmd
+  return withTlsOptions(cmd)
     .option(
       '--endpoint <host:port>',
       `gRPC address of any node (its --grpc-addr); repeat it or separate with commas to fail over; default $${GRPC_ENDPOINT_ENV} or ${DEFAULT_GRPC_ENDPOINT}`,
@@ -123,7 +125,8 @@ export function resourceOptions(cmd: Command, io: CliIo): ResourceOptions {
       : fromEnv !== undefined && fromEnv !== ''
         ? parseGrpcEndpoints([fromEnv], `--endpoint (from ${GRPC_ENDPOINT_ENV})`)
         : [DEFAULT_GRPC_ENDPOINT];
-  return { endpoints, json: opts.json === true, timeoutMs: opts.timeout };
+  const tls = clientTls(cmd, io);
+  return { endpoints, json: opts.json === true, timeoutMs: opts.timeout, ...(tls !== undefined ? { tls } : {}) };
 }
 
 /** Adds --partition and --namespace. */
@@ -467,7 +470,7 @@ type ClientModule = typeof import('../client/index.js');
 /** Runs `fn` with a client of the command's endpoints, closing it after; client errors become CliErrors. */
 export async function withClient<T>(call: Call, fn: (client: CairnClient) => Promise<T>): Promise<T> {
   const mod: ClientModule = await import('../client/index.js');
-  const client = new mod.CairnClient({ endpoints: call.options.endpoints, timeoutMs: call.options.timeoutMs });
+  const client = new mod.CairnClient({ endpoints: call.options.endpoints, timeoutMs: call.options.timeoutMs, ...(call.options.tls !== undefined ? { tls: call.options.tls } : {}) });
   try {
     return await fn(client);
   } catch (e) {

@@ -58,6 +58,13 @@ export interface CairnClientOptions {
    * nodes; `listed` starts with the first one listed (fail-over still moves down the list).
    */
   readonly endpointOrder?: 'random' | 'listed';
+  /**
+   * TLS to the cluster (docs/security.md): `ca` is the cluster CA certificate (PEM) the nodes'
+   * certificates must chain to; `cert` and `key` (both or neither) are a client certificate
+   * (`cairn tls cert create --client NAME`). Absent: plaintext, for a node on loopback or one run
+   * `--insecure`.
+   */
+  readonly tls?: { readonly ca: string | Uint8Array; readonly cert?: string | Uint8Array; readonly key?: string | Uint8Array };
 }
 
 export const CLIENT_DEFAULTS = {
@@ -71,6 +78,15 @@ export const CLIENT_DEFAULTS = {
 } as const;
 
 const ENDPOINT = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$/;
+
+/** Plaintext, or TLS verifying the nodes against the cluster CA (with a client certificate if given). */
+function channelCredentials(tls: CairnClientOptions['tls']): grpc.ChannelCredentials {
+  if (tls === undefined) return grpc.credentials.createInsecure();
+  const buf = (v: string | Uint8Array): Buffer => (typeof v === 'string' ? Buffer.from(v) : Buffer.from(v.buffer, v.byteOffset, v.byteLength));
+  if (!tls.ca || tls.ca.length === 0) throw invalidOption('tls.ca must be the cluster CA certificate (PEM)');
+  if ((tls.cert === undefined) !== (tls.key === undefined)) throw invalidOption('tls.cert and tls.key go together: give both or neither');
+  return grpc.credentials.createSsl(buf(tls.ca), tls.key !== undefined ? buf(tls.key) : null, tls.cert !== undefined ? buf(tls.cert) : null);
+}
 
 function invalidOption(msg: string): CairnClientError {
   return new CairnClientError(ClientErrorCode.INVALID_ARGUMENT, msg);
@@ -158,9 +174,10 @@ export class CairnClient {
     }
     this.timeoutMs = checkPositive(opts.timeoutMs ?? CLIENT_DEFAULTS.timeoutMs, 'timeoutMs');
     this.token = opts.token;
+    const credentials = channelCredentials(opts.tls);
     this.endpoints = opts.endpoints.map((address) => ({
       address,
-      client: new grpc.Client(address, grpc.credentials.createInsecure(), {
+      client: new grpc.Client(address, credentials, {
         // Find a dead peer on an idle connection; reconnect quickly once it is back.
         'grpc.keepalive_time_ms': 10_000,
         'grpc.keepalive_timeout_ms': 5_000,

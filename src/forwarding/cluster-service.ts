@@ -1,4 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
+import type { PeerCertificate } from 'node:tls';
 import { CairnError, ErrorCode, isCairnError, parseErrorCode, type Logger, type NodeId } from '../base/index.js';
 import type { ConfigChange } from '../raft/index.js';
 import type { Coordinator } from '../replica/index.js';
@@ -6,6 +7,11 @@ import { WireError, decodeMessage, packValue, unpackValue } from './codec.js';
 import type { ForwardRequestMsg, ForwardResponseMsg, HelloRequestMsg, HelloResponseMsg, RaftAckMsg, RaftBatchMsg } from './grpc-defs.js';
 import type { GrpcTransport } from './grpc-transport.js';
 import { clusterServiceDefinition } from './grpc-defs.js';
+
+/** What a server call tells about its transport: the peer's verified TLS certificate, if any. */
+export interface PeerCall {
+  getAuthContext(): { readonly sslPeerCertificate?: PeerCertificate | undefined };
+}
 
 export interface ClusterServiceOptions {
   readonly self: NodeId;
@@ -23,6 +29,14 @@ export interface ClusterServiceOptions {
   readonly onRejected?: (reason: string) => void;
   /** True once this node is shutting down: the streams it cancels then are not peers' failures. */
   readonly stopping?: () => boolean;
+  /**
+   * With TLS (docs/security.md): the node id proven by the call's client certificate (verified
+   * against the cluster CA by the TLS layer), or undefined when it presents none. When set,
+   * Raft streams, Forward and Hello are served only to a caller whose certificate names the
+   * node it claims to be (`from`); anything else is refused with UNAUTHENTICATED and counted.
+   * Absent: the port runs without TLS and trusts the claim (an `--insecure` or loopback node).
+   */
+  readonly peerNodeId?: (call: PeerCall) => string | undefined;
 }
 
 /**
@@ -41,6 +55,21 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
   // stream under its name (a duplicate after a reconnect, or anything else that can reach this
   // port claiming to be it) ending says nothing about the peer while its own stream still runs.
   const openStreams = new Map<NodeId, number>();
+  /** Whether the call may speak for node `from` (always, without TLS). */
+  const authenticated = (call: PeerCall, from: string): boolean => {
+    if (opts.peerNodeId === undefined) return true;
+    const proven = opts.peerNodeId(call);
+    return proven !== undefined && proven === from;
+  };
+  const unauthenticated = (what: string, from: string, call: PeerCall): grpc.ServiceError => {
+    const proven = opts.peerNodeId?.(call);
+    reject(`unauthenticated ${what}`, { from, proven: proven ?? 'no node certificate' });
+    return Object.assign(new Error(`${what} refused: the caller ${proven === undefined ? 'presented no node certificate of this cluster' : `proved to be node ${proven}`}, not node ${JSON.stringify(from)}`), {
+      code: grpc.status.UNAUTHENTICATED,
+      details: `${what} needs a client certificate from the cluster CA naming the node it claims to be (${JSON.stringify(from)})`,
+      metadata: new grpc.Metadata(),
+    });
+  };
   const raft: grpc.handleClientStreamingCall<RaftBatchMsg, RaftAckMsg> = (call, callback) => {
     let received = 0;
     let done = false;
@@ -81,6 +110,14 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
       }
       const transport = opts.transport();
       if (peer === undefined) {
+        if (!authenticated(call, batch.from)) {
+          if (!done) {
+            done = true;
+            const err = unauthenticated('raft stream', batch.from, call);
+            callback({ code: err.code, details: err.details });
+          }
+          return;
+        }
         peer = batch.from as NodeId;
         openStreams.set(peer, (openStreams.get(peer) ?? 0) + 1);
       } else if (batch.from !== peer) {
@@ -128,6 +165,11 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
         (e: unknown) => callback(null, { result: new Uint8Array(0), error: toErrorMsg(e) }),
       );
     };
+    if (!authenticated(call, req.from)) {
+      const err = unauthenticated('forward', req.from, call);
+      callback({ code: err.code, details: err.details });
+      return;
+    }
     if (req.clusterId !== opts.clusterId() || opts.clusterId() === '') {
       reject('forward request from another cluster', { from: req.from });
       callback(null, { result: new Uint8Array(0), error: toErrorMsg(new CairnError(ErrorCode.UNAVAILABLE, 'cluster id mismatch')) });
@@ -164,7 +206,13 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
     }
   };
 
-  const hello: grpc.handleUnaryCall<HelloRequestMsg, HelloResponseMsg> = (_call, callback) => {
+  const hello: grpc.handleUnaryCall<HelloRequestMsg, HelloResponseMsg> = (call, callback) => {
+    // Hello tells the cluster id and members, and starts joins: only for proven nodes with TLS.
+    if (!authenticated(call, call.request.from)) {
+      const err = unauthenticated('hello', call.request.from, call);
+      callback({ code: err.code, details: err.details });
+      return;
+    }
     const c = opts.coordinator();
     const st = c?.status();
     callback(null, {

@@ -101,14 +101,20 @@ export interface ClusterClient extends grpc.Client {
 
 const ClientCtor = grpc.makeGenericClientConstructor(clusterServiceDefinition, 'Cluster');
 
-/** Clients per peer address, shared by the Raft transport and the forwarder. */
+/**
+ * Clients per peer address, shared by the Raft transport and the forwarder. `credentials`
+ * makes each new channel's credentials: mutual TLS with this node's certificate when the node
+ * runs with TLS (src/auth `nodeChannelCredentials`), plaintext otherwise.
+ */
 export class ClientPool {
   private readonly clients = new Map<string, ClusterClient>();
+
+  constructor(private readonly credentials: () => grpc.ChannelCredentials = () => grpc.credentials.createInsecure()) {}
 
   get(address: string): ClusterClient {
     let c = this.clients.get(address);
     if (!c) {
-      c = new ClientCtor(address, grpc.credentials.createInsecure(), {
+      c = new ClientCtor(address, this.credentials(), {
         'grpc.keepalive_time_ms': 10_000,
         'grpc.keepalive_timeout_ms': 5_000,
         'grpc.initial_reconnect_backoff_ms': 100,

@@ -35,6 +35,8 @@ export interface Agent {
   controllerManager(): ControllerManager | undefined;
   /** Graceful stop: hand over leadership, finish in-flight requests, close files. Idempotent. */
   close(): Promise<void>;
+  /** Re-reads the TLS files (SIGHUP): new connections use them; bad files keep the old ones. */
+  reloadTls(): Promise<boolean>;
 }
 
 export interface StartAgentOptions {
@@ -92,5 +94,6 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
     coordinator: () => node.coordinatorNow(),
     controllerManager: () => node.controllerManager(),
     close: () => node.stop(() => served.close()),
+    reloadTls: () => served.reloadTls(),
   };
 }

@@ -67,6 +67,21 @@ export interface AgentConfig {
   readonly watchBookmarkMs: number;
   /** Test-only planted bugs, comma-separated (stage 7's checker proofs). Never set in production. */
   readonly plantedBugs: readonly string[];
+  /**
+   * TLS material (PEM files; docs/security.md): the cluster CA, this node's certificate (its
+   * identity `cairn://node/<node-id>`) and key. All three or none. With them, the gRPC port
+   * speaks TLS (peers must present a certificate from the CA naming the node they claim to be;
+   * API clients need none) and so does the HTTP API; SIGHUP reloads the files.
+   */
+  readonly tlsCaFile?: string;
+  readonly tlsCertFile?: string;
+  readonly tlsKeyFile?: string;
+  /**
+   * Serve without TLS on an address other than loopback: anyone who can reach the ports can
+   * join the cluster, read and rewrite everything. Refused unless asked for; said at start, in
+   * /v1/agent/self and in the metric `cairn_insecure`.
+   */
+  readonly insecure: boolean;
 }
 
 /** The Raft log stores a node can use (src/platform: WalLogStore, LevelLogStore). */
@@ -99,4 +114,5 @@ export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertise
   watchBufferEvents: 10_000,
   watchBookmarkMs: 5_000,
   plantedBugs: [],
+  insecure: false,
 };

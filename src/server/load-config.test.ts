@@ -131,6 +131,10 @@ t.test('every option can be set from flags, env and file with the same names', a
     watchBufferEvents: { flag: '60', file: 60, want: 60 },
     watchBookmarkMs: { flag: '70', file: 70, want: 70 },
     plantedBugs: { flag: 'skip-fsync,stale-read', file: ['skip-fsync', 'stale-read'], want: ['skip-fsync', 'stale-read'] },
+    tlsCaFile: { flag: '/tls/ca.pem', file: '/tls/ca.pem', want: '/tls/ca.pem' },
+    tlsCertFile: { flag: '/tls/n2.pem', file: '/tls/n2.pem', want: '/tls/n2.pem' },
+    tlsKeyFile: { flag: '/tls/n2-key.pem', file: '/tls/n2-key.pem', want: '/tls/n2-key.pem' },
+    insecure: { flag: 'false', file: false, want: false },
   };
   const keys = Object.keys(values) as (keyof AgentConfig)[];
   const want = Object.fromEntries(keys.map((k) => [k, values[k].want]));
@@ -252,12 +256,12 @@ t.test('addresses are host:port with a port from 1 to 65535, IPv6 in brackets', 
 });
 
 t.test('advertise address: defaults to --grpc-addr, required when that binds every interface', async (t) => {
-  t.equal(load([...BASE, '--grpc-addr', '10.1.2.3:7500']).advertiseAddr, '10.1.2.3:7500');
+  t.equal(load([...BASE, '--insecure', '--grpc-addr', '10.1.2.3:7500']).advertiseAddr, '10.1.2.3:7500');
   for (const wildcard of ['0.0.0.0:7500', '[::]:7500']) {
-    t.same(problems(t, [...BASE, '--grpc-addr', wildcard]), [
+    t.same(problems(t, [...BASE, '--insecure', '--grpc-addr', wildcard]), [
       `--grpc-addr ${wildcard} (from the command line) binds every interface, so peers cannot use it; set --advertise-addr to the address they should use`,
     ]);
-    const c = load([...BASE, '--grpc-addr', wildcard, '--advertise-addr', '10.1.2.3:7500']);
+    const c = load([...BASE, '--insecure', '--grpc-addr', wildcard, '--advertise-addr', '10.1.2.3:7500']);
     t.equal(c.grpcAddr, wildcard);
     t.equal(c.advertiseAddr, '10.1.2.3:7500');
   }
@@ -283,4 +287,22 @@ t.test('every problem is reported at once', async (t) => {
   const p = problems(t, ['--tick-ms', 'x', '--log-level', 'loud', '--grpc-addr', 'nope'], { CAIRN_SNAPSHOT_ENTRIES: '0' });
   t.equal(p.length, 5, p.join('\n'));
   t.match(p, [/^--tick-ms/, /^--snapshot-entries/, /^--data-dir is required/, /^--grpc-addr/, /^--log-level/]);
+});
+
+t.test('secure by default: off loopback a node needs TLS material or --insecure', async (t) => {
+  const open = ['--node-id', 'n1', '--data-dir', '/d'];
+  t.match(problems(t, [...open, '--grpc-addr', '10.0.0.2:7500', '--http-addr', '127.0.0.1:7501']), [
+    /^--grpc-addr 10\.0\.0\.2:7500 \(from the command line\) is not a loopback address and no TLS material is given: anyone who can reach it could join the cluster/,
+  ]);
+  t.match(problems(t, [...open, '--grpc-addr', '0.0.0.0:7500', '--advertise-addr', 'n1:7500', '--http-addr', '0.0.0.0:7501']), [/--grpc-addr 0\.0\.0\.0:7500 .* and --http-addr 0\.0\.0\.0:7501 .* are not a loopback address/]);
+  const insecure = load([...open, '--grpc-addr', '10.0.0.2:7500', '--insecure']);
+  t.equal(insecure.insecure, true, '--insecure runs open on purpose');
+  t.equal(insecure.tlsCaFile, undefined);
+  for (const host of ['127.0.0.1', '127.1.2.3', 'localhost', '[::1]']) {
+    t.equal(load([...open, '--grpc-addr', `${host}:7500`, '--http-addr', `${host}:7501`]).insecure, false, `${host} needs no TLS`);
+  }
+  const tls = load([...open, '--grpc-addr', '10.0.0.2:7500', '--tls-ca-file', 'ca.pem', '--tls-cert-file', 'n1.pem', '--tls-key-file', 'n1-key.pem'], {}, { cwd: '/etc/cairn' });
+  t.same([tls.tlsCaFile, tls.tlsCertFile, tls.tlsKeyFile], ['/etc/cairn/ca.pem', '/etc/cairn/n1.pem', '/etc/cairn/n1-key.pem'], 'paths resolve against cwd');
+  t.match(problems(t, [...open, '--tls-ca-file', 'ca.pem']), [/^--tls-ca-file, --tls-cert-file and --tls-key-file go together: give all three/]);
+  t.match(problems(t, [...open, '--insecure', '--tls-ca-file', 'a', '--tls-cert-file', 'b', '--tls-key-file', 'c']), [/^--insecure \(from the command line\) contradicts the TLS material given/]);
 });

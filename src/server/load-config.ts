@@ -68,6 +68,10 @@ const OPTIONS: readonly OptionSpec[] = [
   { key: 'watchBufferEvents', kind: 'positive' },
   { key: 'watchBookmarkMs', kind: 'positive' },
   { key: 'plantedBugs', kind: 'list' },
+  { key: 'tlsCaFile', kind: 'string' },
+  { key: 'tlsCertFile', kind: 'string' },
+  { key: 'tlsKeyFile', kind: 'string' },
+  { key: 'insecure', kind: 'boolean' },
 ];
 
 const kebab = (key: string): string => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
@@ -280,7 +284,7 @@ function typed(raw: Map<keyof AgentConfig, Raw>, problems: string[]): Typed {
         break;
     }
     if (value === undefined) continue;
-    if (spec.key === 'dataDir' && typeof value === 'string') value = path.resolve(r.baseDir, value);
+    if ((spec.key === 'dataDir' || spec.key === 'tlsCaFile' || spec.key === 'tlsCertFile' || spec.key === 'tlsKeyFile') && typeof value === 'string') value = path.resolve(r.baseDir, value);
     out[spec.key] = { value, source: r.source };
   }
   return out as Typed;
@@ -331,6 +335,8 @@ export function parseHostPort(addr: string): { host: string; port: number } | st
 }
 
 const isWildcard = (host: string): boolean => host === '0.0.0.0' || host === '::' || /^[0:]+$/.test(host);
+/** Loopback only: `localhost`, 127.0.0.0/8, ::1 (what a node may serve on without TLS). */
+const isLoopback = (host: string): boolean => host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 
 function resolve(raw: Map<keyof AgentConfig, Raw>, input: LoadAgentConfigInput, problems: string[]): AgentConfig | undefined {
   const t = typed(raw, problems);
@@ -444,6 +450,30 @@ function resolve(raw: Map<keyof AgentConfig, Raw>, input: LoadAgentConfigInput, 
   const demoControllers = t.demoControllers?.value ?? AGENT_DEFAULTS.demoControllers;
   if (demoControllers && !demoTypes) problems.push(`--demo-controllers needs the demo types: add --demo-types (or --dev) (${where(t.demoControllers)})`);
 
+  // TLS, and secure by default (docs/security.md): without TLS material a node serves only on
+  // loopback, unless --insecure says the operator accepts an open cluster.
+  const tlsCaFile = t.tlsCaFile?.value;
+  const tlsCertFile = t.tlsCertFile?.value;
+  const tlsKeyFile = t.tlsKeyFile?.value;
+  const tlsGiven = [tlsCaFile, tlsCertFile, tlsKeyFile].filter((v) => v !== undefined).length;
+  const insecure = t.insecure?.value ?? AGENT_DEFAULTS.insecure;
+  if (tlsGiven > 0 && tlsGiven < 3) {
+    problems.push(`--tls-ca-file, --tls-cert-file and --tls-key-file go together: give all three (cairn tls ca create; cairn tls cert create --node ${nodeId ?? 'ID'}) or none`);
+  }
+  if (tlsGiven === 3 && insecure) problems.push(`--insecure (${where(t.insecure)}) contradicts the TLS material given: drop one`);
+  if (tlsGiven === 0 && !insecure) {
+    const open = [
+      ...(grpc !== undefined && !isLoopback(grpc.host) ? [`--grpc-addr ${grpcAddr} (${where(t.grpcAddr)})`] : []),
+      ...(http !== undefined && !isLoopback(http.host) ? [`--http-addr ${httpAddr} (${where(t.httpAddr)})`] : []),
+    ];
+    if (open.length > 0) {
+      problems.push(
+        `${open.join(' and ')} ${open.length > 1 ? 'are' : 'is'} not a loopback address and no TLS material is given: anyone who can reach it could join the cluster and read or rewrite every resource. ` +
+          'Give --tls-ca-file, --tls-cert-file and --tls-key-file (docs/security.md: cairn tls ca create; cairn tls cert create --node ID), or --insecure to run open on purpose',
+      );
+    }
+  }
+
   if (problems.length > 0 || nodeId === undefined || dataDir === undefined || advertiseAddr === undefined) return undefined;
   return {
     nodeId,
@@ -471,5 +501,7 @@ function resolve(raw: Map<keyof AgentConfig, Raw>, input: LoadAgentConfigInput, 
     watchBufferEvents: t.watchBufferEvents?.value ?? AGENT_DEFAULTS.watchBufferEvents,
     watchBookmarkMs: t.watchBookmarkMs?.value ?? AGENT_DEFAULTS.watchBookmarkMs,
     plantedBugs,
+    ...(tlsGiven === 3 ? { tlsCaFile: tlsCaFile as string, tlsCertFile: tlsCertFile as string, tlsKeyFile: tlsKeyFile as string } : {}),
+    insecure,
   };
 }

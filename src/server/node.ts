@@ -1,7 +1,8 @@
 import { CairnError, ErrorCode, NO_NODE, SeededRandom, nodeId, type NodeId } from '../base/index.js';
 import { Metrics, ResourceService, TypeRegistry, WatchService, registerDemoTypes, registerLeaseType, type NodeState, type ServedNode } from '../api/index.js';
 import { demoArtistController, streamingControllers, type ControllerManager, type ControllerSpec } from '../controller/index.js';
-import { ClientPool, GrpcForwarder, GrpcTransport, type HelloResponseMsg } from '../forwarding/index.js';
+import { callIdentity, nodeChannelCredentials, TlsMaterialStore } from '../auth/index.js';
+import { ClientPool, GrpcForwarder, GrpcTransport, type HelloResponseMsg, type PeerCall } from '../forwarding/index.js';
 import { Fsm, type ApplyResult } from '../fsm/index.js';
 import { FileSnapshotStore, createLogger, openDataDir, openLogStore, systemClock, systemTimers, type DataDir, type PinoLogger } from '../platform/index.js';
 import { Coordinator, Replica, type ChangePublisher, type Transport } from '../replica/index.js';
@@ -83,7 +84,10 @@ export class Node implements ServedNode {
   readonly resources: ResourceService;
   /** The watch streams (HTTP and gRPC) over this node's event publisher. */
   readonly watches: WatchService;
-  readonly pool = new ClientPool();
+  /** Node-to-node channels: mutual TLS with this node's certificate when it has TLS material. */
+  readonly pool: ClientPool;
+  /** This node's TLS material (reloaded on SIGHUP), or undefined: plaintext on loopback or `--insecure`. */
+  readonly tls: TlsMaterialStore | undefined;
   readonly forwarder: GrpcForwarder;
   /** Resolves once the node runs (after `start`); rejects if it cannot start, or stops first. */
   readonly ready: Promise<void>;
@@ -113,10 +117,21 @@ export class Node implements ServedNode {
     const logger = opts.logger ?? createLogger({ level: config.logLevel, nodeId: self });
     const bugs = parsePlantedBugs(config.plantedBugs);
     if (config.plantedBugs.length > 0) logger.warn({ bugs: config.plantedBugs, ...(bugs.watchSkipEvent ? { watchSkipNth: WATCH_SKIP_NTH } : {}) }, 'PLANTED BUGS ARE ON: this node is deliberately unsafe (test use only)');
+    // TLS material first: a node with broken certificates must not start (the error names the file).
+    const tls =
+      config.tlsCaFile !== undefined && config.tlsCertFile !== undefined && config.tlsKeyFile !== undefined
+        ? await TlsMaterialStore.open({ caFile: config.tlsCaFile, certFile: config.tlsCertFile, keyFile: config.tlsKeyFile }, { nodeId: self })
+        : undefined;
+    if (tls !== undefined) {
+      const m = tls.current;
+      logger.info({ ca: config.tlsCaFile, cert: config.tlsCertFile, notAfter: m.notAfter, fingerprint: m.fingerprint256 }, 'TLS on: peers must prove their node identity; the HTTP API serves HTTPS');
+    } else if (config.insecure) {
+      logger.warn({ grpc: config.grpcAddr, http: config.httpAddr }, 'INSECURE: no TLS off loopback (--insecure): anyone who can reach these ports can join the cluster and read or rewrite every resource');
+    }
     const dataDir = await openDataDir({ path: config.dataDir, nodeId: self, logger });
     try {
       const clusterId = (await readClusterId(config.dataDir)) ?? '';
-      return new Node(self, config, opts, logger, bugs, dataDir, clusterId);
+      return new Node(self, config, opts, logger, bugs, dataDir, clusterId, tls);
     } catch (e) {
       await dataDir.close();
       throw e;
@@ -131,8 +146,11 @@ export class Node implements ServedNode {
     bugs: AgentPlantedBugs,
     private readonly dataDir: DataDir,
     clusterId: string,
+    tls: TlsMaterialStore | undefined,
   ) {
     this.id = self;
+    this.tls = tls;
+    this.pool = tls !== undefined ? new ClientPool(() => nodeChannelCredentials(tls)) : new ClientPool();
     this.config = config;
     this.logger = logger;
     this.bugs = bugs;
@@ -146,6 +164,7 @@ export class Node implements ServedNode {
       if (this.started) this.logger.error({ err: e instanceof Error ? e.message : String(e) }, 'the node could not start');
     });
     this.metrics = new Metrics(() => this.opened?.replica.status());
+    this.metrics.security({ tls: tls !== undefined, insecure: config.insecure });
     this.forwarder = new GrpcForwarder({
       self,
       clusterId: () => this.clusterIdValue,
@@ -177,6 +196,37 @@ export class Node implements ServedNode {
 
   get state(): NodeState {
     return this.lifecycle;
+  }
+
+  /**
+   * With TLS: the node a cluster-port call proves to be (its client certificate, verified
+   * against the cluster CA), or undefined. Without TLS there is nothing to prove (undefined is
+   * never asked for: the cluster service then trusts the claim).
+   */
+  peerNodeId(call: PeerCall): string | undefined {
+    const who = callIdentity(call);
+    return who?.kind === 'node' ? who.id : undefined;
+  }
+
+  /**
+   * Re-reads the TLS files (SIGHUP): new connections use the new certificate, key and CA at
+   * once; bad files keep the current material and say why. Resolves false without TLS.
+   */
+  async reloadTls(onApplied?: (m: { readonly cert: Buffer; readonly key: Buffer; readonly ca: Buffer }) => void): Promise<boolean> {
+    if (this.tls === undefined) {
+      this.logger.info({}, 'SIGHUP: no TLS material to reload');
+      return false;
+    }
+    const r = await this.tls.reload();
+    if (!r.ok) {
+      this.logger.error({ err: r.error.message }, 'TLS reload failed: keeping the current certificates');
+      this.metrics.tlsReloads.inc({ outcome: 'failed' });
+      return false;
+    }
+    onApplied?.(r.material);
+    this.metrics.tlsReloads.inc({ outcome: 'ok' });
+    this.logger.info({ changed: r.changed, notAfter: r.material.notAfter, fingerprint: r.material.fingerprint256 }, 'TLS material reloaded');
+    return true;
   }
 
   /** This node's cluster id ('' until it belongs to one). */

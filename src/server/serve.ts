@@ -16,7 +16,8 @@ import {
   createHttpServer,
   type ServedNode,
 } from '../api/index.js';
-import { addClusterService } from '../forwarding/index.js';
+import { serverCredentials } from '../auth/index.js';
+import { addClusterService, type PeerCall } from '../forwarding/index.js';
 import { advertisedHttpAddress, PeerHttpAddresses } from './peer-http.js';
 import { systemClock } from '../platform/index.js';
 import type { AgentConfig } from './config.js';
@@ -42,6 +43,8 @@ export interface Served {
   readonly advertise: string;
   /** Stops accepting, lets in-flight requests finish (closing idle and, after 2 s, all connections). */
   close(): Promise<void>;
+  /** Re-reads the TLS files (SIGHUP): the gRPC port and the HTTPS server use them for new connections. */
+  reloadTls(): Promise<boolean>;
 }
 
 function splitHostPort(addr: string): { host: string; port: number } {
@@ -62,9 +65,9 @@ function listen(server: HttpServer, addr: string): Promise<string> {
   });
 }
 
-function bindGrpc(server: grpc.Server, addr: string): Promise<string> {
+function bindGrpc(server: grpc.Server, addr: string, credentials: grpc.ServerCredentials): Promise<string> {
   return new Promise((resolve, reject) => {
-    server.bindAsync(addr, grpc.ServerCredentials.createInsecure(), (err, port) => {
+    server.bindAsync(addr, credentials, (err, port) => {
       if (err) reject(new CairnError(ErrorCode.UNAVAILABLE, `cannot listen on the gRPC address ${addr}: ${err.message}`));
       else resolve(`${splitHostPort(addr).host}:${port}`);
     });
@@ -115,20 +118,29 @@ export async function serveNode(node: Node, config: AgentConfig, extend?: Extend
     logger,
     onRejected: (reason) => metrics.rejectedPeerInput.inc({ reason }),
     stopping: () => node.state === 'stopping' || node.state === 'stopped',
+    ...(node.tls !== undefined ? { peerNodeId: (call: PeerCall) => node.peerNodeId(call) } : {}),
   });
   const router = new Router();
-  addOperatorRoutes(router, { node, metrics, httpAddressOf: (id, grpcAddr) => peerHttp.lookup(id, grpcAddr) });
+  addOperatorRoutes(router, { node, metrics, httpAddressOf: (id, grpcAddr) => peerHttp.lookup(id, grpcAddr), security: { tls: node.tls !== undefined, insecure: config.insecure } });
   addResourceRoutes(router, node.resources);
   addWatchRoutes(router, node.watches);
   addSnapshotRoutes(router, node, systemClock);
   addResourceGrpcService(grpcServer, node.resources, { logger, watches: node.watches });
   extend?.({ router, grpcServer, node, registry: node.registry, resources: node.resources, watches: node.watches, agentConfig: config });
-  const httpServer = createHttpServer({ router, logger, onResponse: (method, status) => metrics.httpRequests.inc({ method, status: String(status) }) });
+  const tlsNow = node.tls?.current;
+  const httpServer = createHttpServer({
+    router,
+    logger,
+    onResponse: (method, status) => metrics.httpRequests.inc({ method, status: String(status) }),
+    ...(tlsNow !== undefined ? { tls: { cert: tlsNow.cert, key: tlsNow.key, ca: tlsNow.ca } } : {}),
+  });
 
   let grpcAddress: string;
   let httpAddress: string;
   try {
-    grpcAddress = await bindGrpc(grpcServer, config.grpcAddr);
+    // With TLS, one port still: node certificates are asked for but not required (public API
+    // calls come without one); the cluster service checks them per call (src/auth README).
+    grpcAddress = await bindGrpc(grpcServer, config.grpcAddr, node.tls !== undefined ? serverCredentials(node.tls) : grpc.ServerCredentials.createInsecure());
     noDelayOnAccept(grpcServer, logger);
     httpAddress = await listen(httpServer, config.httpAddr);
   } catch (e) {
@@ -167,5 +179,10 @@ export async function serveNode(node: Node, config: AgentConfig, extend?: Extend
       });
     });
   };
-  return { grpcAddress, httpAddress, advertise, close };
+  const reloadTls = (): Promise<boolean> =>
+    node.reloadTls((m) => {
+      // The gRPC port's credentials follow the material store; the HTTPS server is told here.
+      if ('setSecureContext' in httpServer) httpServer.setSecureContext({ cert: m.cert, key: m.key, ca: m.ca });
+    });
+  return { grpcAddress, httpAddress, advertise, close, reloadTls };
 }
