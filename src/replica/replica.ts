@@ -274,9 +274,13 @@ export class Replica<Result = unknown, R = unknown> {
     return this.withContact(this.raw.basicStatus());
   }
 
+  /** Adds the contact and failure fields to a status the core just built for this call (no copy). */
   private withContact(st: Status): ReplicaStatus {
     const contact = st.role === 'leader' ? 0 : st.leader === NO_NODE ? undefined : this.opts.clock.monotonicMs() - this.lastLeaderContact;
-    return { ...st, lastLeaderContactMs: contact, failed: this.failure?.message };
+    const out = st as Status & { lastLeaderContactMs: number | undefined; failed: string | undefined };
+    out.lastLeaderContactMs = contact;
+    out.failed = this.failure?.message;
+    return out;
   }
 
   /** True once the node failed or began shutting down: it will not accept work again. */
