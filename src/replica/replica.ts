@@ -218,7 +218,10 @@ export class Replica<Result = unknown, R = unknown> {
         'the newest snapshot was installed but the log batch that drops the log it replaces was lost in a crash: the log holds the snapshot index in another term; dropping the stale entries after it (Raft §7)',
       );
     } else {
-      log.info({ snapshotIndex: meta.index, snapshotTerm: meta.term }, 'the log holds nothing at or after the newest snapshot: writing its install batch again (its batch may have been lost in a crash)');
+      log.warn(
+        { snapshotIndex: meta.index, snapshotTerm: meta.term },
+        'the log holds nothing at or after the newest snapshot: writing its install batch again (it may have been lost in a crash; harmless if it was not)',
+      );
     }
     await logStore.append({ entries: [], hardState, sync: true, installedSnapshot: meta.index });
     return { hardState, entries: [], afterIndexTerm: undefined, truncatedTail: loaded.truncatedTail };
