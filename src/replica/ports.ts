@@ -48,8 +48,9 @@ export interface LogStore {
    *
    * The snapshot file and this batch are two writes: a crash between them leaves the new
    * snapshot and the old log. `Replica.open` finds that state (the log holds the snapshot's
-   * index in another term, or nothing at or after it: `afterIndexTerm`) and writes the batch
-   * again, `installedSnapshot` with no entries, before anything else.
+   * index in another term, or nothing at or after it with a commit index below it:
+   * `afterIndexTerm`) and writes the batch again, `installedSnapshot` with no entries, before
+   * anything else.
    */
   append(batch: {
     readonly entries: readonly Entry[];

@@ -128,6 +128,18 @@ t.test('a completed install followed by new entries: nothing at the snapshot ind
   t.same(await stored(n2, 8), { term: undefined, entries: ['9/3', '10/3', '11/3'] });
 });
 
+t.test('a completed install and nothing after it (a commit index at the snapshot index): nothing is written again', async (t) => {
+  const logStore = new MemoryLogStore();
+  const snapshotStore = new MemorySnapshotStore();
+  await logStore.append({ entries: noops(1, 12, 2), hardState: { term: 2 as Term, vote: N1, commit: 4 as LogIndex }, sync: true });
+  await snapshotStore.save(fsmSnapshot(8, 3));
+  await logStore.append({ entries: [], hardState: { term: 3 as Term, vote: N1, commit: 8 as LogIndex }, sync: true, installedSnapshot: 8 as LogIndex });
+  const before = logStore.stats().batches;
+  const { n2 } = await startN2(t, { logStore: logStore.crash(), snapshotStore: snapshotStore.reopen() });
+  t.same({ lastIndex: n2.replica.status().lastIndex, commit: n2.replica.status().commit }, { lastIndex: 8, commit: 8 });
+  t.equal(n2.logStore.stats().batches, before, 'no batch written at open');
+});
+
 t.test('a log holding the snapshot index in another term at or below its commit index contradicts the snapshot: open refuses', async (t) => {
   const d = await disk(noops(1, 12, 2), { term: 2, commit: 9 }, fsmSnapshot(8, 3));
   const c = new LocalCluster({ seed: 7, tickMs: 1000 });

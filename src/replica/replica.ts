@@ -195,15 +195,18 @@ export class Replica<Result = unknown, R = unknown> {
    *   suffix. None of them can be committed: a committed entry after S would be in every later
    *   leader's log, and so would everything before it, entry S of term T included (log
    *   matching, leader completeness §5.4). Dropped, by writing the install's batch again.
-   * - nothing at S and nothing after it: the install's batch may have been lost (or it
-   *   completed and nothing followed); writing it again is harmless either way.
+   * - nothing at S and nothing after it, with a durable commit index below S: the install's
+   *   batch was lost (the core installs a snapshot only above its commit index, and that batch
+   *   carries commit S). Written again. With a commit index at or above S the batch (or a later
+   *   one, which a crash cannot keep without it) is durable: the install completed and nothing
+   *   followed it. Left alone (writing it again would be harmless, but would warn for nothing).
    */
   private static async maybeCompleteInstall(logStore: LogStore, log: Logger, meta: SnapshotMeta, loaded: LoadedLog): Promise<LoadedLog> {
     const at = loaded.afterIndexTerm;
     const stale = at !== undefined && at !== meta.term;
-    const empty = at === undefined && loaded.entries.length === 0;
-    if (!stale && !empty) return loaded;
     const hs = loaded.hardState;
+    const empty = at === undefined && loaded.entries.length === 0 && hs.commit < meta.index;
+    if (!stale && !empty) return loaded;
     if (stale && hs.commit >= meta.index) {
       // A commit index at or past S vouches for entry S as it is in the log: committed, it would
       // have term T. The log and the snapshot contradict each other; neither can be trusted.
@@ -219,8 +222,8 @@ export class Replica<Result = unknown, R = unknown> {
       );
     } else {
       log.warn(
-        { snapshotIndex: meta.index, snapshotTerm: meta.term },
-        'the log holds nothing at or after the newest snapshot: writing its install batch again (it may have been lost in a crash; harmless if it was not)',
+        { snapshotIndex: meta.index, snapshotTerm: meta.term, commit: hs.commit },
+        'the newest snapshot was installed but the log batch that drops the log it replaces was lost in a crash: the log holds nothing at or after the snapshot index and its commit index is below it; writing the batch again (Raft §7)',
       );
     }
     await logStore.append({ entries: [], hardState, sync: true, installedSnapshot: meta.index });
