@@ -77,13 +77,48 @@ t.test('an installed snapshot drops the whole stored log in the same batch', asy
   t.notOk(d.holdsDurably(7, 1), 'another term at 7');
 });
 
-t.test('a stale suffix behind the newest snapshot is refused at load (the install batch was lost)', async (t) => {
+t.test('load reports the term of the entry at afterIndex, or none', async (t) => {
   const d = fresh();
-  d.sync(d.write({ entries: [e(1, 1), e(2, 1), e(3, 1), e(4, 1)], hardState: hs(1, 1) }));
-  d.saveSnapshot(snap(3, 2));
-  t.throws(() => d.load(3), SimViolation, 'entry 3 is of term 1, the snapshot of term 2, and entry 4 would follow it');
-  d.sync(d.write({ entries: [], hardState: hs(2, 3), installedSnapshot: logIndex(3) }));
-  t.same(d.load(3).entries, [], 'once the install batch is written, nothing stale remains');
+  d.sync(d.write({ entries: [e(1, 1), e(2, 1), e(3, 2)], hardState: hs(2, 1) }));
+  t.equal(d.load(0).afterIndexTerm, undefined, 'nothing at 0');
+  t.equal(d.load(2).afterIndexTerm, 1);
+  t.equal(d.load(3).afterIndexTerm, 2);
+  t.equal(d.load(4).afterIndexTerm, undefined, 'beyond the end');
+  d.saveSnapshot(snap(2, 1));
+  d.compact(2);
+  t.equal(d.load(2).afterIndexTerm, undefined, 'compacted away');
+  d.saveSnapshot(snap(6, 3));
+  d.sync(d.write({ entries: [e(7, 3)], hardState: hs(3, 6), installedSnapshot: logIndex(6) }));
+  t.equal(d.load(6).afterIndexTerm, undefined, 'dropped by an installed snapshot');
+});
+
+t.test('a stale suffix behind the newest snapshot is handed back, and the node must complete the install before anything else', async (t) => {
+  const stale = (): SimDisk => {
+    const d = fresh();
+    d.sync(d.write({ entries: [e(1, 1), e(2, 1), e(3, 1), e(4, 1)], hardState: hs(1, 1) }));
+    d.saveSnapshot(snap(3, 2));
+    return d;
+  };
+  const d = stale();
+  const back = d.load(3);
+  t.equal(back.afterIndexTerm, 1, 'entry 3 is of term 1, the snapshot of term 2');
+  t.equal(indices(back.entries), '4/1', 'and entry 4 comes back behind it, as the real stores hand it back');
+  t.throws(() => d.write({ entries: [e(4, 2)], hardState: hs(2, 3) }), SimViolation, 'going on without completing the install is a violation');
+  const d2 = stale();
+  d2.load(3);
+  t.throws(() => d2.compact(1), SimViolation, 'so is compacting first');
+  const d3 = stale();
+  d3.load(3);
+  d3.sync(d3.write({ entries: [], hardState: hs(2, 3), installedSnapshot: logIndex(3) }));
+  t.same(d3.load(3).entries, [], 'once the install batch is written, nothing stale remains');
+  d3.write({ entries: [e(4, 2)], hardState: hs(2, 3) });
+  t.equal(indices(d3.latest.entries), '4/2', 'and the node goes on');
+  const d4 = stale();
+  d4.load(3);
+  d4.crash(new SeededRandom(1), 0);
+  d4.load(2);
+  d4.write({ entries: [e(4, 1)], hardState: undefined });
+  t.pass('a crash (or a load that finds nothing stale) clears the obligation');
 });
 
 t.test('compaction needs a durable snapshot covering it; load refuses a gap after the snapshot', async (t) => {

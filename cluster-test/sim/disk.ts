@@ -11,7 +11,7 @@
  *   during the save loses it. The newest few are kept.
  * - Compaction (dropping entries a snapshot covers) takes effect at once on both views.
  */
-import type { Entry, HardState, LogIndex, PersistedState, SeededRandom, Snapshot } from './raft.js';
+import type { Entry, HardState, LogIndex, PersistedState, SeededRandom, Snapshot, Term } from './raft.js';
 import { SimViolation } from './violation.js';
 
 /** One `LogStore.append` batch. */
@@ -103,6 +103,9 @@ export class SimDisk {
   private nextSeq = 1;
   /** Durable snapshot files, oldest first. */
   private snaps: Snapshot[] = [];
+  /** Set by a load that handed back a stale suffix behind the newest snapshot (see `load`). */
+  private staleSuffix: string | undefined;
+  private staleSuffixAt = 0;
 
   constructor(
     readonly node: string,
@@ -133,6 +136,7 @@ export class SimDisk {
 
   /** Issues a log write; it is visible to the node at once and durable after a `sync` covering it. */
   write(batch: LogBatch): number {
+    this.checkStaleSuffix('write to its log', batch);
     this.latestLog.apply(batch, this.node);
     const seq = this.nextSeq++;
     this.unsynced.push({ seq, batch });
@@ -162,6 +166,7 @@ export class SimDisk {
   /** Drops log entries at or below `index` (behind a durable snapshot), in both views. */
   compact(index: number): void {
     const newest = this.newestSnapshot?.meta.index ?? 0;
+    this.checkStaleSuffix(`compact its log to ${index}`, undefined);
     if (index > newest) throw new SimViolation('ready-contract', `${this.node}: compacts its log to ${index}, beyond its newest durable snapshot ${newest}`);
     this.durableLog.compact(index);
     this.latestLog.compact(index);
@@ -189,30 +194,48 @@ export class SimDisk {
     }
     this.unsynced = [];
     this.latestLog = this.durableLog.clone();
+    this.staleSuffix = undefined;
     return { kept, lost: n - kept };
   }
 
   /**
-   * What `LogStore.load(afterIndex)` reads back: the hard state and the entries after
-   * `afterIndex`. Loading after the newest snapshot, the entries must continue the snapshot's
-   * log: a suffix of another history (the log held the snapshot's index in another term) would
-   * come back behind the snapshot as if it followed it, a log no node ever had.
+   * What `LogStore.load(afterIndex)` reads back: the hard state, the entries after `afterIndex`
+   * and the term of the entry at `afterIndex` if the log holds one (`afterIndexTerm`).
+   *
+   * Loading after the newest snapshot, the entries must continue the snapshot's log: a suffix
+   * of another history (the log holds the snapshot's index in another term: an install whose
+   * log batch a crash lost) would come back behind the snapshot as if it followed it, a log no
+   * node ever had. The port hands it back, with `afterIndexTerm` saying so, and the node must
+   * not go on with it: its next log write (or compaction) must be the install's batch at that
+   * index (Replica.open writes it again), or `write` reports a violation.
    */
-  load(afterIndex: number): { hardState: HardState; entries: Entry[] } {
+  load(afterIndex: number): { hardState: HardState; entries: Entry[]; afterIndexTerm: Term | undefined } {
     const log = this.latestLog;
     const entries = log.entries.filter((e) => e.index > afterIndex);
     const snap = this.newestSnapshot;
-    const at = log.entryAt(afterIndex);
+    const at = afterIndex > 0 ? log.entryAt(afterIndex) : undefined;
+    this.staleSuffix = undefined;
     if (snap !== undefined && snap.meta.index === afterIndex && entries.length > 0 && at !== undefined && at.term !== snap.meta.term) {
-      throw new SimViolation(
-        'ready-contract',
-        `${this.node}: its log holds entry ${afterIndex} of term ${at.term} and ${entries.length} after it, behind its newest snapshot ${afterIndex}/${snap.meta.term}: a stale suffix would be loaded as if it followed the snapshot`,
-      );
+      this.staleSuffix = `its log holds entry ${afterIndex} of term ${at.term} and ${entries.length} after it, behind its newest snapshot ${afterIndex}/${snap.meta.term}`;
+      this.staleSuffixAt = afterIndex;
     }
     const head = entries[0];
     if (head !== undefined && head.index !== afterIndex + 1) {
       throw new SimViolation('ready-contract', `${this.node}: its log starts at ${head.index} after its newest snapshot ${afterIndex} (a gap on disk)`);
     }
-    return structuredClone({ hardState: log.hardState, entries });
+    return structuredClone({ hardState: log.hardState, entries, afterIndexTerm: at?.term });
+  }
+
+  /** A stale suffix was loaded: the write or compaction `what` must be the install's batch. */
+  private checkStaleSuffix(what: string, batch: LogBatch | undefined): void {
+    if (this.staleSuffix === undefined) return;
+    const message = this.staleSuffix;
+    const index = this.staleSuffixAt;
+    this.staleSuffix = undefined;
+    if (batch?.installedSnapshot === index) return;
+    throw new SimViolation(
+      'ready-contract',
+      `${this.node}: ${message}, loaded as if it followed the snapshot: the node went on to ${what} instead of completing the install (dropping the stale suffix)`,
+    );
   }
 }

@@ -505,13 +505,13 @@ export class SimNode {
     const alive = (): boolean => this.inc === inc;
     return {
       load: (afterIndex: LogIndex): Promise<LoadedLog> => {
-        const { hardState, entries } = this.disk.load(afterIndex);
-        return Promise.resolve({ hardState, entries, truncatedTail: 0 });
+        const { hardState, entries, afterIndexTerm } = this.disk.load(afterIndex);
+        return Promise.resolve({ hardState, entries, afterIndexTerm, truncatedTail: 0 });
       },
       append: (batch) => {
         if (!alive()) return new Promise<void>(() => {});
         this.report(() => this.checkWrite(batch));
-        const seq = this.disk.write(batch);
+        const seq = this.report(() => this.disk.write(batch));
         this.stats.writes++;
         const first = batch.entries[0];
         const hs = batch.hardState;
@@ -530,7 +530,7 @@ export class SimNode {
       },
       compact: (index: LogIndex) => {
         if (alive()) {
-          this.disk.compact(index);
+          this.report(() => this.disk.compact(index));
           this.say(`compact log to ${index}`);
         }
         return Promise.resolve();

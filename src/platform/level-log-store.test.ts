@@ -108,3 +108,22 @@ t.test('term order: terms never decrease along the log', async (t) => {
     [1, 3, 3].map((n) => n as Term),
   );
 });
+
+t.test('an install batch drops the entry at the snapshot index itself, not only in the range clear after it', async (t) => {
+  // The entries below the snapshot go in a range clear after the batch, which a crash can cut
+  // off. Entry S must be gone with the batch: a stale entry S of another term, behind new
+  // entries written after the install, would make Replica.open drop those as a stale suffix.
+  const { dir, remove } = await tempDir('log-install');
+  t.teardown(remove);
+  let s = await LevelLogStore.open({ dataDir: dir });
+  await s.append({ entries: entries(1, 12, 2), hardState: hardState(2, 4), sync: true });
+  // The crash comes right after the batch: the range clear never runs.
+  const db = (s as unknown as { db: { clear: (range: unknown) => Promise<void> } }).db;
+  db.clear = () => Promise.reject(new Error('crashed before the range clear'));
+  await t.rejects(s.append({ entries: entries(9, 10, 3), hardState: hardState(3, 8), sync: true, installedSnapshot: 8 as LogIndex }), /clear the raft log below the installed snapshot at 8/);
+  await s.close();
+  s = await LevelLogStore.open({ dataDir: dir });
+  t.teardown(() => s.close());
+  const loaded = await s.load(8 as LogIndex);
+  t.same({ afterIndexTerm: loaded.afterIndexTerm, entries: describeEntries(loaded.entries) }, { afterIndexTerm: undefined, entries: describeEntries(entries(9, 10, 3)) }, 'nothing at 8, then the new entries');
+});

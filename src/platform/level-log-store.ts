@@ -245,7 +245,7 @@ export class LevelLogStore implements LogStore {
           'cut a torn or corrupt raft log tail above the commit index',
         );
       }
-      return { hardState, entries, truncatedTail: damage === undefined ? 0 : tail.length };
+      return { hardState, entries, afterIndexTerm: await this.readTermAt(afterIndex), truncatedTail: damage === undefined ? 0 : tail.length };
     });
   }
 
@@ -267,6 +267,11 @@ export class LevelLogStore implements LogStore {
         // same atomic batch (or they would come back on restart behind a newer term); entries
         // at or below it are cleared right after (load skips them anyway).
         for (let i = installedSnapshot + 1; i <= this.lastStored; i++) ops.push({ type: 'del', key: entryKey(i) });
+        // The entry at the snapshot's index goes in this batch too: once it is durable the log
+        // holds nothing there, which is how Replica.open tells a completed install from one whose
+        // batch a crash lost (a stale entry there, of another term, would mark the entries after
+        // it, the ones written after the install, as stale).
+        if (installedSnapshot >= 1) ops.push({ type: 'del', key: entryKey(installedSnapshot) });
         what = `install the snapshot at ${installedSnapshot}`;
       }
       if (first !== undefined && last !== undefined) {
@@ -373,6 +378,24 @@ export class LevelLogStore implements LogStore {
         `the raft log store stopped after an earlier write failed (${this.failure.message}); restart the node once the cause is fixed`,
       );
     }
+  }
+
+  /**
+   * The term of the stored entry at `index` (LoadedLog.afterIndexTerm), or undefined when none
+   * is stored there or it does not decode (it is not part of what load returns, so not damage).
+   */
+  private async readTermAt(index: LogIndex): Promise<Term | undefined> {
+    if (index < 1) return undefined;
+    let value: Uint8Array | undefined;
+    try {
+      value = await getOrUndefined(this.db, entryKey(index));
+    } catch (e) {
+      if (isLevelCorruption(e)) throw this.corrupt(`LevelDB reports corruption while reading entry ${index} (${e instanceof Error ? e.message : String(e)})`);
+      throw new StorageError(`read raft log entry ${index}`, this.path, e);
+    }
+    if (value === undefined) return undefined;
+    const decoded = decodeEntry(index, value);
+    return decoded.ok ? decoded.value.term : undefined;
   }
 
   private async readHardState(): Promise<HardState> {

@@ -270,7 +270,11 @@ export class WalLogStore implements LogStore {
     return this.serial.run(async () => {
       this.checkUsable('load');
       await this.drain();
-      const scan = await scanSegments(this.segments, afterIndex + 1);
+      // The replay keeps the entry at afterIndex too, for its term (afterIndexTerm). What the
+      // scan finds to be damage does not depend on where it starts keeping entries (every
+      // record is checked and decoded whole either way; keepFrom only chooses which entries are
+      // copied), and the entry at afterIndex is left out of the checks below as before.
+      const scan = await scanSegments(this.segments, Math.max(1, afterIndex));
       const { replay, damage, beyond } = scan;
       let hardState = replay.shape.hardState;
       let cut = 0;
@@ -308,7 +312,8 @@ export class WalLogStore implements LogStore {
       let expected = afterIndex + 1;
       let prevTerm = 0;
       let problem: string | undefined;
-      const indexes = [...replay.entries.keys()].sort((a, b) => a - b);
+      const afterIndexTerm = afterIndex > 0 ? replay.entries.get(afterIndex)?.term : undefined;
+      const indexes = [...replay.entries.keys()].filter((i) => i > afterIndex).sort((a, b) => a - b);
       for (const index of indexes) {
         if (problem !== undefined) {
           cut++;
@@ -348,7 +353,7 @@ export class WalLogStore implements LogStore {
           'cut a torn or corrupt raft log tail above the commit index',
         );
       }
-      return { hardState: hs, entries, truncatedTail: cut };
+      return { hardState: hs, entries, afterIndexTerm, truncatedTail: cut };
     });
   }
 

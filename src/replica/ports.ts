@@ -1,4 +1,4 @@
-import type { LogIndex, Revision } from '../base/index.js';
+import type { LogIndex, Revision, Term } from '../base/index.js';
 import type { NodeId } from '../base/index.js';
 import type { ConfigChange, Entry, HardState, Message, Snapshot, SnapshotMeta } from '../raft/index.js';
 import type { ChangeRecord } from '../store/index.js';
@@ -14,6 +14,15 @@ export interface LoadedLog {
   readonly hardState: HardState;
   /** Entries after the newest snapshot's index (or from 1), contiguous. */
   readonly entries: readonly Entry[];
+  /**
+   * The term of the stored entry at `afterIndex` (the snapshot's own index), or undefined when
+   * the log holds none there that reads back intact (never written, compacted, dropped by an
+   * installed snapshot; always undefined for `afterIndex` 0). It tells the driver whether the
+   * entries after the snapshot continue the snapshot's history (Replica.open). Reading it is
+   * not part of what `load` checks: an entry at `afterIndex` that is unreadable is reported as
+   * none, never as damage, as before.
+   */
+  readonly afterIndexTerm: Term | undefined;
   /** Torn or corrupt entries above the commit index that were cut off while loading. */
   readonly truncatedTail: number;
 }
@@ -22,8 +31,9 @@ export interface LoadedLog {
 export interface LogStore {
   /**
    * Reads the log. `afterIndex` is the newest snapshot's index: entries at or below it are
-   * skipped. A torn or corrupt tail above the commit index is cut back and reported; damage at
-   * or below the commit index throws `CorruptLogError` (the node must not start).
+   * skipped, except that the term of the entry at `afterIndex` is reported (`afterIndexTerm`).
+   * A torn or corrupt tail above the commit index is cut back and reported; damage at or below
+   * the commit index throws `CorruptLogError` (the node must not start).
    */
   load(afterIndex: LogIndex): Promise<LoadedLog>;
   /**
@@ -31,7 +41,16 @@ export interface LogStore {
    * index) and the hard state. `sync` = fsync before resolving (group commit: one per batch).
    * With `installedSnapshot` set (the Ready carried a snapshot, already saved), every stored
    * entry is dropped first, before and after that index: the snapshot replaces the whole log,
-   * and stale entries after it must not come back on restart behind a newer term.
+   * and stale entries after it must not come back on restart behind a newer term. At the least
+   * the entries at and after that index go in this same atomic batch (those below it may go
+   * later: `load` skips them), so that once the batch is durable the log holds nothing at the
+   * snapshot's index.
+   *
+   * The snapshot file and this batch are two writes: a crash between them leaves the new
+   * snapshot and the old log. `Replica.open` finds that state (the log holds the snapshot's
+   * index in another term, or nothing at or after it with a commit index below it:
+   * `afterIndexTerm`) and writes the batch again, `installedSnapshot` with no entries, before
+   * anything else.
    */
   append(batch: {
     readonly entries: readonly Entry[];

@@ -1,7 +1,7 @@
 import { CairnError, ErrorCode, NO_NODE, silentLogger, type Clock, type LogIndex, type Logger, type NodeId, type Random, type Revision, type Term, type Timers } from '../base/index.js';
-import { RawNode, type Config, type ConfigChange, type Entry, type Message, type PersistedState, type RaftOptions, type Ready, type Status } from '../raft/index.js';
+import { RawNode, type Config, type ConfigChange, type Entry, type HardState, type Message, type PersistedState, type RaftOptions, type Ready, type SnapshotMeta, type Status } from '../raft/index.js';
 import type { ChangeRecord } from '../store/index.js';
-import type { ChangePublisher, LogStore, SnapshotStore, StateMachine, Transport } from './ports.js';
+import { CorruptLogError, type ChangePublisher, type LoadedLog, type LogStore, type SnapshotStore, type StateMachine, type Transport } from './ports.js';
 
 export interface ReplicaOptions<Result, R = unknown> {
   readonly id: NodeId;
@@ -148,10 +148,11 @@ export class Replica<Result = unknown, R = unknown> {
       log.info({ index: snapshot.meta.index, bytes: snapshot.data.length }, 'restored snapshot');
     }
     const afterIndex = snapshot ? snapshot.meta.index : (0 as LogIndex);
-    const loaded = await opts.logStore.load(afterIndex);
+    let loaded: LoadedLog = await opts.logStore.load(afterIndex);
     if (loaded.truncatedTail > 0) {
       log.warn({ entries: loaded.truncatedTail }, 'cut a torn or corrupt log tail above the commit index');
     }
+    if (snapshot) loaded = await Replica.maybeCompleteInstall(opts.logStore, log, snapshot.meta, loaded);
     let state: PersistedState = { hardState: loaded.hardState, snapshot, entries: loaded.entries };
     const fresh = !snapshot && loaded.entries.length === 0 && loaded.hardState.term === 0;
     if (fresh && opts.bootstrap) {
@@ -166,6 +167,64 @@ export class Replica<Result = unknown, R = unknown> {
       'replica opened',
     );
     return new Replica<Result, R>(opts, raw, afterIndex);
+  }
+
+  /**
+   * Finishes a snapshot install that a crash cut in half, before the core sees the log.
+   *
+   * An installed snapshot is two writes (`persist`): the snapshot file, then the log batch that
+   * drops the log it replaces (LogStore.append, `installedSnapshot`). A crash between them leaves
+   * the new snapshot S (term T) and the old log. The core installs a leader's snapshot only when
+   * its log does not hold entry S in term T (Raft §7, thesis §5: with a matching entry it keeps
+   * its log and only moves the commit index; step-follower.ts `restore`), so the old log either
+   * ended before S or holds S in another term, with entries after it of that other history.
+   * Loaded behind S as if they followed it, those would make a log no node ever had (Raft's log
+   * matching assumes it cannot happen), and a log that ends before S joins up with nothing.
+   *
+   * What the log holds at S (`afterIndexTerm`) tells the cases apart:
+   * - entry S in term T: the node's own snapshot (taken at its applied index; the driver never
+   *   compacts the newest snapshot's entry away). The entries after it are its own, possibly
+   *   acknowledged: kept.
+   * - nothing at S, entries from S + 1: a completed install (its batch dropped entry S) followed
+   *   by new entries, or an older snapshot restored after the newest one was found corrupt (the
+   *   log is compacted through it). Kept.
+   * - entry S in another term: the install's batch was lost; the entries after S are a stale
+   *   suffix. None of them can be committed: a committed entry after S would be in every later
+   *   leader's log, and so would everything before it, entry S of term T included (log
+   *   matching, leader completeness §5.4). Dropped, by writing the install's batch again.
+   * - nothing at S and nothing after it, with a durable commit index below S: the install's
+   *   batch was lost (the core installs a snapshot only above its commit index, and that batch
+   *   carries commit S). Written again. With a commit index at or above S the batch (or a later
+   *   one, which a crash cannot keep without it) is durable: the install completed and nothing
+   *   followed it. Left alone (writing it again would be harmless, but would warn for nothing).
+   */
+  private static async maybeCompleteInstall(logStore: LogStore, log: Logger, meta: SnapshotMeta, loaded: LoadedLog): Promise<LoadedLog> {
+    const at = loaded.afterIndexTerm;
+    const stale = at !== undefined && at !== meta.term;
+    const hs = loaded.hardState;
+    const empty = at === undefined && loaded.entries.length === 0 && hs.commit < meta.index;
+    if (!stale && !empty) return loaded;
+    if (stale && hs.commit >= meta.index) {
+      // A commit index at or past S vouches for entry S as it is in the log: committed, it would
+      // have term T. The log and the snapshot contradict each other; neither can be trusted.
+      throw new CorruptLogError(
+        `the raft log holds entry ${meta.index} of term ${at} with commit index ${hs.commit}, but the newest snapshot at ${meta.index} is of term ${meta.term}: committed history disagrees; refusing to start rather than serve wrong data; restore this node from a snapshot or wipe its data dir to rejoin the cluster`,
+      );
+    }
+    const hardState: HardState = { ...hs, commit: Math.max(hs.commit, meta.index) as LogIndex };
+    if (stale) {
+      log.warn(
+        { snapshotIndex: meta.index, snapshotTerm: meta.term, logTermAtSnapshot: at, staleEntries: loaded.entries.length, firstStale: loaded.entries[0]?.index, lastStale: loaded.entries[loaded.entries.length - 1]?.index },
+        'the newest snapshot was installed but the log batch that drops the log it replaces was lost in a crash: the log holds the snapshot index in another term; dropping the stale entries after it (Raft §7)',
+      );
+    } else {
+      log.warn(
+        { snapshotIndex: meta.index, snapshotTerm: meta.term, commit: hs.commit },
+        'the newest snapshot was installed but the log batch that drops the log it replaces was lost in a crash: the log holds nothing at or after the snapshot index and its commit index is below it; writing the batch again (Raft §7)',
+      );
+    }
+    await logStore.append({ entries: [], hardState, sync: true, installedSnapshot: meta.index });
+    return { hardState, entries: [], afterIndexTerm: undefined, truncatedTail: loaded.truncatedTail };
   }
 
   get id(): NodeId {

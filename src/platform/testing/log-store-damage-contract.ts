@@ -58,6 +58,21 @@ export function logStoreDamageContract(t: Test, h: DamageHarness): void {
     );
   });
 
+  t.test('loading after a snapshot index: the same cut, and the term of the intact entry at that index', async (t) => {
+    const { dir, written: all } = await written(t, h, 10, 5);
+    await h.damageEntry(dir, 8);
+    const s = await h.open(dir);
+    t.teardown(() => s.close());
+    const loaded = await s.load(6 as LogIndex);
+    t.same(
+      { entries: describeEntries(loaded.entries), truncatedTail: loaded.truncatedTail, afterIndexTerm: loaded.afterIndexTerm },
+      { entries: describeEntries(all.slice(6, 7)), truncatedTail: 3, afterIndexTerm: 1 },
+      'entry 7, then 8..10 cut as when loading from 0; entry 6 reported, not loaded',
+    );
+    const again = await s.load(6 as LogIndex);
+    t.same({ entries: again.entries.length, truncatedTail: again.truncatedTail, afterIndexTerm: again.afterIndexTerm }, { entries: 1, truncatedTail: 0, afterIndexTerm: 1 }, 'the cut kept entry 6');
+  });
+
   t.test('a bad checksum at or below the commit index refuses to start, and cuts nothing', async (t) => {
     const { dir } = await written(t, h, 10, 5);
     await h.damageEntry(dir, 4);

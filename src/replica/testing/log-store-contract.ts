@@ -174,6 +174,64 @@ export function logStoreContract(t: Test, makeHarness: () => Promise<LogStoreHar
     }
   });
 
+  withStore('afterIndexTerm: the term of the stored entry at afterIndex, or none (not loaded itself)', async (t, h, s) => {
+    t.equal((await s.load(z)).afterIndexTerm, undefined, 'a fresh store: none at 0');
+    await s.append({ entries: [...entries(1, 5, 1), ...entries(6, 10, 2)], hardState: hardState(2, 3), sync: true });
+    t.equal((await s.load(z)).afterIndexTerm, undefined, 'never any at 0');
+    const at5 = await s.load(5 as LogIndex);
+    t.equal(at5.afterIndexTerm, 1, 'entry 5 is of term 1');
+    t.same(describeEntries(at5.entries), describeEntries(entries(6, 10, 2)), 'and it is not among the entries loaded');
+    t.equal((await s.load(6 as LogIndex)).afterIndexTerm, 2);
+    const at10 = await s.load(10 as LogIndex);
+    t.same({ term: at10.afterIndexTerm, entries: at10.entries.length }, { term: 2, entries: 0 }, 'the last entry');
+    t.equal((await s.load(14 as LogIndex)).afterIndexTerm, undefined, 'beyond the end of the log (a snapshot ahead of it)');
+    await s.append({ entries: entries(8, 9, 3), hardState: hardState(3, 3), sync: true });
+    t.equal((await s.load(8 as LogIndex)).afterIndexTerm, 3, 'a replaced entry reports its new term');
+    t.equal((await s.load(10 as LogIndex)).afterIndexTerm, undefined, 'a truncated entry is none');
+    await s.compact(4 as LogIndex);
+    t.equal((await s.load(4 as LogIndex)).afterIndexTerm, undefined, 'a compacted entry is none');
+    const s2 = await reopen(h, s);
+    try {
+      const again = await s2.load(5 as LogIndex);
+      t.same(
+        { term: again.afterIndexTerm, entries: describeEntries(again.entries), truncatedTail: again.truncatedTail },
+        { term: 1, entries: describeEntries([...entries(6, 7, 2), ...entries(8, 9, 3)]), truncatedTail: 0 },
+        'the same after a restart',
+      );
+    } finally {
+      await s2.close();
+    }
+  });
+
+  withStore('afterIndexTerm after an installed snapshot: none at its index, also once entries follow it', async (t, h, s) => {
+    await s.append({ entries: entries(1, 12, 2), hardState: hardState(2, 4), sync: true });
+    await s.append({ entries: [], hardState: hardState(3, 8), sync: true, installedSnapshot: 8 as LogIndex });
+    t.equal((await s.load(8 as LogIndex)).afterIndexTerm, undefined, 'the install dropped entry 8');
+    await s.append({ entries: entries(9, 10, 3), hardState: hardState(3, 9), sync: true });
+    const s2 = await reopen(h, s);
+    try {
+      const loaded = await s2.load(8 as LogIndex);
+      t.same({ term: loaded.afterIndexTerm, entries: describeEntries(loaded.entries) }, { term: undefined, entries: describeEntries(entries(9, 10, 3)) }, 'the log resumes at 9, nothing at 8');
+    } finally {
+      await s2.close();
+    }
+  });
+
+  withStore('the log an install whose batch was lost leaves: entry S of the old term and the stale entries after it are reported', async (t, _h, s) => {
+    // The snapshot file at 8 (term 3) was saved; the crash lost the batch that would drop the old log.
+    await s.append({ entries: entries(1, 12, 2), hardState: hardState(2, 4), sync: true });
+    const loaded = await s.load(8 as LogIndex);
+    t.same(
+      { term: loaded.afterIndexTerm, entries: describeEntries(loaded.entries), truncatedTail: loaded.truncatedTail },
+      { term: 2, entries: describeEntries(entries(9, 12, 2)), truncatedTail: 0 },
+      'the store reports what it holds; the driver (Replica.open) decides that 9..12 are stale',
+    );
+    // The old log ended before the snapshot: nothing at 8 and nothing after it.
+    await s.append({ entries: entries(6, 6, 2), hardState: undefined, sync: true });
+    const short = await s.load(8 as LogIndex);
+    t.same({ term: short.afterIndexTerm, entries: short.entries.length }, { term: undefined, entries: 0 });
+  });
+
   withStore('a batch whose entries are not contiguous is refused and writes nothing', async (t, _h, s) => {
     await s.append({ entries: entries(1, 2, 1), hardState: hardState(1, 0), sync: true });
     await t.rejects(s.append({ entries: [entry(3, 1), entry(5, 1)], hardState: hardState(1, 1), sync: true }), /not contiguous/);
@@ -203,6 +261,11 @@ export function logStoreContract(t: Test, makeHarness: () => Promise<LogStoreHar
               const want = { hardState: { term: hs.term, vote: hs.vote, commit: hs.commit }, entries: describeEntries(log.slice(snap)), truncatedTail: 0 };
               if (JSON.stringify(describeLoaded(loaded)) !== JSON.stringify(want)) {
                 throw new Error(`loaded ${JSON.stringify(describeLoaded(loaded))}, model says ${JSON.stringify(want)}`);
+              }
+              // The entry at the snapshot index is kept unless compaction reached it.
+              const wantTerm = snap > compacted ? log[snap - 1]?.term : undefined;
+              if (loaded.afterIndexTerm !== wantTerm) {
+                throw new Error(`load(${snap}) says the entry there is of term ${String(loaded.afterIndexTerm)}, model says ${String(wantTerm)} (compacted through ${compacted})`);
               }
             };
             for (const step of steps) {

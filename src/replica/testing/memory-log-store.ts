@@ -145,7 +145,11 @@ export class MemoryLogStore implements LogStore {
       throw corrupt(`the raft log ends at index ${lastLoaded} but the commit index is ${commit}: committed entries are missing`);
     }
     if (damage !== undefined) this.disk.write({ kind: 'cut', after: lastLoaded }, true);
-    return { hardState, entries, truncatedTail: damage?.cut ?? 0 };
+    // The entry at afterIndex is not part of what is loaded (nor checked): only its term is
+    // reported, and only when it reads back intact.
+    const at = afterIndex > 0 ? image.entries.get(afterIndex) : undefined;
+    const afterIndexTerm = at !== undefined && !at.corrupt ? at.entry.term : undefined;
+    return { hardState, entries, afterIndexTerm, truncatedTail: damage?.cut ?? 0 };
   }
 
   async append(batch: {
