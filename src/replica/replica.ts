@@ -68,6 +68,22 @@ export interface ReplicaStatus extends Status {
   /** Milliseconds since this node last heard from the leader (0 when it is the leader). */
   readonly lastLeaderContactMs: number | undefined;
   readonly failed: string | undefined;
+  /** Raft messages dropped by the member filter since start, by reason (`Replica.receive`). */
+  readonly droppedMessages: Readonly<Record<DropReason, number>>;
+}
+
+/**
+ * Why the driver dropped a Raft message before the core saw it (`Replica.receive`):
+ * - `non-member`: the sender is not in this node's configuration (voters and learners), and is
+ *   not the leader this node already follows in the message's term;
+ * - `no-config`: this node has no configuration yet (it waits to be added) and the message is
+ *   not one a leader sends to a joining node (append, heartbeat, snapshot chunk).
+ */
+export type DropReason = 'non-member' | 'no-config';
+
+/** Messages a leader sends to its followers: the only ones a node with no configuration takes. */
+function fromALeader(m: Message): boolean {
+  return m.type === 'app' || m.type === 'heartbeat' || m.type === 'snap';
 }
 
 interface ProposalWaiter<Result> {
@@ -121,6 +137,10 @@ export class Replica<Result = unknown, R = unknown> {
   private lastSnapshotIndex: LogIndex;
   private lastLeaderContact = 0;
   private readSeq = 0;
+  private readonly dropped: Record<DropReason, number> = { 'non-member': 0, 'no-config': 0 };
+  /** The member ids of `membersOf`, recomputed only when the core's configuration object changes. */
+  private membersOf: Config | undefined;
+  private members: ReadonlySet<NodeId> = new Set();
   private readonly sm: StateMachine<Result>;
   private readonly bugs: ReplicaPlantedBugs | undefined;
 
@@ -279,7 +299,7 @@ export class Replica<Result = unknown, R = unknown> {
 
   private withContact(st: Status): ReplicaStatus {
     const contact = st.role === 'leader' ? 0 : st.leader === NO_NODE ? undefined : this.opts.clock.monotonicMs() - this.lastLeaderContact;
-    return { ...st, lastLeaderContactMs: contact, failed: this.failure?.message };
+    return { ...st, lastLeaderContactMs: contact, failed: this.failure?.message, droppedMessages: { ...this.dropped } };
   }
 
   /** True once the node failed or began shutting down: it will not accept work again. */
@@ -328,12 +348,63 @@ export class Replica<Result = unknown, R = unknown> {
 
   private receive(m: Message): void {
     if (this.closed || this.failure) return;
+    const drop = this.memberFilter(m);
+    if (drop !== undefined) {
+      this.dropped[drop]++;
+      // Debug: a removed node keeps talking until it learns it was removed; not worth a warning each.
+      this.log.debug({ from: m.from, type: m.type, term: m.term, reason: drop }, 'dropped a raft message');
+      return;
+    }
     // Only a leader sends appends, heartbeats and snapshot chunks.
     if (m.type === 'app' || m.type === 'heartbeat' || m.type === 'snap') {
       this.lastLeaderContact = this.opts.clock.monotonicMs();
     }
     this.raw.step(m);
     this.schedule();
+  }
+
+  /**
+   * Only members speak Raft (issue 15, item 3). A message is handed to the core only if its
+   * sender is in this node's current configuration: the newest configuration entry in its log,
+   * committed or not (thesis §4.1: a configuration is in force from its append), voters and
+   * learners alike. A learner being added is therefore a member for the leader as soon as the
+   * leader appended the change, before it sends the learner anything. Dropping a message is
+   * always safe in Raft (the network may lose any message); what this can cost is liveness, so
+   * the exceptions are those a node needs in order to join or keep up:
+   *
+   * - A node with no configuration (started empty with --join, waiting to be added) takes only
+   *   what a leader sends a follower: appends, heartbeats and snapshot chunks, from whoever
+   *   sends them. It cannot know the cluster yet; it learns the configuration from the first
+   *   snapshot or config entry it receives, and from then on it filters. Votes, timeout-now and
+   *   responses from anyone are dropped until then.
+   * - The leader this node already follows in a term stays heard for that term, member or not
+   *   in this node's (possibly older) configuration. A node that replays the log from index 1
+   *   sees the bootstrap configuration first, which may not name the current leader (added
+   *   later): without this it would drop the leader's next append and never catch up (thesis
+   *   §4.2.3 is why Raft servers do not consult their configuration at all). The core sets
+   *   that leader only from a message that passed this filter, so a configured node never
+   *   adopts a non-member as a new leader.
+   *
+   * Limits: a configured node that is behind the entry that added the current leader, and
+   * does not follow it yet (restarted, or partitioned across the change), drops that leader's
+   * messages and does not catch up until a leader it knows is elected, or an operator removes
+   * it and adds it back with empty state. Nothing here proves who sent a message: `from` is
+   * what the sender claims. Authenticating it (mutual TLS whose node identity must match
+   * `from`, issue 15 item 2) is what turns this filter into a trust boundary; until then it
+   * keeps removed or never-added nodes, and honest mistakes, from disrupting the cluster.
+   * `timeout-now` from anyone but the leader of the current term is refused in the core
+   * (src/raft/step.ts).
+   */
+  private memberFilter(m: Message): DropReason | undefined {
+    const st = this.raw.basicStatus();
+    if (st.config.members.length === 0) return fromALeader(m) ? undefined : 'no-config';
+    if (this.membersOf !== st.config) {
+      this.membersOf = st.config;
+      this.members = new Set(st.config.members.map((x) => x.id));
+    }
+    if (this.members.has(m.from)) return undefined;
+    if (fromALeader(m) && m.from === st.leader && m.term === st.term) return undefined;
+    return 'non-member';
   }
 
   /** The transport saw the connection with `peer` break at its end (its process died). */
