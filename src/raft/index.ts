@@ -1,6 +1,7 @@
 export * from './types.js';
 export type { RaftOptions, PlantedBugs } from './options.js';
 export { RawNode, type Proposed } from './raw-node.js';
+export { resolveOptions as resolveRaftOptions } from './options.js';
 export {
   applyConfigChange,
   decodeConfigEntry,

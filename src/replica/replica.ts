@@ -1,5 +1,5 @@
 import { CairnError, ErrorCode, NO_NODE, type Clock, type LogIndex, type NodeId, type Random, type Revision, type Term } from '../base/index.js';
-import { RawNode, type Config, type ConfigChange, type Entry, type Message, type PersistedState, type RaftOptions, type Ready, type Status } from '../raft/index.js';
+import { RawNode, resolveRaftOptions, type Config, type ConfigChange, type Entry, type Message, type PersistedState, type RaftOptions, type Ready, type Status } from '../raft/index.js';
 import { silentLogger, type Logger } from './logger.js';
 import type { ChangeRecord } from '../store/index.js';
 import type { ChangePublisher, LogStore, SnapshotStore, StateMachine, Transport } from './ports.js';
@@ -141,6 +141,8 @@ export class Replica<Result = unknown, R = unknown> {
   /** The member ids of `membersOf`, recomputed only when the core's configuration object changes. */
   private membersOf: Config | undefined;
   private members: ReadonlySet<NodeId> = new Set();
+  /** Election timeout in ms: without a leader's message for this long, a non-member leader is heard. */
+  private readonly leaderSilenceMs: number;
   private readonly sm: StateMachine<Result>;
   private readonly bugs: ReplicaPlantedBugs | undefined;
 
@@ -152,6 +154,7 @@ export class Replica<Result = unknown, R = unknown> {
     this.log = opts.logger ?? silentLogger;
     this.lastSnapshotIndex = snapshotIndex;
     this.lastLeaderContact = opts.clock.monotonicMs();
+    this.leaderSilenceMs = resolveRaftOptions({ ...(opts.raft ?? {}), id: opts.id, random: opts.random }).electionTimeoutTicks * (opts.tickMs ?? 100);
     opts.transport.onMessage((m) => this.receive(m));
     opts.transport.onConnectionLost?.((peer) => this.connectionLost(peer));
     this.ticker = opts.timers.setInterval(() => this.tick(), positive('tickMs', opts.tickMs ?? 100));
@@ -369,31 +372,32 @@ export class Replica<Result = unknown, R = unknown> {
    * committed or not (thesis §4.1: a configuration is in force from its append), voters and
    * learners alike. A learner being added is therefore a member for the leader as soon as the
    * leader appended the change, before it sends the learner anything. Dropping a message is
-   * always safe in Raft (the network may lose any message); what this can cost is liveness, so
-   * the exceptions are those a node needs in order to join or keep up:
+   * always safe in Raft (the network may lose any message); what it can cost is liveness, so
+   * the exceptions are what a node needs to join or to catch up, and only for what a leader
+   * sends a follower (appends, heartbeats, snapshot chunks):
    *
-   * - A node with no configuration (started empty with --join, waiting to be added) takes only
-   *   what a leader sends a follower: appends, heartbeats and snapshot chunks, from whoever
-   *   sends them. It cannot know the cluster yet; it learns the configuration from the first
-   *   snapshot or config entry it receives, and from then on it filters. Votes, timeout-now and
-   *   responses from anyone are dropped until then.
-   * - The leader this node already follows in a term stays heard for that term, member or not
-   *   in this node's (possibly older) configuration. A node that replays the log from index 1
-   *   sees the bootstrap configuration first, which may not name the current leader (added
-   *   later): without this it would drop the leader's next append and never catch up (thesis
-   *   §4.2.3 is why Raft servers do not consult their configuration at all). The core sets
-   *   that leader only from a message that passed this filter, so a configured node never
-   *   adopts a non-member as a new leader.
+   * - A node with no configuration (started empty with --join, waiting to be added) takes
+   *   those from whoever sends them: it cannot know the cluster yet. It learns the
+   *   configuration from the first snapshot or config entry it receives and filters from then
+   *   on. Votes, timeout-now and responses are dropped until then (`no-config`).
+   * - The leader this node already follows in a term stays heard for that term. A node that
+   *   replays the log from index 1 sees the bootstrap configuration first, which may not name
+   *   the current leader (added later): without this it would drop its leader's next append.
+   * - A node that has heard no leader for an election timeout (just restarted, partitioned,
+   *   removed and waiting to be added back) hears a non-member's leader messages. Its
+   *   configuration may be older than the entry that added the current leader (thesis §4.2.3
+   *   is why Raft servers do not consult their configuration at all): without this it would
+   *   never catch up. A node in contact with its leader never does, so an outsider cannot
+   *   depose a working leader's followers or replace their state.
    *
-   * Limits: a configured node that is behind the entry that added the current leader, and
-   * does not follow it yet (restarted, or partitioned across the change), drops that leader's
-   * messages and does not catch up until a leader it knows is elected, or an operator removes
-   * it and adds it back with empty state. Nothing here proves who sent a message: `from` is
-   * what the sender claims. Authenticating it (mutual TLS whose node identity must match
-   * `from`, issue 15 item 2) is what turns this filter into a trust boundary; until then it
-   * keeps removed or never-added nodes, and honest mistakes, from disrupting the cluster.
-   * `timeout-now` from anyone but the leader of the current term is refused in the core
-   * (src/raft/step.ts).
+   * Votes, pre-votes, timeout-now and every response from a non-member are always dropped:
+   * no node needs a non-member's vote or answer to make progress. Limits: nothing here proves
+   * who sent a message (`from` is what the sender claims); mutual TLS whose node identity
+   * must match `from` (issue 15, item 2) is what makes this a trust boundary. Until then it
+   * keeps removed or never-added nodes, and honest mistakes, from disrupting the cluster; and
+   * a node that is new, or has been without a leader for an election timeout, trusts the first
+   * leader that speaks to it. `timeout-now` from anyone but the leader of the current term is
+   * refused in the core (src/raft/step.ts).
    */
   private memberFilter(m: Message): DropReason | undefined {
     const st = this.raw.basicStatus();
@@ -403,8 +407,10 @@ export class Replica<Result = unknown, R = unknown> {
       this.members = new Set(st.config.members.map((x) => x.id));
     }
     if (this.members.has(m.from)) return undefined;
-    if (fromALeader(m) && m.from === st.leader && m.term === st.term) return undefined;
-    return 'non-member';
+    if (!fromALeader(m)) return 'non-member';
+    if (m.from === st.leader && m.term === st.term) return undefined;
+    const leaderless = st.role !== 'leader' && this.opts.clock.monotonicMs() - this.lastLeaderContact >= this.leaderSilenceMs;
+    return leaderless ? undefined : 'non-member';
   }
 
   /** The transport saw the connection with `peer` break at its end (its process died). */
