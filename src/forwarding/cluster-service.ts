@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { CairnError, ErrorCode, isCairnError, parseErrorCode, type NodeId } from '../base/index.js';
-import type { ConfigChange } from '../raft/index.js';
+import { parseConfigChange, type ConfigChange } from '../raft/index.js';
 import type { Coordinator, Logger } from '../replica/index.js';
 import { WireError, decodeMessage, packValue, unpackValue } from './codec.js';
 import type { ForwardRequestMsg, ForwardResponseMsg, HelloRequestMsg, HelloResponseMsg, RaftAckMsg, RaftBatchMsg } from './grpc-defs.js';
@@ -23,6 +23,15 @@ export interface ClusterServiceOptions {
   readonly onRejected?: (reason: string) => void;
   /** True once this node is shutting down: the streams it cancels then are not peers' failures. */
   readonly stopping?: () => boolean;
+  /**
+   * May `peer` (the node the call claims to come from) have the leader perform `op`? Throws a
+   * typed error (PERMISSION_DENIED) to refuse. Called for every Forward before anything is
+   * proposed. Default: allow (what the request carries is still checked: `proposeLocal`,
+   * `changeMembership`).
+   * TODO(issue 15, item 2): with peer mTLS, `peer` is the identity of the client certificate,
+   * and a membership change or a transfer must come from an authenticated member.
+   */
+  readonly authorizeForward?: (peer: { readonly claimedId: string }, op: 'envelope' | 'configChange' | 'transferTo') => void;
 }
 
 /**
@@ -146,6 +155,7 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
     }
     const timeoutMs = Math.max(1, Math.min(req.timeoutMs || 10_000, 60_000));
     try {
+      if (req.op === 'envelope' || req.op === 'configChange' || req.op === 'transferTo') opts.authorizeForward?.({ claimedId: req.from }, req.op);
       switch (req.op) {
         case 'envelope':
           reply(coordinator.proposeLocal(req.envelope ?? new Uint8Array(0), timeoutMs));
@@ -199,30 +209,15 @@ export function fromErrorMsg(e: { code: string; message: string; details: Uint8A
   return new CairnError(parseErrorCode(e.code), e.message, details);
 }
 
+/** A forwarded membership change: msgpack, then the one check every door uses (`parseConfigChange`). */
 function decodeConfigChange(b: Uint8Array): ConfigChange {
   let v: unknown;
   try {
     v = unpackValue(b);
   } catch {
-    throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'config change is not msgpack');
+    throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'refused a membership change: it is not msgpack');
   }
-  if (typeof v !== 'object' || v === null) throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'config change is not an object');
-  const o = v as Record<string, unknown>;
-  const id = o['id'];
-  if (typeof id !== 'string' || id === '') throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'config change needs an id');
-  const nid = id as NodeId;
-  switch (o['type']) {
-    case 'add-learner':
-    case 'add-voter':
-      if (typeof o['address'] !== 'string') throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'config change needs an address');
-      if (o['type'] === 'add-learner' && o['autoPromote'] === true) return { type: 'add-learner', id: nid, address: o['address'], autoPromote: true };
-      return { type: o['type'], id: nid, address: o['address'] };
-    case 'promote':
-    case 'remove':
-      return { type: o['type'], id: nid };
-    default:
-      throw new CairnError(ErrorCode.INVALID_ARGUMENT, `unknown config change type ${JSON.stringify(o['type'])}`);
-  }
+  return parseConfigChange(v);
 }
 
 /** Logs each distinct reason at most once per interval, with a count of what was suppressed. */

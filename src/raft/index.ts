@@ -12,6 +12,7 @@ export {
   memberOf,
   makeConfig,
   NOOP_ENTRY_DATA,
+  parseConfigChange,
   voters,
 } from './config.js';
 export { majority, majorityValue, voteResult, type VoteResult } from './quorum.js';

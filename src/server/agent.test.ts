@@ -30,7 +30,8 @@ t.test('three agents form a cluster over gRPC; a write sent to a follower commit
     for (const a of agents) await a.close();
     await rm(dir, { recursive: true, force: true });
   });
-  for (const cfg of await clusterConfigs(dir, 3, { demoTypes: false })) {
+  // The demo types are registered: the leader validates a forwarded write as a local request (issue 15).
+  for (const cfg of await clusterConfigs(dir, 3)) {
     agents.push(await startAgent(cfg, { logger: createLogger({ level: 'warn', nodeId: cfg.nodeId }) }));
   }
   await Promise.all(agents.map((a) => a.ready));

@@ -397,7 +397,7 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
       },
       ...(bootstrap ? { bootstrap } : {}),
     });
-    coordinator = new Coordinator(replica, fsm, { forwarder, onProposal: (outcome) => metrics.proposals.inc({ outcome }), plantedStaleRead: bugs.staleFollowerRead });
+    coordinator = new Coordinator(replica, fsm, { forwarder, onProposal: (outcome) => metrics.proposals.inc({ outcome }), plantedStaleRead: bugs.staleFollowerRead, checkCommand: (c, store) => resources.checkCommand(c, store) });
     // Every applied entry's changes, in commit order, feed this node's watch streams. Created
     // in the same turn as the subscription, so no applied entry falls between the two.
     const pub = new EventPublisher(
