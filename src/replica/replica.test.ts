@@ -241,16 +241,16 @@ t.test('only members speak Raft: a non-member\'s timeout-now, high-term vote and
   t.ok(after.version > 0, 'the same leader keeps committing writes');
 });
 
-t.test('only members speak Raft: a node with no configuration takes only a leader\'s messages, and a joining learner catches up from the log', async (t) => {
+t.test('only members speak Raft: a node with no configuration takes only a leader\'s messages and vote requests, and a joining learner catches up from the log', async (t) => {
   const c = new LocalCluster({ seed: 17 });
   t.teardown(() => c.close());
   await c.bootstrap(['n1', 'n2', 'n3']);
   const leader = await c.waitForLeader();
   for (let i = 0; i < 10; i++) await leader.coordinator.propose(CommandType.ResourceWrite, writeBody(`j${i}`, { name: `J${i}` }));
   const n4 = await c.start('n4', undefined);
-  // Before it is added: a stranger's vote and timeout-now are dropped as `no-config`.
+  // Before it is added: a stranger's timeout-now and responses are dropped as `no-config`.
   c.net.inject({ type: 'timeout-now', from: nodeId('evil'), to: n4.id, term: 9 as never });
-  c.net.inject({ type: 'vote', from: nodeId('evil'), to: n4.id, term: 9 as never, lastIndex: 5 as never, lastTerm: 9 as never, transfer: true });
+  c.net.inject({ type: 'app-resp', from: nodeId('evil'), to: n4.id, term: 9 as never, index: 5 as never, reject: false, hintIndex: 0 as never, hintTerm: 0 as never });
   await waitUntil(() => n4.replica.status().droppedMessages['no-config'] === 2, 5000, 'n4 to drop both');
   t.equal(n4.replica.status().term, 0, 'n4 did not move to the stranger\'s term');
   await leader.coordinator.changeMembership({ type: 'add-learner', id: nodeId('n4'), address: 'n4:7500' });

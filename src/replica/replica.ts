@@ -81,9 +81,19 @@ export interface ReplicaStatus extends Status {
  */
 export type DropReason = 'non-member' | 'no-config';
 
-/** Messages a leader sends to its followers: the only ones a node with no configuration takes. */
+/** Messages a leader sends to its followers. */
 function fromALeader(m: Message): boolean {
   return m.type === 'app' || m.type === 'heartbeat' || m.type === 'snap';
+}
+
+/**
+ * What a node with no configuration takes: a leader's messages, and (pre-)vote requests. A
+ * cluster formed with --bootstrap-expect may have one node write the first configuration while
+ * the others, finding its cluster id, start empty to join it: that node's first election needs
+ * their votes (the core grants them: it does not consult its configuration for votes).
+ */
+function forAnEmptyNode(m: Message): boolean {
+  return fromALeader(m) || m.type === 'vote' || m.type === 'pre-vote';
 }
 
 interface ProposalWaiter<Result> {
@@ -377,9 +387,12 @@ export class Replica<Result = unknown, R = unknown> {
    * sends a follower (appends, heartbeats, snapshot chunks):
    *
    * - A node with no configuration (started empty with --join, waiting to be added) takes
-   *   those from whoever sends them: it cannot know the cluster yet. It learns the
-   *   configuration from the first snapshot or config entry it receives and filters from then
-   *   on. Votes, timeout-now and responses are dropped until then (`no-config`).
+   *   those from whoever sends them, and (pre-)vote requests too: it cannot know the cluster
+   *   yet, and a cluster formed with --bootstrap-expect may need its vote for its first
+   *   election (one node wrote the first configuration; the others, finding its cluster id,
+   *   started empty to join it). It learns the configuration from the first snapshot or config
+   *   entry it receives and filters from then on. Timeout-now and responses are dropped until
+   *   then (`no-config`).
    * - The leader this node already follows in a term stays heard for that term. A node that
    *   replays the log from index 1 sees the bootstrap configuration first, which may not name
    *   the current leader (added later): without this it would drop its leader's next append.
@@ -401,7 +414,7 @@ export class Replica<Result = unknown, R = unknown> {
    */
   private memberFilter(m: Message): DropReason | undefined {
     const st = this.raw.basicStatus();
-    if (st.config.members.length === 0) return fromALeader(m) ? undefined : 'no-config';
+    if (st.config.members.length === 0) return forAnEmptyNode(m) ? undefined : 'no-config';
     if (this.membersOf !== st.config) {
       this.membersOf = st.config;
       this.members = new Set(st.config.members.map((x) => x.id));
