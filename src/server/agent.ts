@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { CairnError, ErrorCode, NO_NODE, SeededRandom, nodeId, type NodeId, type Revision } from '../base/index.js';
 import {
   Metrics,
+  HostAllowList,
   ResourceService,
   Router,
   TypeRegistry,
@@ -220,7 +221,7 @@ export async function startAgent(config: AgentConfig, opts: StartAgentOptions = 
   addSnapshotRoutes(router, () => coordinator, systemClock);
   addResourceGrpcService(grpcServer, resources, { logger, watches });
   opts.extend?.({ router, grpcServer, coordinator: () => coordinator, registry, resources, watches, agentConfig: config });
-  const httpServer = createHttpServer({ router, logger, onResponse: (method, status) => metrics.httpRequests.inc({ method, status: String(status) }) });
+  const httpServer = createHttpServer({ router, logger, onResponse: (method, status) => metrics.httpRequests.inc({ method, status: String(status) }), allowedHosts: new HostAllowList([config.httpAddr, config.advertiseAddr, ...config.httpAllowedHosts]) });
 
   let grpcAddress: string;
   let httpAddress: string;

@@ -130,6 +130,7 @@ t.test('every option can be set from flags, env and file with the same names', a
     watchWindowEvents: { flag: '50', file: 50, want: 50 },
     watchBufferEvents: { flag: '60', file: 60, want: 60 },
     watchBookmarkMs: { flag: '70', file: 70, want: 70 },
+    httpAllowedHosts: { flag: 'cairn.internal,10.0.0.9:7501', file: ['cairn.internal', '10.0.0.9:7501'], want: ['cairn.internal', '10.0.0.9:7501'] },
     plantedBugs: { flag: 'skip-fsync,stale-read', file: ['skip-fsync', 'stale-read'], want: ['skip-fsync', 'stale-read'] },
   };
   const keys = Object.keys(values) as (keyof AgentConfig)[];
@@ -283,4 +284,9 @@ t.test('every problem is reported at once', async (t) => {
   const p = problems(t, ['--tick-ms', 'x', '--log-level', 'loud', '--grpc-addr', 'nope'], { CAIRN_SNAPSHOT_ENTRIES: '0' });
   t.equal(p.length, 5, p.join('\n'));
   t.match(p, [/^--tick-ms/, /^--snapshot-entries/, /^--data-dir is required/, /^--grpc-addr/, /^--log-level/]);
+});
+
+t.test('--http-allowed-hosts takes host names, addresses or *, and refuses what is not one', async (t) => {
+  t.same(load([...BASE, '--http-allowed-hosts', 'a.example,[fd00::1]:7501', '--http-allowed-hosts', '*']).httpAllowedHosts, ['a.example', '[fd00::1]:7501', '*'], 'repeated flags accumulate');
+  t.throws(() => load([...BASE, '--http-allowed-hosts', 'http://a.example/']), /--http-allowed-hosts entries must be host names/);
 });
