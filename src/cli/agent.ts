@@ -61,6 +61,7 @@ export const AGENT_FLAG_HELP: readonly (readonly [string, string])[] = [
   ['--watch-window-events <n>', 'change events kept for watch resumes; older resumes get COMPACTED (default 100000)'],
   ['--watch-buffer-events <n>', 'events queued for one watcher before it is ended with SLOW_CONSUMER (default 10000)'],
   ['--watch-bookmark-ms <ms>', 'a quiet watch stream gets a bookmark this often (default 5000)'],
+  ['--http-allowed-hosts <host,...>', 'Host names the HTTP API answers besides loopback names, IP addresses and its own addresses; others get 403 (DNS rebinding); * = any (repeatable)'],
   ['--planted-bugs <names>', 'test-only planted bugs, comma-separated; never in production: double-vote, commit-old-term, read-index-without-heartbeat (Raft), stale-follower-read, ack-before-fsync, watch-skip-event (cluster-test/jepsen/README.md)'],
 ];
 
