@@ -458,7 +458,11 @@ export class ResourceService {
       }
       case 'write': {
         const c = command.cmd;
-        if (checkJson(c.data, 'data') > LIMITS.dataBytes) throw new CairnError(ErrorCode.TOO_LARGE, `data is over ${LIMITS.dataBytes} bytes`);
+        // A local write's data is measured before its type's mutate hook, which may add
+        // defaults; the leader sees it after. The hooks get room (twice the limit) rather than
+        // refusing here a write its follower accepted; an outsider still cannot go far past it.
+        const dataLimit = 2 * LIMITS.dataBytes;
+        if (checkJson(c.data, 'data') > dataLimit) throw new CairnError(ErrorCode.TOO_LARGE, `forwarded data is over ${dataLimit} bytes`);
         const metadata = c.metadata === undefined ? {} : checkMetadata(c.metadata);
         if (c.finalizers !== undefined) checkFinalizers(c.finalizers);
         if (c.owner !== undefined && c.owner !== null) {
