@@ -149,7 +149,7 @@ cmd_start() {
   cat <<EOF
 
 Try:
-  curl -s -X PUT http://$HOST:$(http_port 1)/v1/resource/demo.v1.Artist/korn -d '{"data":{"name":"Korn","genre":"metal"}}'
+  curl -s -X PUT -H 'Content-Type: application/json' http://$HOST:$(http_port 1)/v1/resource/demo.v1.Artist/korn -d '{"data":{"name":"Korn","genre":"metal"}}'
   curl -s http://$HOST:$(http_port "$n")/v1/resource/demo.v1.Artist/korn
   curl -s http://$HOST:$(http_port 1)/v1/operator/raft/configuration
   bin/cairn operator raft list-peers --endpoint http://$HOST:$(http_port 1)

@@ -89,10 +89,9 @@ export async function request(url: string, init: RequestInit = {}): Promise<Http
   const started = now();
   const headers: Record<string, string> = { ...(init.headers ?? {}) };
   let body: string | undefined;
-  if (init.body !== undefined) {
-    body = JSON.stringify(init.body);
-    headers['content-type'] = 'application/json';
-  }
+  if (init.body !== undefined) body = JSON.stringify(init.body);
+  // The API takes PUT, POST and PATCH only as application/json, with a body or without.
+  if (body !== undefined || (init.method !== undefined && init.method !== 'GET' && init.method !== 'DELETE')) headers['content-type'] = 'application/json';
   try {
     const res = await fetch(url, { method: init.method ?? 'GET', headers, ...(body !== undefined ? { body } : {}), signal: AbortSignal.timeout(init.timeoutMs ?? 5000) });
     const text = await res.text();

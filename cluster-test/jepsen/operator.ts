@@ -48,7 +48,9 @@ export async function call(h: Host, method: 'GET' | 'POST' | 'DELETE', route: st
     const r = await fetch(`${h.url}${route}`, {
       method,
       signal: AbortSignal.timeout(timeoutMs),
-      ...(body !== undefined ? { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } } : {}),
+      // The API takes POST only as application/json, with a body or without.
+      ...(method === 'POST' || body !== undefined ? { headers: { 'content-type': 'application/json' } } : {}),
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     });
     const text = await r.text();
     let parsed: unknown = text;

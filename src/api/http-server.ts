@@ -2,6 +2,7 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import { CairnError, ErrorCode, type Logger } from '../base/index.js';
 import { errorBody, httpStatusOf, RETRY_AFTER_SECONDS, toCairnError } from './errors.js';
+import { HostAllowList, isMediaType } from './host-check.js';
 
 /** Request bodies are at most 1 MiB (API.md); more is TOO_LARGE (413). */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -29,6 +30,11 @@ export type Handler = (req: HttpRequest, res: http.ServerResponse) => Promise<Ht
 export interface RouteOptions {
   /** This route's body limit in bytes (default: the server's, 1 MiB). */
   readonly maxBodyBytes?: number;
+  /**
+   * The Content-Type a PUT, POST or PATCH to this route must carry (default
+   * `application/json`); anything else is 415 (host-check.ts says why).
+   */
+  readonly contentType?: string;
 }
 
 interface Route {
@@ -176,6 +182,8 @@ export interface HttpServerOptions {
    * `server.setSecureContext`. Absent: plain HTTP (a loopback or `--insecure` node).
    */
   readonly tls?: { readonly cert: Buffer; readonly key: Buffer; readonly ca: Buffer };
+  /** The Host headers answered (default: loopback names and IP literals only). */
+  readonly allowedHosts?: HostAllowList;
 }
 
 /** The HTTP API's server: plain or TLS, the same handlers. */
@@ -187,6 +195,7 @@ export type ApiHttpServer = http.Server | https.Server;
  */
 export function createHttpServer(opts: HttpServerOptions): ApiHttpServer {
   const limit = opts.maxBodyBytes ?? MAX_BODY_BYTES;
+  const allowedHosts = opts.allowedHosts ?? new HostAllowList([]);
   const listener = (req: http.IncomingMessage, res: http.ServerResponse): void => {
     if (opts.onResponse) res.once('finish', () => opts.onResponse?.(req.method ?? 'GET', res.statusCode));
     void handle(req, res).catch((e: unknown) => answerError(req, res, e));
@@ -213,6 +222,18 @@ export function createHttpServer(opts: HttpServerOptions): ApiHttpServer {
       return;
     }
     const method = req.method ?? 'GET';
+    if (!allowedHosts.allows(req.headers.host)) {
+      // DNS rebinding (etcd CVE-2018-1099): a browser page whose name now points here.
+      const host = req.headers.host === undefined ? 'no Host header' : `Host ${JSON.stringify(req.headers.host)}`;
+      await answerError(
+        req,
+        res,
+        new CairnError(ErrorCode.PERMISSION_DENIED, `this node does not answer requests for ${host}; use its address or localhost, or add the name to --http-allowed-hosts`, {
+          host: req.headers.host ?? null,
+        }),
+      );
+      return;
+    }
     const m = opts.router.match(method, url.pathname);
     if (m === undefined) {
       await answerError(req, res, new CairnError(ErrorCode.NOT_FOUND, `no such endpoint: ${method} ${url.pathname}`));
@@ -223,6 +244,19 @@ export function createHttpServer(opts: HttpServerOptions): ApiHttpServer {
       if (!(await drain(req, 0))) res.setHeader('connection', 'close');
       sendJson(res, 405, errorBody(err));
       return;
+    }
+    if (method === 'PUT' || method === 'POST' || method === 'PATCH') {
+      const want = m.options.contentType ?? 'application/json';
+      const got = req.headers['content-type'];
+      if (!isMediaType(got, want)) {
+        // A browser can send a cross-site PUT/POST of another type without a CORS preflight.
+        const err = new CairnError(ErrorCode.INVALID_ARGUMENT, `${method} ${url.pathname} needs Content-Type: ${want}, got ${got === undefined ? 'none' : JSON.stringify(got)}`, {
+          content_type: got ?? null,
+        });
+        if (!(await drain(req, 0))) res.setHeader('connection', 'close');
+        sendJson(res, 415, errorBody(err));
+        return;
+      }
     }
     const body = method === 'GET' || method === 'HEAD' ? ((await drain(req, 0)), Buffer.alloc(0)) : await readBody(req, m.options.maxBodyBytes ?? limit);
     const request: HttpRequest = {

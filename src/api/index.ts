@@ -15,3 +15,4 @@ export type { RouteOptions } from './http-server.js';
 export { WatchService, WatchSession, WATCH_LIMITS, resourceJsonText, type WatchSpec, type WatchEvent, type WatchSink, type WatchServiceOptions } from './watch.js';
 export { addWatchRoutes, parseWatchBody, watchEventLine } from './watch-routes.js';
 export { encodeWatchEvent } from './grpc-resource-service.js';
+export { HostAllowList, LOOPBACK_HOSTS, normalizeHostHeader, isMediaType } from './host-check.js';

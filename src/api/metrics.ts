@@ -40,6 +40,27 @@ export class Metrics {
     gauge('cairn_raft_is_leader', '1 if this node is the leader.', (s) => (s.role === 'leader' ? 1 : 0));
     gauge('cairn_raft_voters', 'Voters in the configuration.', (s) => s.config.members.filter((m) => m.suffrage === 'voter').length);
     gauge('cairn_raft_learners', 'Learners in the configuration.', (s) => s.config.members.filter((m) => m.suffrage === 'learner').length);
+    // The replica counts its drops (ReplicaStatus.droppedMessages); the counter follows them
+    // at scrape time, by the increase since the last scrape (from zero again if the replica
+    // was reopened and its counts started over).
+    const seen = new Map<string, number>();
+    new prom.Counter({
+      name: 'cairn_raft_messages_dropped_total',
+      help: 'Raft messages dropped before the core saw them, by reason: non-member (the sender is not in the configuration), no-config (this node waits to be added and the message is not from a leader).',
+      labelNames: ['reason'],
+      registers: [r],
+      collect() {
+        const s = status();
+        if (!s) return;
+        for (const [reason, n] of Object.entries(s.droppedMessages)) {
+          const last = seen.get(reason) ?? 0;
+          const grew = n >= last ? n - last : n;
+          if (grew > 0) this.inc({ reason }, grew);
+          else if (!seen.has(reason)) this.inc({ reason }, 0);
+          seen.set(reason, n);
+        }
+      },
+    });
     this.leaderChanges = new prom.Counter({ name: 'cairn_raft_leader_changes_total', help: 'Times the leader seen by this node changed.', registers: [r] });
     this.proposals = new prom.Counter({ name: 'cairn_proposals_total', help: 'Proposals made on this node, by outcome.', labelNames: ['outcome'], registers: [r] });
     this.forwarded = new prom.Counter({ name: 'cairn_forwarded_requests_total', help: 'Operations forwarded to the leader.', labelNames: ['kind', 'outcome'], registers: [r] });

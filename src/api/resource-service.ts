@@ -1,11 +1,12 @@
 import { ulid } from './ids.js';
 import { CairnError, ErrorCode, isCairnError, parseErrorCode, type Clock, type Revision } from '../base/index.js';
-import { CommandType, type ApplyResult, type DeleteCommand, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
+import { CommandType, type ApplyResult, type DecodedCommand, type DeleteCommand, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
 import type { Coordinator, Consistency } from '../replica/index.js';
 import { START_WAIT_DEFAULT_MS, type ServedNode } from './served-node.js';
-import { WILDCARD, type Condition, type JsonValue, type ListQuery, type Resource, type ResourceId, type StatusEntry, type Tenancy, type TypeRef } from '../store/index.js';
+import { WILDCARD, type StoreReader, type Condition, type JsonValue, type ListQuery, type Resource, type ResourceId, type StatusEntry, type Tenancy, type TypeRef } from '../store/index.js';
 import type { AccessVerb, ProposedResource, RegisteredType, TypeRegistry } from './registry.js';
-import { parseTypeString } from './registry.js';
+import { formatTypeRef, parseTypeString } from './registry.js';
+import { MAX_RESTORE_BYTES } from './snapshot-routes.js';
 import { resourceToJson, type ResourceIdJson, type ResourceJson } from './resource-json.js';
 
 /** Limits on what a resource may carry (API.md "limits"). */
@@ -347,12 +348,7 @@ export class ResourceService {
       }
       const proposed: ProposedResource = { type: this.typeRef(t), partition: tenancy.partition, namespace: tenancy.namespace, name, data: clone(req.data), metadata: { ...(metadata ?? current?.metadata ?? {}) } };
       t.mutate?.(proposed, current);
-      if (!t.validateData(proposed.data)) {
-        const errs = (t.validateData.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? ''}`.trim()).join('; ');
-        throw new CairnError(ErrorCode.INVALID_ARGUMENT, `data does not match the schema of ${req.type}: ${errs}`, { schema_errors: t.validateData.errors ?? [] });
-      }
-      const reason = t.validate?.(proposed, current);
-      if (reason !== undefined) throw invalid(`data refused by ${req.type}: ${reason}`);
+      checkProposed(t, req.type, proposed, current);
       const expectedVersion = expected ?? ((current?.version ?? 0) as Revision);
       const cmd: WriteCommand = {
         ...header,
@@ -436,6 +432,77 @@ export class ResourceService {
   }
 
   /**
+   * The leader's content check of a command a follower built and forwarded (issue 15, item
+   * 4), with the same rules `write`, `delete` and `writeStatus` apply to a local request before
+   * they propose: a registered type, a normalized tenancy, DNS-label names, the limits on
+   * data, metadata, finalizers and conditions, the owner's shape, the type's schema and
+   * validate hook. The FSM's decoding ran first (`decodeCommand`). Not re-run: mutate hooks
+   * (the follower ran them; validate sees their result) and access hooks (the follower checked
+   * the caller's token; the peer is authenticated at the cluster port, issue 15 item 2).
+   * The validate hook runs against the leader's current state only when that is the version
+   * the command expects (otherwise the CAS refuses it at apply, as for a local write).
+   */
+  checkCommand(command: DecodedCommand, store: StoreReader): void {
+    if (command.kind === 'restore') {
+      if (command.snapshotBytes > MAX_RESTORE_BYTES) throw new CairnError(ErrorCode.TOO_LARGE, `a restore is at most ${MAX_RESTORE_BYTES} bytes`);
+      return;
+    }
+    const cmd = command.cmd;
+    const typeName = formatTypeRef(cmd.id.type);
+    const t = this.registry.resolve(typeName);
+    const tenancy = normalizeTenancy(t, cmd.id.tenancy.partition, cmd.id.tenancy.namespace);
+    if (tenancy.partition !== cmd.id.tenancy.partition || tenancy.namespace !== cmd.id.tenancy.namespace) {
+      throw invalid(`tenancy ${JSON.stringify(cmd.id.tenancy)} of ${typeName} is not in normal form (${JSON.stringify(tenancy)})`);
+    }
+    const name = checkDnsLabel(cmd.id.name, 'name');
+    if (cmd.requestId !== undefined) checkToken(cmd.requestId, 'the request id', 160);
+    checkToken(cmd.uid, 'the command uid', 128);
+    checkToken(cmd.generation, 'the command generation', 128);
+    if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/.test(cmd.time) || Number.isNaN(Date.parse(cmd.time))) throw invalid(`the command time ${JSON.stringify(cmd.time)} is not an ISO 8601 UTC timestamp`);
+    if (cmd.id.uid !== undefined) checkToken(cmd.id.uid, 'uid', 128);
+    switch (command.kind) {
+      case 'delete':
+        return;
+      case 'status': {
+        const c = command.cmd;
+        if (!QUALIFIED.test(c.key)) throw invalid(`status key ${JSON.stringify(c.key)} must be a qualified name (e.g. demo.v1.artist-controller)`);
+        checkConditions(c.conditions);
+        return;
+      }
+      case 'write': {
+        const c = command.cmd;
+        // A local write's data is measured before its type's mutate hook, which may add
+        // defaults; the leader sees it after. The hooks get room (twice the limit) rather than
+        // refusing here a write its follower accepted; an outsider still cannot go far past it.
+        const dataLimit = 2 * LIMITS.dataBytes;
+        if (checkJson(c.data, 'data') > dataLimit) throw new CairnError(ErrorCode.TOO_LARGE, `forwarded data is over ${dataLimit} bytes`);
+        const metadata = c.metadata === undefined ? {} : checkMetadata(c.metadata);
+        if (c.finalizers !== undefined) checkFinalizers(c.finalizers);
+        if (c.owner !== undefined && c.owner !== null) {
+          const o = c.owner;
+          const ot = this.registry.resolve(formatTypeRef(o.type));
+          const oten = normalizeTenancy(ot, o.tenancy.partition, o.tenancy.namespace);
+          if (oten.partition !== o.tenancy.partition || oten.namespace !== o.tenancy.namespace) throw invalid('owner.tenancy is not in normal form');
+          checkDnsLabel(o.name, 'owner.name');
+          checkToken(o.uid, 'owner.uid', 128);
+        }
+        if (c.status !== undefined) {
+          for (const [k, st] of Object.entries(c.status)) {
+            if (k === '__proto__') throw invalid('status has the key "__proto__", which cannot be stored');
+            checkConditions(st.conditions);
+          }
+        }
+        const current = store.get({ group: t.group, kind: t.kind, tenancy, name });
+        const proposed: ProposedResource = { type: this.typeRef(t), partition: tenancy.partition, namespace: tenancy.namespace, name, data: clone(c.data), metadata };
+        // The hook judges the state the write is meant for; against another, the CAS refuses it at apply.
+        if (c.expectedVersion === undefined || c.expectedVersion === (current?.version ?? 0)) checkProposed(t, typeName, proposed, current);
+        else checkSchema(t, typeName, proposed);
+        return;
+      }
+    }
+  }
+
+  /**
    * The filter of a List or a Watch: the type with or without its group version, the tenancy
    * with `*` wildcards, and a name prefix; checks the caller may list it.
    */
@@ -482,6 +549,25 @@ export class ResourceService {
     });
     return { resources: visible.map(resourceToJson), revision: out.revision, lastLeaderContactMs: out.lastLeaderContactMs };
   }
+}
+
+/** The type's schema, then its validate hook: for a local write, and for a forwarded one (`checkCommand`). */
+function checkProposed(t: RegisteredType, typeName: string, proposed: ProposedResource, current: Resource | undefined): void {
+  checkSchema(t, typeName, proposed);
+  const reason = t.validate?.(proposed, current);
+  if (reason !== undefined) throw invalid(`data refused by ${typeName}: ${reason}`);
+}
+
+function checkSchema(t: RegisteredType, typeName: string, proposed: ProposedResource): void {
+  if (!t.validateData(proposed.data)) {
+    const errs = (t.validateData.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? ''}`.trim()).join('; ');
+    throw new CairnError(ErrorCode.INVALID_ARGUMENT, `data does not match the schema of ${typeName}: ${errs}`, { schema_errors: t.validateData.errors ?? [] });
+  }
+}
+
+/** A token this server chose (uid, generation, request id): printable ASCII, bounded. */
+function checkToken(v: string, what: string, max: number): void {
+  if (v === '' || v.length > max || !/^[\x21-\x7e]+$/.test(v)) throw invalid(`${what} must be 1-${max} printable ASCII characters`);
 }
 
 function fromApplyError(r: Extract<ApplyResult, { ok: false }>): CairnError {

@@ -58,6 +58,7 @@ export function addSnapshotRoutes(router: Router, node: Pick<ServedNode, 'coordi
       if (result.kind !== 'restore') throw new CairnError(ErrorCode.INTERNAL, `unexpected ${result.kind} result for a restore`);
       return { status: 200, json: { restored: true, revision: String(result.revision), resources: result.resources } };
     },
-    { maxBodyBytes: MAX_RESTORE_BYTES },
+    // The file as saved (GET /v1/snapshot answers this type; `cairn snapshot restore` sends it).
+    { maxBodyBytes: MAX_RESTORE_BYTES, contentType: 'application/octet-stream' },
   );
 }

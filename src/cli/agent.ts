@@ -66,6 +66,7 @@ export const AGENT_FLAG_HELP: readonly (readonly [string, string])[] = [
   ['--watch-window-events <n>', 'change events kept for watch resumes; older resumes get COMPACTED (default 100000)'],
   ['--watch-buffer-events <n>', 'events queued for one watcher before it is ended with SLOW_CONSUMER (default 10000)'],
   ['--watch-bookmark-ms <ms>', 'a quiet watch stream gets a bookmark this often (default 5000)'],
+  ['--http-allowed-hosts <host,...>', 'Host names the HTTP API answers besides loopback names, IP addresses and its own addresses; others get 403 (DNS rebinding); * = any (repeatable)'],
   ['--tls-ca-file <file>', 'the cluster CA certificate (PEM); with --tls-cert-file and --tls-key-file the ports speak TLS and peers must prove their node identity (docs/security.md)'],
   ['--tls-cert-file <file>', "this node's certificate (PEM), from cairn tls cert create --node ID; SIGHUP reloads the three files"],
   ['--tls-key-file <file>', "this node's private key (PEM)"],

@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { PeerCertificate } from 'node:tls';
 import { CairnError, ErrorCode, isCairnError, parseErrorCode, type Logger, type NodeId } from '../base/index.js';
-import type { ConfigChange } from '../raft/index.js';
+import { parseConfigChange, type ConfigChange } from '../raft/index.js';
 import type { Coordinator } from '../replica/index.js';
 import { WireError, decodeMessage, packValue, unpackValue } from './codec.js';
 import type { ForwardRequestMsg, ForwardResponseMsg, HelloRequestMsg, HelloResponseMsg, RaftAckMsg, RaftBatchMsg } from './grpc-defs.js';
@@ -37,6 +37,16 @@ export interface ClusterServiceOptions {
    * Absent: the port runs without TLS and trusts the claim (an `--insecure` or loopback node).
    */
   readonly peerNodeId?: (call: PeerCall) => string | undefined;
+  /**
+   * May `peer` (the node the call claims to come from) have the leader perform `op`? Throws a
+   * typed error (PERMISSION_DENIED) to refuse. Called for every Forward before anything is
+   * proposed. Default: allow (what the request carries is still checked: `proposeLocal`,
+   * `changeMembership`).
+   * With TLS, `peer.claimedId` has been proven by the caller's node certificate before this is
+   * asked (`peerNodeId`): a certificate from the cluster CA is what makes a process a node, so
+   * it may forward and ask to join; the default allows that.
+   */
+  readonly authorizeForward?: (peer: { readonly claimedId: string }, op: 'envelope' | 'configChange' | 'transferTo') => void;
 }
 
 /**
@@ -188,6 +198,7 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
     }
     const timeoutMs = Math.max(1, Math.min(req.timeoutMs || 10_000, 60_000));
     try {
+      if (req.op === 'envelope' || req.op === 'configChange' || req.op === 'transferTo') opts.authorizeForward?.({ claimedId: req.from }, req.op);
       switch (req.op) {
         case 'envelope':
           reply(coordinator.proposeLocal(req.envelope ?? new Uint8Array(0), timeoutMs));
@@ -247,30 +258,15 @@ export function fromErrorMsg(e: { code: string; message: string; details: Uint8A
   return new CairnError(parseErrorCode(e.code), e.message, details);
 }
 
+/** A forwarded membership change: msgpack, then the one check every door uses (`parseConfigChange`). */
 function decodeConfigChange(b: Uint8Array): ConfigChange {
   let v: unknown;
   try {
     v = unpackValue(b);
   } catch {
-    throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'config change is not msgpack');
+    throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'refused a membership change: it is not msgpack');
   }
-  if (typeof v !== 'object' || v === null) throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'config change is not an object');
-  const o = v as Record<string, unknown>;
-  const id = o['id'];
-  if (typeof id !== 'string' || id === '') throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'config change needs an id');
-  const nid = id as NodeId;
-  switch (o['type']) {
-    case 'add-learner':
-    case 'add-voter':
-      if (typeof o['address'] !== 'string') throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'config change needs an address');
-      if (o['type'] === 'add-learner' && o['autoPromote'] === true) return { type: 'add-learner', id: nid, address: o['address'], autoPromote: true };
-      return { type: o['type'], id: nid, address: o['address'] };
-    case 'promote':
-    case 'remove':
-      return { type: o['type'], id: nid };
-    default:
-      throw new CairnError(ErrorCode.INVALID_ARGUMENT, `unknown config change type ${JSON.stringify(o['type'])}`);
-  }
+  return parseConfigChange(v);
 }
 
 /** Logs each distinct reason at most once per interval, with a count of what was suppressed. */

@@ -15,6 +15,7 @@ import {
   makeConfig,
   memberOf,
   NOOP_ENTRY_DATA,
+  parseConfigChange,
   voters,
 } from './config.js';
 import { EntryType, type Config, type ConfigChange, type ConfigEntryBody, type Member } from './types.js';
@@ -140,4 +141,31 @@ t.test('decoding refuses what is not a well-formed config entry (a corrupt log i
   t.throws(() => decodeConfigEntry(Uint8Array.from(Buffer.from(text, 'latin1'))), AssertionError, 'an unknown change type');
   t.ok(decodeConfigEntry(good), 'the untouched entry decodes');
   t.equal(NOOP_ENTRY_DATA[0], EntryType.Noop, 'the no-op envelope starts with its entry type');
+});
+
+t.test('parseConfigChange: the one check of a membership change from outside (issue 15, item 4)', async (t) => {
+  t.same(parseConfigChange({ type: 'add-learner', id: 'n4', address: '10.0.0.4:7500' }), { type: 'add-learner', id: 'n4', address: '10.0.0.4:7500' });
+  t.same(parseConfigChange({ type: 'add-learner', id: 'n4', address: 'n4.internal:7500', autoPromote: true }), { type: 'add-learner', id: 'n4', address: 'n4.internal:7500', autoPromote: true });
+  t.same(parseConfigChange({ type: 'add-voter', id: 'n5', address: '[fd00::5]:7500' }), { type: 'add-voter', id: 'n5', address: '[fd00::5]:7500' });
+  t.same(parseConfigChange({ type: 'promote', id: 'n4' }), { type: 'promote', id: 'n4' });
+  t.same(parseConfigChange({ type: 'remove', id: 'n4' }), { type: 'remove', id: 'n4' });
+  const refused: Array<[unknown, RegExp]> = [
+    [null, /not an object/],
+    [['remove', 'n1'], /not an object/],
+    [{ type: 'bootstrap', id: 'n1' }, /unknown type "bootstrap"/],
+    [{ type: 'remove' }, /id undefined is not a node id/],
+    [{ type: 'remove', id: '' }, /id "" is not a node id/],
+    [{ type: 'remove', id: 'N1' }, /is not a node id/],
+    [{ type: 'remove', id: 'a'.repeat(64) }, /is not a node id/],
+    [{ type: 'remove', id: 'n1', address: 'x:1' }, /unexpected field "address"/],
+    [{ type: 'add-voter', id: 'n1' }, /address undefined of n1 is not host:port/],
+    [{ type: 'add-voter', id: 'n1', address: 'n1' }, /is not host:port/],
+    [{ type: 'add-voter', id: 'n1', address: 'n1:0' }, /is not host:port/],
+    [{ type: 'add-voter', id: 'n1', address: 'n1:65536' }, /is not host:port/],
+    [{ type: 'add-voter', id: 'n1', address: 'http://n1:1' }, /is not host:port/],
+    [{ type: 'add-voter', id: 'n1', address: '[zz]:1' }, /is not host:port/],
+    [{ type: 'add-voter', id: 'n1', address: 'n1:1', autoPromote: true }, /unexpected field "autoPromote"/],
+    [{ type: 'add-learner', id: 'n1', address: 'n1:1', autoPromote: 'yes' }, /autoPromote must be a boolean/],
+  ];
+  for (const [v, why] of refused) t.throws(() => parseConfigChange(v), { code: 'INVALID_ARGUMENT', message: why }, JSON.stringify(v));
 });

@@ -1,5 +1,5 @@
 import { Packr } from 'msgpackr';
-import { AssertionError, type NodeId } from '../base/index.js';
+import { AssertionError, CairnError, ErrorCode, type NodeId } from '../base/index.js';
 import { EntryType, type Config, type ConfigChange, type ConfigEntryBody, type Member } from './types.js';
 
 // Plain msgpack: no records extension, so any msgpack reader can decode envelope bodies.
@@ -118,4 +118,39 @@ export const NOOP_ENTRY_DATA: Uint8Array = Uint8Array.of(EntryType.Noop, 0xc0 /*
 
 export function describeConfig(config: Config): string {
   return config.members.map((m) => (m.suffrage === 'voter' ? m.id : `${m.id}(learner)`)).join(',');
+}
+
+/** A node id: a lowercase DNS label (the rule of `nodeId` in src/base and of --node-id). */
+const NODE_ID_RE = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+/** host:port, the host a DNS name, an IPv4 address or a bracketed IPv6 address. */
+const ADDRESS_RE = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]{1,253}):([0-9]{1,5})$/;
+
+/**
+ * The one check of a membership change that comes from outside the core (an operator's HTTP
+ * request, a follower's forwarded request, a joining node): a known kind of change, a node id
+ * that is a lowercase DNS label, an address that is host:port with a port in 1-65535, no other
+ * fields. Returns the change as the core takes it; throws INVALID_ARGUMENT naming what is wrong.
+ * Whether the change makes sense for the configuration is the core's business (INVALID_CONFIG_CHANGE).
+ */
+export function parseConfigChange(v: unknown): ConfigChange {
+  const bad = (why: string): CairnError => new CairnError(ErrorCode.INVALID_ARGUMENT, `refused a membership change: ${why}`);
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw bad('it is not an object');
+  const o = v as Record<string, unknown>;
+  const type = o['type'];
+  const allowed =
+    type === 'add-learner' ? ['type', 'id', 'address', 'autoPromote'] : type === 'add-voter' ? ['type', 'id', 'address'] : type === 'promote' || type === 'remove' ? ['type', 'id'] : undefined;
+  if (allowed === undefined) throw bad(`unknown type ${JSON.stringify(type)} (add-learner, add-voter, promote, remove)`);
+  for (const k of Object.keys(o)) if (!allowed.includes(k)) throw bad(`unexpected field ${JSON.stringify(k)} for ${String(type)}`);
+  const id = o['id'];
+  if (typeof id !== 'string' || !NODE_ID_RE.test(id)) throw bad(`id ${JSON.stringify(id)} is not a node id (a lowercase DNS label of at most 63 characters)`);
+  const nid = id as NodeId;
+  if (type === 'promote' || type === 'remove') return { type, id: nid };
+  const address = o['address'];
+  const m = typeof address === 'string' ? ADDRESS_RE.exec(address) : null;
+  const port = m ? Number(m[2]) : 0;
+  if (typeof address !== 'string' || !m || port < 1 || port > 65535) throw bad(`address ${JSON.stringify(address)} of ${id} is not host:port (port 1-65535)`);
+  if (type === 'add-voter') return { type: 'add-voter', id: nid, address };
+  const auto = o['autoPromote'];
+  if (auto !== undefined && typeof auto !== 'boolean') throw bad('autoPromote must be a boolean');
+  return auto === true ? { type: 'add-learner', id: nid, address, autoPromote: true } : { type: 'add-learner', id: nid, address };
 }

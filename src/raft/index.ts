@@ -1,6 +1,7 @@
 export * from './types.js';
 export type { RaftOptions, PlantedBugs } from './options.js';
 export { RawNode, type Proposed } from './raw-node.js';
+export { resolveOptions as resolveRaftOptions } from './options.js';
 export {
   applyConfigChange,
   decodeConfigEntry,
@@ -11,6 +12,7 @@ export {
   memberOf,
   makeConfig,
   NOOP_ENTRY_DATA,
+  parseConfigChange,
   voters,
 } from './config.js';
 export { majority, majorityValue, voteResult, type VoteResult } from './quorum.js';

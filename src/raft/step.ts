@@ -13,6 +13,10 @@ import type { Message } from './types.js';
  */
 export function step(r: RaftState, m: Message): void {
   if (m.to !== r.id) return;
+  // Thesis §3.10: only the leader transfers its leadership. A timeout-now is taken only from
+  // the leader this node follows, in its own term; any other (a non-member, a stale or deposed
+  // leader, a forged higher term) is dropped before it can change the term or start an election.
+  if (m.type === 'timeout-now' && (m.term !== r.term || m.from !== r.leader)) return;
   if (m.term > r.term) {
     if (m.type === 'vote' || m.type === 'pre-vote') {
       // Thesis §4.2.3 (leader stickiness): while we hear from a leader within the minimum

@@ -240,6 +240,25 @@ t.test('§3.10 leadership transfer to an up-to-date follower: TimeoutNow, and it
   for (const id of ['n1', 'n2', 'n3']) t.same(c.appliedCommands(id), ['x', 'y'], `${id} applied x, y`);
 });
 
+t.test('§3.10 only the leader transfers leadership: a TimeoutNow from anyone else, or of another term, is dropped', async (t) => {
+  const c = threeWithLeader();
+  const timeoutNow = (from: string, t: number): Message => ({ type: 'timeout-now', from: n(from), to: n('n2'), term: term(t) });
+  for (const [from, tm, what] of [
+    ['n3', 2, 'a fellow follower of the same term'],
+    ['n9', 2, 'a stranger of the same term'],
+    ['n3', 7, 'a follower claiming a higher term'],
+    ['n1', 7, 'the leader\'s name with a higher term'],
+    ['n1', 1, 'the leader\'s name with an older term'],
+  ] as const) {
+    c.inject(timeoutNow(from, tm));
+    t.same(c.takeMessages('n2'), [], `${what}: no election starts`);
+    const s = c.node('n2').raw.status();
+    t.same([s.role, s.term, s.leader], ['follower', 2, 'n1'], `${what}: n2 still follows n1 in term 2`);
+  }
+  c.inject(timeoutNow('n1', 2));
+  t.ok(c.takeMessages('n2').some((m) => m.type === 'vote' && m.transfer && m.term === 3), 'the same message from the leader of term 2 starts the transfer election');
+});
+
 t.test('§3.10 leadership transfer to a slow follower: it catches up first; proposals are refused meanwhile', async (t) => {
   const c = threeWithLeader();
   // n3 is slow: its appends are held back, not lost.

@@ -1,6 +1,6 @@
 import { CairnError, ErrorCode, NO_NODE, isCairnError, type LogIndex, type NodeId, type Revision } from '../base/index.js';
-import { encodeEnvelope, type ApplyResult, type Fsm, type CommandType } from '../fsm/index.js';
-import { memberOf, type ConfigChange } from '../raft/index.js';
+import { decodeCommand, encodeEnvelope, type ApplyResult, type DecodedCommand, type Fsm, type CommandType } from '../fsm/index.js';
+import { memberOf, parseConfigChange, type ConfigChange } from '../raft/index.js';
 import type { Resource, StoreReader } from '../store/index.js';
 import type { ForwardOp, Forwarder } from './ports.js';
 import type { Replica, ReplicaEvent, ReplicaStatus } from './replica.js';
@@ -32,6 +32,13 @@ export interface CoordinatorOptions {
    * round and answer from the local state, which may be stale on a lagging or partitioned node.
    */
   readonly plantedStaleRead?: boolean;
+  /**
+   * The API layer's content rules (type registry, names, tenancy, schemas, hooks, limits),
+   * run on the leader for a command it did not build: a follower's forwarded envelope
+   * (`proposeLocal`), after the FSM's own decoding (`decodeCommand`). Throws a typed error
+   * (INVALID_ARGUMENT) to refuse it. Without it only the FSM's structural checks run.
+   */
+  readonly checkCommand?: (command: DecodedCommand, store: StoreReader) => void;
 }
 
 /** Errors after which the operation was certainly not applied, so trying again (elsewhere) is safe. */
@@ -69,8 +76,21 @@ export class Coordinator {
     }
   }
 
-  /** The leader side of forwarding: propose here, or refuse with NOT_LEADER and a hint. */
+  /**
+   * The leader side of forwarding: propose here, or refuse with NOT_LEADER and a hint. The
+   * envelope comes from outside this process, so it is checked as the FSM will read it
+   * (a known command type, a body that decodes and is well-formed) and as the API layer checks
+   * a local request (`checkCommand`) before anything is appended: an envelope that would stop
+   * every replica on apply, or that a local request could never produce, is refused with
+   * INVALID_ARGUMENT (issue 15, item 4).
+   */
   proposeLocal(envelope: Uint8Array, timeoutMs: number): Promise<ApplyResult> {
+    try {
+      const command = decodeCommand(envelope);
+      this.opts.checkCommand?.(command, this.fsm.store);
+    } catch (e) {
+      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
+    }
     return this.replica.propose(envelope, timeoutMs);
   }
 
@@ -101,6 +121,9 @@ export class Coordinator {
 
   /** One membership change, committed through Raft (on the leader, forwarded if need be). */
   async changeMembership(change: ConfigChange, timeoutMs = this.requestTimeoutMs): Promise<LogIndex> {
+    // Every door to membership (the operator's HTTP route, a follower's forwarded request, a
+    // joining node's) comes through here: refuse a malformed change before it reaches Raft.
+    change = parseConfigChange(change);
     try {
       await this.submit({ kind: 'config-change', change }, timeoutMs, (ms) => this.replica.proposeConfigChange(change, ms));
     } catch (e) {

@@ -197,3 +197,91 @@ t.test('a committed write is answered while the next Ready\'s log write is still
   await b;
   t.ok(acked.has('b'), 'b answered once durable');
 });
+
+t.test('only members speak Raft: a non-member\'s timeout-now, high-term vote and snapshot are dropped and counted; the leader stays', async (t) => {
+  const c = new LocalCluster({ seed: 13 });
+  t.teardown(() => c.close());
+  await c.bootstrap(['n1', 'n2', 'n3']);
+  const leader = await c.waitForLeader();
+  await leader.coordinator.propose(CommandType.ResourceWrite, writeBody('before', { name: 'B' }));
+  const followers = [...c.nodes.values()].filter((n) => n.id !== leader.id);
+  for (const f of followers) await waitUntil(() => get(f, 'before') !== undefined, 5000, `${f.id} to apply before`);
+  const term0 = leader.replica.status().term;
+  const evil = nodeId('evil');
+  const dropped = (n: LocalNode): number => n.replica.status().droppedMessages['non-member'];
+  const before = new Map([...c.nodes.values()].map((n) => [n.id, dropped(n)]));
+  const target = followers[0] as LocalNode;
+  // A timeout-now and a transfer-flagged vote with a far higher term, sent to every node.
+  for (const n of c.nodes.values()) {
+    c.net.inject({ type: 'timeout-now', from: evil, to: n.id, term: term0 });
+    c.net.inject({ type: 'vote', from: evil, to: n.id, term: (term0 + 100) as typeof term0, lastIndex: 1_000_000 as never, lastTerm: (term0 + 99) as typeof term0, transfer: true });
+  }
+  // A crafted snapshot that would replace the follower's whole state, at a higher term.
+  const snapTerm = (term0 + 50) as typeof term0;
+  c.net.inject({
+    type: 'snap',
+    from: evil,
+    to: target.id,
+    term: snapTerm,
+    meta: { index: 1_000_000 as never, term: snapTerm, config: { members: [{ id: evil, suffrage: 'voter', address: 'evil:1' }] } },
+    offset: 0,
+    totalBytes: 3,
+    chunk: new Uint8Array([1, 2, 3]),
+  });
+  // Several election timeouts (10 ticks of 10 ms): time for a wrongly accepted message to act.
+  await new Promise((r) => setTimeout(r, 400));
+  for (const n of c.nodes.values()) t.equal(dropped(n) - (before.get(n.id) ?? 0), n === target ? 3 : 2, `${n.id} counted its drops`);
+  for (const n of c.nodes.values()) {
+    const s = n.replica.status();
+    t.same([s.term, s.leader], [term0, leader.id], `${n.id}: term and leader unchanged`);
+  }
+  t.equal(target.replica.status().snapshotIndex, 0, 'the crafted snapshot was not installed');
+  t.notOk(target.replica.status().failed, 'the target keeps running');
+  t.same(get(target, 'before')?.data, { name: 'B' }, 'and keeps its data');
+  const after = resourceOf(await leader.coordinator.propose(CommandType.ResourceWrite, writeBody('after', { name: 'A' })));
+  t.ok(after.version > 0, 'the same leader keeps committing writes');
+});
+
+t.test('only members speak Raft: a node with no configuration takes only a leader\'s messages and vote requests, and a joining learner catches up from the log', async (t) => {
+  const c = new LocalCluster({ seed: 17 });
+  t.teardown(() => c.close());
+  await c.bootstrap(['n1', 'n2', 'n3']);
+  const leader = await c.waitForLeader();
+  for (let i = 0; i < 10; i++) await leader.coordinator.propose(CommandType.ResourceWrite, writeBody(`j${i}`, { name: `J${i}` }));
+  const n4 = await c.start('n4', undefined);
+  // Before it is added: a stranger's timeout-now and responses are dropped as `no-config`.
+  c.net.inject({ type: 'timeout-now', from: nodeId('evil'), to: n4.id, term: 9 as never });
+  c.net.inject({ type: 'app-resp', from: nodeId('evil'), to: n4.id, term: 9 as never, index: 5 as never, reject: false, hintIndex: 0 as never, hintTerm: 0 as never });
+  await waitUntil(() => n4.replica.status().droppedMessages['no-config'] === 2, 5000, 'n4 to drop both');
+  t.equal(n4.replica.status().term, 0, 'n4 did not move to the stranger\'s term');
+  await leader.coordinator.changeMembership({ type: 'add-learner', id: nodeId('n4'), address: 'n4:7500' });
+  await waitUntil(() => n4.replica.status().applied >= leader.replica.status().commit, 10_000, 'n4 to catch up');
+  for (let i = 0; i < 10; i++) t.same(get(n4, `j${i}`), get(leader, `j${i}`), `n4 has j${i}`);
+  t.equal(n4.replica.status().snapshotIndex, 0, 'n4 caught up from the log, from index 1 (no snapshot)');
+  t.equal(n4.replica.status().droppedMessages['non-member'], 0, 'n4 dropped nothing from the cluster');
+  for (const n of c.nodes.values()) t.equal(n.replica.status().droppedMessages['non-member'], 0, `${n.id} dropped nothing from n4`);
+});
+
+t.test('only members speak Raft: a node replaying the log from index 1 keeps following a leader its older configuration does not name', async (t) => {
+  // One entry per append: n5 appends the bootstrap configuration alone, and only later the
+  // entries that add n4, its leader.
+  const c = new LocalCluster({ seed: 19, maxAppendBytes: 1 });
+  t.teardown(() => c.close());
+  await c.bootstrap(['n1', 'n2', 'n3']);
+  let leader = await c.waitForLeader();
+  const n4 = await c.start('n4', undefined);
+  await leader.coordinator.changeMembership({ type: 'add-learner', id: nodeId('n4'), address: 'n4:7500' });
+  await waitUntil(() => n4.replica.status().applied >= leader.replica.status().commit, 10_000, 'n4 to catch up');
+  await leader.coordinator.changeMembership({ type: 'promote', id: nodeId('n4') });
+  leader.replica.transferLeadership(nodeId('n4'));
+  await waitUntil(() => n4.replica.status().role === 'leader', 10_000, 'n4 to lead');
+  leader = n4;
+  for (let i = 0; i < 5; i++) await leader.coordinator.propose(CommandType.ResourceWrite, writeBody(`m${i}`, { name: `M${i}` }));
+  // n5 replays from index 1: its first configuration is the bootstrap one, without n4.
+  const n5 = await c.start('n5', undefined);
+  await leader.coordinator.changeMembership({ type: 'add-learner', id: nodeId('n5'), address: 'n5:7500' });
+  await waitUntil(() => n5.replica.status().applied >= leader.replica.status().commit, 10_000, 'n5 to catch up from n4');
+  for (let i = 0; i < 5; i++) t.same(get(n5, `m${i}`), get(leader, `m${i}`), `n5 has m${i}`);
+  t.equal(n5.replica.status().snapshotIndex, 0, 'from the log, not a snapshot');
+  t.equal(n5.replica.status().droppedMessages['non-member'], 0, 'n5 dropped nothing from its leader');
+});

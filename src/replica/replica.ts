@@ -1,5 +1,5 @@
 import { CairnError, ErrorCode, NO_NODE, silentLogger, type Clock, type LogIndex, type Logger, type NodeId, type Random, type Revision, type Term, type Timers } from '../base/index.js';
-import { RawNode, type Config, type ConfigChange, type Entry, type HardState, type Message, type PersistedState, type RaftOptions, type Ready, type SnapshotMeta, type Status } from '../raft/index.js';
+import { RawNode, resolveRaftOptions, type Config, type ConfigChange, type Entry, type HardState, type Message, type PersistedState, type RaftOptions, type Ready, type SnapshotMeta, type Status } from '../raft/index.js';
 import type { ChangeRecord } from '../store/index.js';
 import { CorruptLogError, type ChangePublisher, type LoadedLog, type LogStore, type SnapshotStore, type StateMachine, type Transport } from './ports.js';
 
@@ -66,6 +66,32 @@ export interface ReplicaStatus extends Status {
   /** Milliseconds since this node last heard from the leader (0 when it is the leader). */
   readonly lastLeaderContactMs: number | undefined;
   readonly failed: string | undefined;
+  /** Raft messages dropped by the member filter since start, by reason (`Replica.receive`). */
+  readonly droppedMessages: Readonly<Record<DropReason, number>>;
+}
+
+/**
+ * Why the driver dropped a Raft message before the core saw it (`Replica.receive`):
+ * - `non-member`: the sender is not in this node's configuration (voters and learners), and is
+ *   not the leader this node already follows in the message's term;
+ * - `no-config`: this node has no configuration yet (it waits to be added) and the message is
+ *   not one a leader sends to a joining node (append, heartbeat, snapshot chunk).
+ */
+export type DropReason = 'non-member' | 'no-config';
+
+/** Messages a leader sends to its followers. */
+function fromALeader(m: Message): boolean {
+  return m.type === 'app' || m.type === 'heartbeat' || m.type === 'snap';
+}
+
+/**
+ * What a node with no configuration takes: a leader's messages, and (pre-)vote requests. A
+ * cluster formed with --bootstrap-expect may have one node write the first configuration while
+ * the others, finding its cluster id, start empty to join it: that node's first election needs
+ * their votes (the core grants them: it does not consult its configuration for votes).
+ */
+function forAnEmptyNode(m: Message): boolean {
+  return fromALeader(m) || m.type === 'vote' || m.type === 'pre-vote';
 }
 
 interface ProposalWaiter<Result> {
@@ -118,6 +144,12 @@ export class Replica<Result = unknown, R = unknown> {
   private lastSnapshotIndex: LogIndex;
   private lastLeaderContact = 0;
   private readSeq = 0;
+  private readonly dropped: Record<DropReason, number> = { 'non-member': 0, 'no-config': 0 };
+  /** The member ids of `membersOf`, recomputed only when the core's configuration object changes. */
+  private membersOf: Config | undefined;
+  private members: ReadonlySet<NodeId> = new Set();
+  /** Election timeout in ms: without a leader's message for this long, a non-member leader is heard. */
+  private readonly leaderSilenceMs: number;
   private readonly sm: StateMachine<Result>;
   private readonly bugs: ReplicaPlantedBugs | undefined;
 
@@ -129,6 +161,7 @@ export class Replica<Result = unknown, R = unknown> {
     this.log = opts.logger ?? silentLogger;
     this.lastSnapshotIndex = snapshotIndex;
     this.lastLeaderContact = opts.clock.monotonicMs();
+    this.leaderSilenceMs = resolveRaftOptions({ ...(opts.raft ?? {}), id: opts.id, random: opts.random }).electionTimeoutTicks * (opts.tickMs ?? 100);
     opts.transport.onMessage((m) => this.receive(m));
     opts.transport.onConnectionLost?.((peer) => this.connectionLost(peer));
     this.ticker = opts.timers.setInterval(() => this.tick(), positive('tickMs', opts.tickMs ?? 100));
@@ -336,9 +369,10 @@ export class Replica<Result = unknown, R = unknown> {
   /** Adds the contact and failure fields to a status the core just built for this call (no copy). */
   private withContact(st: Status): ReplicaStatus {
     const contact = st.role === 'leader' ? 0 : st.leader === NO_NODE ? undefined : this.opts.clock.monotonicMs() - this.lastLeaderContact;
-    const out = st as Status & { lastLeaderContactMs: number | undefined; failed: string | undefined };
+    const out = st as Status & { lastLeaderContactMs: number | undefined; failed: string | undefined; droppedMessages: ReplicaStatus['droppedMessages'] };
     out.lastLeaderContactMs = contact;
     out.failed = this.failure?.message;
+    out.droppedMessages = { ...this.dropped };
     return out;
   }
 
@@ -388,12 +422,69 @@ export class Replica<Result = unknown, R = unknown> {
 
   private receive(m: Message): void {
     if (this.closed || this.failure) return;
+    const drop = this.memberFilter(m);
+    if (drop !== undefined) {
+      this.dropped[drop]++;
+      // Debug: a removed node keeps talking until it learns it was removed; not worth a warning each.
+      this.log.debug({ from: m.from, type: m.type, term: m.term, reason: drop }, 'dropped a raft message');
+      return;
+    }
     // Only a leader sends appends, heartbeats and snapshot chunks.
     if (m.type === 'app' || m.type === 'heartbeat' || m.type === 'snap') {
       this.lastLeaderContact = this.opts.clock.monotonicMs();
     }
     this.raw.step(m);
     this.schedule();
+  }
+
+  /**
+   * Only members speak Raft (issue 15, item 3). A message is handed to the core only if its
+   * sender is in this node's current configuration: the newest configuration entry in its log,
+   * committed or not (thesis §4.1: a configuration is in force from its append), voters and
+   * learners alike. A learner being added is therefore a member for the leader as soon as the
+   * leader appended the change, before it sends the learner anything. Dropping a message is
+   * always safe in Raft (the network may lose any message); what it can cost is liveness, so
+   * the exceptions are what a node needs to join or to catch up, and only for what a leader
+   * sends a follower (appends, heartbeats, snapshot chunks):
+   *
+   * - A node with no configuration (started empty with --join, waiting to be added) takes
+   *   those from whoever sends them, and (pre-)vote requests too: it cannot know the cluster
+   *   yet, and a cluster formed with --bootstrap-expect may need its vote for its first
+   *   election (one node wrote the first configuration; the others, finding its cluster id,
+   *   started empty to join it). It learns the configuration from the first snapshot or config
+   *   entry it receives and filters from then on. Timeout-now and responses are dropped until
+   *   then (`no-config`).
+   * - The leader this node already follows in a term stays heard for that term. A node that
+   *   replays the log from index 1 sees the bootstrap configuration first, which may not name
+   *   the current leader (added later): without this it would drop its leader's next append.
+   * - A node that has heard no leader for an election timeout (just restarted, partitioned,
+   *   removed and waiting to be added back) hears a non-member's leader messages. Its
+   *   configuration may be older than the entry that added the current leader (thesis §4.2.3
+   *   is why Raft servers do not consult their configuration at all): without this it would
+   *   never catch up. A node in contact with its leader never does, so an outsider cannot
+   *   depose a working leader's followers or replace their state.
+   *
+   * Votes, pre-votes, timeout-now and every response from a non-member are always dropped:
+   * no node needs a non-member's vote or answer to make progress. Limits: nothing here proves
+   * who sent a message (`from` is what the sender claims); mutual TLS whose node identity
+   * must match `from` (issue 15, item 2) is what makes this a trust boundary. Until then it
+   * keeps removed or never-added nodes, and honest mistakes, from disrupting the cluster; and
+   * a node that is new, or has been without a leader for an election timeout, trusts the first
+   * leader that speaks to it. `timeout-now` from anyone but the leader of the current term is
+   * refused in the core (src/raft/step.ts).
+   */
+  private memberFilter(m: Message): DropReason | undefined {
+    const st = this.raw.basicStatus();
+    if (st.config.members.length === 0) return forAnEmptyNode(m) ? undefined : 'no-config';
+    if (this.membersOf !== st.config) {
+      this.membersOf = st.config;
+      this.members = new Set(st.config.members.map((x) => x.id));
+    }
+    if (this.members.has(m.from)) return undefined;
+    if (!fromALeader(m)) return 'non-member';
+    if (m.from === st.leader && m.term === st.term) return undefined;
+    const leaderless = st.role !== 'leader' && this.opts.clock.monotonicMs() - this.lastLeaderContact >= this.leaderSilenceMs;
+    return leaderless ? undefined : 'non-member';
   }
 
   /** The transport saw the connection with `peer` break at its end (its process died). */

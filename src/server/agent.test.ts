@@ -30,7 +30,8 @@ t.test('three agents form a cluster over gRPC; a write sent to a follower commit
     for (const a of agents) await a.close();
     await rm(dir, { recursive: true, force: true });
   });
-  for (const cfg of await clusterConfigs(dir, 3, { demoTypes: false })) {
+  // The demo types are registered: the leader validates a forwarded write as a local request (issue 15).
+  for (const cfg of await clusterConfigs(dir, 3)) {
     agents.push(await startAgent(cfg, { logger: createLogger({ level: 'warn', nodeId: cfg.nodeId }) }));
   }
   await Promise.all(agents.map((a) => a.ready));
@@ -57,7 +58,7 @@ t.test('three agents form a cluster over gRPC; a write sent to a follower commit
   const saved = Buffer.from(await (await fetch(`http://${agents[0]?.httpAddress}/v1/snapshot`)).arrayBuffer());
   t.ok(saved.subarray(0, 8).equals(Buffer.from('CAIRNSV1')), 'a snapshot file starts with its magic');
   await (follower.coordinator() as NonNullable<ReturnType<Agent['coordinator']>>).propose(CommandType.ResourceWrite, body('later'));
-  const put = await fetch(`http://${follower.httpAddress}/v1/snapshot`, { method: 'PUT', body: saved });
+  const put = await fetch(`http://${follower.httpAddress}/v1/snapshot`, { method: 'PUT', headers: { 'content-type': 'application/octet-stream' }, body: saved });
   t.equal(put.status, 200, 'restore accepted on a follower');
   const restored = (await put.json()) as { revision: string; resources: number };
   t.equal(restored.resources, 1);
@@ -68,7 +69,7 @@ t.test('three agents form a cluster over gRPC; a write sent to a follower commit
     t.same(r.value, ['korn'], `${a.nodeId} holds exactly the saved state`);
     t.ok(r.revision >= Number(restored.revision), `${a.nodeId} revision moved forward`);
   }
-  const bad = await fetch(`http://${follower.httpAddress}/v1/snapshot`, { method: 'PUT', body: saved.subarray(0, saved.length - 1) });
+  const bad = await fetch(`http://${follower.httpAddress}/v1/snapshot`, { method: 'PUT', headers: { 'content-type': 'application/octet-stream' }, body: saved.subarray(0, saved.length - 1) });
   t.equal(bad.status, 400, 'a truncated snapshot is refused');
 });
 

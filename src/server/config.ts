@@ -65,6 +65,13 @@ export interface AgentConfig {
   readonly watchBufferEvents: number;
   /** A quiet watch stream gets a bookmark this often (ms). Default 5,000. */
   readonly watchBookmarkMs: number;
+  /**
+   * Host names (or `host:port`, the port ignored) the HTTP API answers besides the loopback
+   * names (localhost, 127.0.0.1, [::1]), IP literals and this node's own --http-addr and
+   * --advertise-addr hosts, which it always answers. A request whose Host header names
+   * anything else is refused (403), defeating DNS rebinding. `*` turns the check off.
+   */
+  readonly httpAllowedHosts: readonly string[];
   /** Test-only planted bugs, comma-separated (stage 7's checker proofs). Never set in production. */
   readonly plantedBugs: readonly string[];
   /**
@@ -113,6 +120,7 @@ export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertise
   watchWindowEvents: 100_000,
   watchBufferEvents: 10_000,
   watchBookmarkMs: 5_000,
+  httpAllowedHosts: [],
   plantedBugs: [],
   insecure: false,
 };

@@ -67,9 +67,9 @@ t.test('a three-node cluster: leader addresses, counters and error details', asy
   await t.test('after writes over HTTP, /metrics counts the requests and proposals of the node that took them', async (t) => {
     for (const a of [leader, follower]) {
       const before = await (await fetch(`http://${a.httpAddress}/metrics`)).text();
-      const put = await fetch(`http://${a.httpAddress}/v1/resource/${ARTIST}/metrics-${a.nodeId}`, { method: 'PUT', body: JSON.stringify({ data: { name: 'm' } }) });
+      const put = await fetch(`http://${a.httpAddress}/v1/resource/${ARTIST}/metrics-${a.nodeId}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ data: { name: 'm' } }) });
       t.equal(put.status, 200);
-      const conflict = await fetch(`http://${a.httpAddress}/v1/resource/${ARTIST}/metrics-${a.nodeId}`, { method: 'PUT', body: JSON.stringify({ data: { name: 'm2' }, version: '0' }) });
+      const conflict = await fetch(`http://${a.httpAddress}/v1/resource/${ARTIST}/metrics-${a.nodeId}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ data: { name: 'm2' }, version: '0' }) });
       t.equal(conflict.status, 409);
       const text = await (await fetch(`http://${a.httpAddress}/metrics`)).text();
       const who = a === leader ? 'the leader' : 'a follower';
@@ -83,9 +83,9 @@ t.test('a three-node cluster: leader addresses, counters and error details', asy
   });
 
   await t.test('error details over HTTP: snake_case, versions as decimal strings', async (t) => {
-    const put = await fetch(`http://${follower.httpAddress}/v1/resource/${ARTIST}/details`, { method: 'PUT', body: JSON.stringify({ data: { name: 'd' } }) });
+    const put = await fetch(`http://${follower.httpAddress}/v1/resource/${ARTIST}/details`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ data: { name: 'd' } }) });
     const created = (await put.json()) as { version: string };
-    const cas = await fetch(`http://${follower.httpAddress}/v1/resource/${ARTIST}/details`, { method: 'PUT', body: JSON.stringify({ data: { name: 'd2' }, version: '1' }) });
+    const cas = await fetch(`http://${follower.httpAddress}/v1/resource/${ARTIST}/details`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ data: { name: 'd2' }, version: '1' }) });
     t.equal(cas.status, 409);
     const casBody = (await cas.json()) as { error: Record<string, unknown> };
     t.same(Object.keys(casBody.error).sort(), ['actual', 'code', 'expected', 'message']);

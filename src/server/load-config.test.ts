@@ -130,6 +130,7 @@ t.test('every option can be set from flags, env and file with the same names', a
     watchWindowEvents: { flag: '50', file: 50, want: 50 },
     watchBufferEvents: { flag: '60', file: 60, want: 60 },
     watchBookmarkMs: { flag: '70', file: 70, want: 70 },
+    httpAllowedHosts: { flag: 'cairn.internal,10.0.0.9:7501', file: ['cairn.internal', '10.0.0.9:7501'], want: ['cairn.internal', '10.0.0.9:7501'] },
     plantedBugs: { flag: 'skip-fsync,stale-read', file: ['skip-fsync', 'stale-read'], want: ['skip-fsync', 'stale-read'] },
     tlsCaFile: { flag: '/tls/ca.pem', file: '/tls/ca.pem', want: '/tls/ca.pem' },
     tlsCertFile: { flag: '/tls/n2.pem', file: '/tls/n2.pem', want: '/tls/n2.pem' },
@@ -305,4 +306,9 @@ t.test('secure by default: off loopback a node needs TLS material or --insecure'
   t.same([tls.tlsCaFile, tls.tlsCertFile, tls.tlsKeyFile], ['/etc/cairn/ca.pem', '/etc/cairn/n1.pem', '/etc/cairn/n1-key.pem'], 'paths resolve against cwd');
   t.match(problems(t, [...open, '--tls-ca-file', 'ca.pem']), [/^--tls-ca-file, --tls-cert-file and --tls-key-file go together: give all three/]);
   t.match(problems(t, [...open, '--insecure', '--tls-ca-file', 'a', '--tls-cert-file', 'b', '--tls-key-file', 'c']), [/^--insecure \(from the command line\) contradicts the TLS material given/]);
+});
+
+t.test('--http-allowed-hosts takes host names, addresses or *, and refuses what is not one', async (t) => {
+  t.same(load([...BASE, '--http-allowed-hosts', 'a.example,[fd00::1]:7501', '--http-allowed-hosts', '*']).httpAllowedHosts, ['a.example', '[fd00::1]:7501', '*'], 'repeated flags accumulate');
+  t.throws(() => load([...BASE, '--http-allowed-hosts', 'http://a.example/']), /--http-allowed-hosts entries must be host names/);
 });

@@ -10,6 +10,7 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
+import { normalizeHostHeader } from '../api/index.js';
 import { AGENT_DEFAULTS, LOG_STORE_KINDS, type AgentConfig } from './config.js';
 
 /** A configuration that cannot be used: one or more problems, each a sentence. */
@@ -67,6 +68,7 @@ const OPTIONS: readonly OptionSpec[] = [
   { key: 'watchWindowEvents', kind: 'positive' },
   { key: 'watchBufferEvents', kind: 'positive' },
   { key: 'watchBookmarkMs', kind: 'positive' },
+  { key: 'httpAllowedHosts', kind: 'list' },
   { key: 'plantedBugs', kind: 'list' },
   { key: 'tlsCaFile', kind: 'string' },
   { key: 'tlsCertFile', kind: 'string' },
@@ -152,7 +154,7 @@ interface ParsedFlags {
 
 /**
  * `--flag value` and `--flag=value`; booleans are `--dev` or `--dev=true|false`. A repeated
- * flag replaces the earlier one, except `--join` and `--planted-bugs`, which accumulate.
+ * flag replaces the earlier one, except `--join`, `--http-allowed-hosts` and `--planted-bugs`, which accumulate.
  */
 function parseFlags(argv: readonly string[], cwd: string, problems: string[]): ParsedFlags {
   const values = new Map<keyof AgentConfig, Raw>();
@@ -436,6 +438,13 @@ function resolve(raw: Map<keyof AgentConfig, Raw>, input: LoadAgentConfigInput, 
     }
   }
 
+  const httpAllowedHosts = t.httpAllowedHosts?.value ?? AGENT_DEFAULTS.httpAllowedHosts;
+  for (const h of httpAllowedHosts) {
+    if (h !== '*' && normalizeHostHeader(h) === undefined) {
+      problems.push(`--http-allowed-hosts entries must be host names or addresses (optionally with a port), or '*', got '${h}' (${where(t.httpAllowedHosts)})`);
+    }
+  }
+
   // The Raft log.
   const logStore = t.logStore?.value ?? AGENT_DEFAULTS.logStore;
   if (!LOG_STORE_KINDS.includes(logStore)) {
@@ -500,6 +509,7 @@ function resolve(raw: Map<keyof AgentConfig, Raw>, input: LoadAgentConfigInput, 
     watchWindowEvents: t.watchWindowEvents?.value ?? AGENT_DEFAULTS.watchWindowEvents,
     watchBufferEvents: t.watchBufferEvents?.value ?? AGENT_DEFAULTS.watchBufferEvents,
     watchBookmarkMs: t.watchBookmarkMs?.value ?? AGENT_DEFAULTS.watchBookmarkMs,
+    httpAllowedHosts,
     plantedBugs,
     ...(tlsGiven === 3 ? { tlsCaFile: tlsCaFile as string, tlsCertFile: tlsCertFile as string, tlsKeyFile: tlsKeyFile as string } : {}),
     insecure,

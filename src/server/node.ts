@@ -393,7 +393,13 @@ export class Node implements ServedNode {
       },
       ...(formation.bootstrap ? { bootstrap: formation.bootstrap } : {}),
     });
-    const coordinator = new Coordinator(replica, fsm, { forwarder: this.forwarder, onProposal: (outcome) => metrics.proposals.inc({ outcome }), plantedStaleRead: bugs.staleFollowerRead });
+    const coordinator = new Coordinator(replica, fsm, {
+      forwarder: this.forwarder,
+      onProposal: (outcome) => metrics.proposals.inc({ outcome }),
+      plantedStaleRead: bugs.staleFollowerRead,
+      // The leader checks a forwarded command exactly as a local request (issue 15 item 4).
+      checkCommand: (c, store) => this.resources.checkCommand(c, store),
+    });
     this.opened = { replica, coordinator, publisher };
     if (this.lifecycle !== 'starting') return; // stopped while the log opened: stop() closes the replica
     // A node whose configuration has only itself as a voter is its own quorum: it needs no

@@ -4,6 +4,7 @@ import type { Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CairnError, ErrorCode, type Logger } from '../base/index.js';
 import {
+  HostAllowList,
   ResourceService,
   Router,
   TypeRegistry,
@@ -132,6 +133,7 @@ export async function serveNode(node: Node, config: AgentConfig, extend?: Extend
     router,
     logger,
     onResponse: (method, status) => metrics.httpRequests.inc({ method, status: String(status) }),
+    allowedHosts: new HostAllowList([config.httpAddr, config.advertiseAddr, ...config.httpAllowedHosts]),
     ...(tlsNow !== undefined ? { tls: { cert: tlsNow.cert, key: tlsNow.key, ca: tlsNow.ca } } : {}),
   });
 

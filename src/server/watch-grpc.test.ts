@@ -485,7 +485,7 @@ t.test('a snapshot restore: framed watches rebuild their view (new_snapshot_to_f
   await framed.until((x) => x.of(0).some((e) => e.event === 'endOfSnapshot'), 10_000, 'the first snapshot');
   await plain.until((x) => x.of(0).some((e) => e.event === 'tail'), 10_000, 'the tail');
   const before = framed.of(0).length;
-  const put = await fetch(`${api.base}/v1/snapshot`, { method: 'PUT', body: saved });
+  const put = await fetch(`${api.base}/v1/snapshot`, { method: 'PUT', headers: { 'content-type': 'application/octet-stream' }, body: saved });
   t.equal(put.status, 200);
   const restored = ((await put.json()) as { revision: string }).revision;
   await plain.until((x) => x.ended, 10_000, 'the unframed watch to end');

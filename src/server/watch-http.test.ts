@@ -553,7 +553,7 @@ t.test('a snapshot restore ends every open watch with RESET; a new watch sees th
   await s1.until((x) => x.tail(0) !== undefined, 10_000, 'tail');
   await s2.until((x) => x.tail(1) !== undefined, 10_000, 'tail');
   t.equal(pub(c).subscribers, 4);
-  const put = await fetch(`${cApi.base}/v1/snapshot`, { method: 'PUT', body: saved });
+  const put = await fetch(`${cApi.base}/v1/snapshot`, { method: 'PUT', headers: { 'content-type': 'application/octet-stream' }, body: saved });
   t.equal(put.status, 200, 'restore accepted');
   const restored = (await put.json()) as { revision: string };
   for (const [i, w] of all.entries()) {

@@ -36,7 +36,8 @@ function writeBodyText(body: WriteBody): string {
 export async function rawHttp(baseUrl: string, req: RawRequest, timeoutMs = HTTP_REQUEST_TIMEOUT_MS): Promise<RawResponse> {
   const init: RequestInit & { duplex?: 'half' } = {
     method: req.method,
-    headers: { ...(req.body !== undefined ? { 'content-type': 'application/json' } : {}), ...(req.headers ?? {}) },
+    // The API takes PUT, POST and PATCH only as application/json, with a body or without.
+    headers: { ...(req.body !== undefined || req.method === 'PUT' || req.method === 'POST' || req.method === 'PATCH' ? { 'content-type': 'application/json' } : {}), ...(req.headers ?? {}) },
     signal: AbortSignal.timeout(timeoutMs),
   };
   if (req.body !== undefined) {

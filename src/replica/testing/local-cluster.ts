@@ -27,6 +27,8 @@ export interface LocalClusterOptions {
   readonly snapshotEveryEntries?: number;
   readonly snapshotRetainEntries?: number;
   readonly proposalTimeoutMs?: number;
+  /** Upper bound on the bytes of entries in one append (RaftOptions.maxAppendBytes). */
+  readonly maxAppendBytes?: number;
 }
 
 /**
@@ -66,6 +68,7 @@ export class LocalCluster {
       ...(o.snapshotRetainEntries !== undefined ? { snapshotRetainEntries: o.snapshotRetainEntries } : {}),
       ...(o.proposalTimeoutMs !== undefined ? { proposalTimeoutMs: o.proposalTimeoutMs } : {}),
       ...(bootstrap ? { bootstrap } : {}),
+      ...(o.maxAppendBytes !== undefined ? { raft: { maxAppendBytes: o.maxAppendBytes } } : {}),
     });
     const node: LocalNode = { id: nid, replica, fsm, coordinator: new Coordinator(replica, fsm), logStore, snapshotStore };
     this.nodes.set(nid, node);

@@ -45,6 +45,14 @@ export class MemoryNetwork {
     });
   }
 
+  /**
+   * Delivers a message as the network would, whoever its `from` claims to be (no transport of
+   * that name needs to exist): a stranger or an impostor speaking to a node.
+   */
+  inject(m: Message): void {
+    this.post(m);
+  }
+
   isolate(id: NodeId, others: readonly NodeId[]): void {
     for (const o of others) {
       if (o === id) continue;

@@ -175,7 +175,9 @@ export class Http {
   }
 
   private async json<T>(method: string, url: string, body?: unknown): Promise<{ value: T; headers: Headers }> {
-    const res = await fetch(`${this.base}${url}`, { method, ...(body !== undefined ? { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } } : {}) });
+    // The API takes PUT, POST and PATCH only as application/json, with a body or without.
+    const json = body !== undefined || method === 'PUT' || method === 'POST' || method === 'PATCH';
+    const res = await fetch(`${this.base}${url}`, { method, ...(json ? { headers: { 'content-type': 'application/json' } } : {}), ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
     const text = await res.text();
     if (res.status !== 200) throw new Error(`${method} ${url}: HTTP ${res.status}: ${text}`);
     return { value: JSON.parse(text) as T, headers: res.headers };
