@@ -148,3 +148,25 @@ t.test('TlsMaterialStore.open throws on bad files', async (t) => {
   await writeFile(files.certFile, c.certPem);
   await t.rejects(TlsMaterialStore.open(files), { name: 'TlsMaterialError', code: 'TLS_NOT_ISSUED_BY_CA' });
 });
+
+t.test('a CA file may hold several CA certificates (moving to a new CA): a certificate of either loads', async (t) => {
+  const oldPki = await makeTestPki({ name: 'Old CA' });
+  const newPki = await makeTestPki({ name: 'New CA' });
+  t.teardown(async () => {
+    await oldPki.cleanup();
+    await newPki.cleanup();
+  });
+  const bundle = path.join(newPki.dir, 'bundle.pem');
+  await writeFile(bundle, `${oldPki.ca.certPem}${newPki.ca.certPem}`);
+  const fromOld = await oldPki.node('n1');
+  const fromNew = await newPki.node('n1');
+  t.same((await loadTlsMaterial({ ...fromOld, caFile: bundle }, { nodeId: 'n1' })).identity, { kind: 'node', id: 'n1' }, 'issued by the first CA of the bundle');
+  t.same((await loadTlsMaterial({ ...fromNew, caFile: bundle }, { nodeId: 'n1' })).identity, { kind: 'node', id: 'n1' }, 'issued by the second');
+  const third = await makeTestPki({ name: 'Third CA' });
+  t.teardown(() => third.cleanup());
+  const stranger = await third.node('n1');
+  await t.rejects(loadTlsMaterial({ ...stranger, caFile: bundle }, { nodeId: 'n1' }), /not signed by the CA/, 'issued by neither');
+  const notCa = path.join(newPki.dir, 'bundle-with-leaf.pem');
+  await writeFile(notCa, `${newPki.ca.certPem}${fromNew.certPem}`);
+  await t.rejects(loadTlsMaterial({ ...fromNew, caFile: notCa }, { nodeId: 'n1' }), /is not a CA certificate/, 'a leaf in the CA file is refused');
+});

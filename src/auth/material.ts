@@ -79,6 +79,11 @@ async function readOne(file: string): Promise<Buffer> {
   }
 }
 
+/** The PEM certificate blocks of a file, in order. */
+function splitPem(pem: Buffer): Buffer[] {
+  return [...pem.toString('latin1').matchAll(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g)].map((m) => Buffer.from(`${m[0]}\n`, 'latin1'));
+}
+
 function parseCert(file: string, pem: Buffer, what: string): X509Certificate {
   if (!pem.includes('-----BEGIN CERTIFICATE-----')) {
     throw new TlsMaterialError(TlsMaterialErrorCode.NOT_PEM, file, `is not a PEM certificate (no "BEGIN CERTIFICATE" block); expected the ${what}`);
@@ -110,11 +115,17 @@ export async function loadTlsMaterial(files: TlsFiles, options: LoadOptions = {}
 /** The checks of `loadTlsMaterial` on contents already read. */
 export function checkTlsMaterial(files: TlsFiles, pem: { ca: Buffer; cert: Buffer; key: Buffer }, options: LoadOptions = {}): TlsMaterial {
   const now = (options.now ?? (() => new Date()))();
-  const caCert = parseCert(files.caFile, pem.ca, 'cluster CA certificate');
-  if (!caCert.ca) throw new TlsMaterialError(TlsMaterialErrorCode.NOT_CA, files.caFile, `the certificate (${caCert.subject.replace(/\n/g, ', ')}) is not a CA certificate (basicConstraints cA is not set)`);
-  checkValidity(files.caFile, caCert, 'CA certificate', now);
+  // The CA file may hold several CA certificates (a bundle, while moving to a new CA:
+  // docs/security.md "Rotating certificates"); each must be a CA, and one must have issued ours.
+  const caCerts = splitPem(pem.ca).map((block) => parseCert(files.caFile, block, 'cluster CA certificate'));
+  if (caCerts.length === 0) parseCert(files.caFile, pem.ca, 'cluster CA certificate');
+  for (const c of caCerts) {
+    if (!c.ca) throw new TlsMaterialError(TlsMaterialErrorCode.NOT_CA, files.caFile, `the certificate (${c.subject.replace(/\n/g, ', ')}) is not a CA certificate (basicConstraints cA is not set)`);
+  }
 
   const leaf = parseCert(files.certFile, pem.cert, 'certificate');
+  const caCert = caCerts.find((c) => leaf.checkIssued(c) && leaf.verify(c.publicKey)) ?? (caCerts[0] as X509Certificate);
+  checkValidity(files.caFile, caCert, 'CA certificate', now);
   if (!leaf.checkIssued(caCert) || !leaf.verify(caCert.publicKey)) {
     throw new TlsMaterialError(
       TlsMaterialErrorCode.NOT_ISSUED_BY_CA,
