@@ -2,7 +2,8 @@
 // Measures how soon a real `cairn agent --dev` takes writes (issue 14, item 7: "Starting is not
 // failing", target 300 ms from listening to the first acknowledged write).
 //
-//   node scripts/measure-start-up.mjs [--runs 5] [--mode fresh|existing|both] [--verbose] [-- extra agent flags]
+//   node scripts/measure-start-up.mjs [--runs 5] [--mode fresh|existing|both] [--dir <tmp>]
+//       [--compare <other cairn tree>] [--verbose] [-- extra agent flags]
 //
 // Each run starts `node bin/cairn agent --dev --controllers` (what `make run` starts) as its own
 // process on a data dir of its own, watches its stdout for the 'listening' log line, then sends
@@ -12,7 +13,9 @@
 // SIGTERM) and measures the restart. Log lines with a duration field (`...Ms`: the log store's
 // open and load timings at `--log-level debug`, given after `--`) are printed with each run,
 // relative to 'listening'; `--verbose` prints every log line. Prints the median of each mode
-// and the machine it ran on.
+// and the machine it ran on. `--compare <dir>` also runs the cairn built in `<dir>` (its
+// bin/cairn and dist/), alternating with this tree run by run so both see the same load, and
+// prints the ratio of the medians.
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import * as os from 'node:os';
@@ -21,7 +24,7 @@ import { createServer } from 'node:net';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const argv = process.argv.slice(2);
 const dash = argv.indexOf('--');
 const own = dash === -1 ? argv : argv.slice(0, dash);
@@ -34,6 +37,8 @@ const runs = Number(opt('--runs', '5'));
 const mode = opt('--mode', 'both');
 const verbose = own.includes('--verbose');
 const baseDir = opt('--dir', os.tmpdir());
+const compare = opt('--compare', undefined);
+const trees = compare === undefined ? [here] : [path.resolve(compare), here];
 if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a positive integer, got ${opt('--runs')}`);
 if (!['fresh', 'existing', 'both'].includes(mode)) throw new Error(`--mode must be fresh, existing or both, got ${mode}`);
 
@@ -57,7 +62,7 @@ function freePort() {
 }
 
 /** Starts the agent on `dataDir`; `listening` resolves once it logs 'listening' (or rejects if it exits first). */
-function startAgent(dataDir, ports) {
+function startAgent(root, dataDir, ports) {
   const spawnedAt = performance.now();
   const child = spawn(process.execPath, [path.join(root, 'bin/cairn'), 'agent', '--dev', '--controllers', '--data-dir', dataDir, '--grpc-addr', `127.0.0.1:${ports.grpc}`, '--http-addr', `127.0.0.1:${ports.http}`, ...extra], {
     cwd: root,
@@ -105,8 +110,8 @@ async function stop(agent) {
 }
 
 /** One measured start on `dataDir`: listening -> first acknowledged write. */
-async function measure(dataDir, ports, label) {
-  const agent = startAgent(dataDir, ports);
+async function measure(root, dataDir, ports, label) {
+  const agent = startAgent(root, dataDir, ports);
   try {
     const { at: listeningAt, http } = await agent.listening;
     let attempts = 0;
@@ -136,35 +141,42 @@ async function measure(dataDir, ports, label) {
   }
 }
 
-async function runMode(kind) {
-  const results = [];
-  for (let i = 1; i <= runs; i++) {
-    const dir = await mkdtemp(path.join(baseDir, 'cairn-measure-'));
-    const dataDir = path.join(dir, 'data');
-    const ports = { grpc: await freePort(), http: await freePort() };
-    try {
-      if (kind === 'existing') {
-        // The data dir a previous `make run` left: one node, one write, stopped cleanly.
-        const first = startAgent(dataDir, ports);
-        const { http } = await first.listening;
-        const r = await put(http, 'seed');
-        if (r.status !== 200) throw new Error(`the seeding run's write failed: ${r.status} ${r.text}`);
-        await stop(first);
-      }
-      results.push(await measure(dataDir, ports, `${kind} #${i}`));
-    } finally {
-      await rm(dir, { recursive: true, force: true });
+/** One run of `kind` on the cairn in `root`. */
+async function runOnce(root, kind, label) {
+  const dir = await mkdtemp(path.join(baseDir, 'cairn-measure-'));
+  const dataDir = path.join(dir, 'data');
+  const ports = { grpc: await freePort(), http: await freePort() };
+  try {
+    if (kind === 'existing') {
+      // The data dir a previous `make run` left: one node, one write, stopped cleanly.
+      const first = startAgent(root, dataDir, ports);
+      const { http } = await first.listening;
+      const r = await put(http, 'seed');
+      if (r.status !== 200) throw new Error(`the seeding run's write failed: ${r.status} ${r.text}`);
+      await stop(first);
     }
+    return await measure(root, dataDir, ports, label);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
   }
-  return results;
 }
 
 console.log(`measure-start-up: node bin/cairn agent --dev --controllers ${extra.join(' ')}; ${runs} run(s) per mode; data in ${baseDir}`);
+console.log(`trees: ${trees.join(', ')}`);
 console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model ?? '?'}, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}, node ${process.version}`);
 const summary = [];
 for (const kind of mode === 'both' ? ['fresh', 'existing'] : [mode]) {
-  const xs = await runMode(kind);
-  summary.push(`${kind}: median ${median(xs).toFixed(0)} ms (min ${Math.min(...xs).toFixed(0)}, max ${Math.max(...xs).toFixed(0)}; ${xs.map((x) => x.toFixed(0)).join(', ')})`);
+  const results = trees.map(() => []);
+  for (let i = 1; i <= runs; i++) {
+    for (const [k, root] of trees.entries()) {
+      results[k].push(await runOnce(root, kind, `${kind} #${i}${trees.length > 1 ? ` ${root}` : ''}`));
+    }
+  }
+  const medians = results.map(median);
+  for (const [k, xs] of results.entries()) {
+    summary.push(`${kind} ${trees[k]}: median ${median(xs).toFixed(0)} ms (min ${Math.min(...xs).toFixed(0)}, max ${Math.max(...xs).toFixed(0)}; ${xs.map((x) => x.toFixed(0)).join(', ')})`);
+  }
+  if (trees.length > 1) summary.push(`${kind}: ${trees[1]} / ${trees[0]} = ${(medians[1] / medians[0]).toFixed(2)}`);
 }
 console.log(`listening -> first acknowledged write, ${runs} run(s) each:`);
 for (const s of summary) console.log(`  ${s}`);
