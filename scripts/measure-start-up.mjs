@@ -3,7 +3,7 @@
 // failing", target 300 ms from listening to the first acknowledged write).
 //
 //   node scripts/measure-start-up.mjs [--runs 5] [--mode fresh|existing|both] [--dir <tmp>]
-//       [--compare <other cairn tree>] [--verbose] [-- extra agent flags]
+//       [--compare <other cairn tree>] [--seed-with <cairn tree>] [--verbose] [-- extra agent flags]
 //
 // Each run starts `node bin/cairn agent --dev --controllers` (what `make run` starts) as its own
 // process on a data dir of its own, watches its stdout for the 'listening' log line, then sends
@@ -15,7 +15,8 @@
 // relative to 'listening'; `--verbose` prints every log line. Prints the median of each mode
 // and the machine it ran on. `--compare <dir>` also runs the cairn built in `<dir>` (its
 // bin/cairn and dist/), alternating with this tree run by run so both see the same load, and
-// prints the ratio of the medians.
+// prints the ratio of the medians. `--seed-with <dir>` makes the `existing` data dirs with the
+// cairn in `<dir>` (say, a build from before a change of the log's files: a data dir it left).
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import * as os from 'node:os';
@@ -38,6 +39,7 @@ const mode = opt('--mode', 'both');
 const verbose = own.includes('--verbose');
 const baseDir = opt('--dir', os.tmpdir());
 const compare = opt('--compare', undefined);
+const seedWith = opt('--seed-with', undefined);
 const trees = compare === undefined ? [here] : [path.resolve(compare), here];
 if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a positive integer, got ${opt('--runs')}`);
 if (!['fresh', 'existing', 'both'].includes(mode)) throw new Error(`--mode must be fresh, existing or both, got ${mode}`);
@@ -149,7 +151,7 @@ async function runOnce(root, kind, label) {
   try {
     if (kind === 'existing') {
       // The data dir a previous `make run` left: one node, one write, stopped cleanly.
-      const first = startAgent(root, dataDir, ports);
+      const first = startAgent(seedWith === undefined ? root : path.resolve(seedWith), dataDir, ports);
       const { http } = await first.listening;
       const r = await put(http, 'seed');
       if (r.status !== 200) throw new Error(`the seeding run's write failed: ${r.status} ${r.text}`);
@@ -162,7 +164,7 @@ async function runOnce(root, kind, label) {
 }
 
 console.log(`measure-start-up: node bin/cairn agent --dev --controllers ${extra.join(' ')}; ${runs} run(s) per mode; data in ${baseDir}`);
-console.log(`trees: ${trees.join(', ')}`);
+console.log(`trees: ${trees.join(', ')}${seedWith === undefined ? '' : `; existing data dirs made by ${path.resolve(seedWith)}`}`);
 console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model ?? '?'}, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}, node ${process.version}`);
 const summary = [];
 for (const kind of mode === 'both' ? ['fresh', 'existing'] : [mode]) {
