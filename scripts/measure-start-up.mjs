@@ -3,7 +3,7 @@
 // failing", target 300 ms from listening to the first acknowledged write).
 //
 //   node scripts/measure-start-up.mjs [--runs 5] [--mode fresh|existing|both] [--dir <tmp>]
-//       [--compare <other cairn tree>] [--seed-with <cairn tree>] [--verbose] [-- extra agent flags]
+//       [--compare <other cairn tree>] [--seed-with <cairn tree>] [--no-controllers] [--verbose] [-- extra agent flags]
 //
 // Each run starts `node bin/cairn agent --dev --controllers` (what `make run` starts) as its own
 // process on a data dir of its own, watches its stdout for the 'listening' log line, then sends
@@ -17,6 +17,7 @@
 // bin/cairn and dist/), alternating with this tree run by run so both see the same load, and
 // prints the ratio of the medians. `--seed-with <dir>` makes the `existing` data dirs with the
 // cairn in `<dir>` (say, a build from before a change of the log's files: a data dir it left).
+// `--no-controllers` runs `cairn agent --dev` alone.
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import * as os from 'node:os';
@@ -40,6 +41,7 @@ const verbose = own.includes('--verbose');
 const baseDir = opt('--dir', os.tmpdir());
 const compare = opt('--compare', undefined);
 const seedWith = opt('--seed-with', undefined);
+const agentFlags = own.includes('--no-controllers') ? ['--dev'] : ['--dev', '--controllers'];
 const trees = compare === undefined ? [here] : [path.resolve(compare), here];
 if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a positive integer, got ${opt('--runs')}`);
 if (!['fresh', 'existing', 'both'].includes(mode)) throw new Error(`--mode must be fresh, existing or both, got ${mode}`);
@@ -66,7 +68,7 @@ function freePort() {
 /** Starts the agent on `dataDir`; `listening` resolves once it logs 'listening' (or rejects if it exits first). */
 function startAgent(root, dataDir, ports) {
   const spawnedAt = performance.now();
-  const child = spawn(process.execPath, [path.join(root, 'bin/cairn'), 'agent', '--dev', '--controllers', '--data-dir', dataDir, '--grpc-addr', `127.0.0.1:${ports.grpc}`, '--http-addr', `127.0.0.1:${ports.http}`, ...extra], {
+  const child = spawn(process.execPath, [path.join(root, 'bin/cairn'), 'agent', ...agentFlags, '--data-dir', dataDir, '--grpc-addr', `127.0.0.1:${ports.grpc}`, '--http-addr', `127.0.0.1:${ports.http}`, ...extra], {
     cwd: root,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -163,7 +165,7 @@ async function runOnce(root, kind, label) {
   }
 }
 
-console.log(`measure-start-up: node bin/cairn agent --dev --controllers ${extra.join(' ')}; ${runs} run(s) per mode; data in ${baseDir}`);
+console.log(`measure-start-up: node bin/cairn agent ${[...agentFlags, ...extra].join(' ')}; ${runs} run(s) per mode; data in ${baseDir}`);
 console.log(`trees: ${trees.join(', ')}${seedWith === undefined ? '' : `; existing data dirs made by ${path.resolve(seedWith)}`}`);
 console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model ?? '?'}, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}, node ${process.version}`);
 const summary = [];
