@@ -167,7 +167,7 @@ export class WalLogStore implements LogStore {
   private flushing: Promise<void> | undefined;
   /** A segment being prepared (or ready) for the next roll-over. */
   private preparing: Promise<Prepared | undefined> | undefined;
-  /** Damage found when opening, not yet handled by `load` (which cuts it or refuses). */
+  /** Damage found by the first read of the log (`readLog`), not yet handled by `load` (which cuts it or refuses). */
   private damaged: string | undefined;
   private failure: StorageError | undefined;
   private closed = false;
