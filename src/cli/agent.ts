@@ -62,7 +62,7 @@ export const AGENT_FLAG_HELP: readonly (readonly [string, string])[] = [
   ['--leader-lost-ticks <n>', "when the leader's connections break (its process died), its followers campaign in turn, n ticks apart, not after the election timeout; 0 = always wait for the timeout (default 2)"],
   ['--snapshot-entries <n>', 'entries applied between snapshots (default 10000)'],
   ['--log-store <wal|level>', 'the Raft log store for a new data dir: wal (segment files) or level (LevelDB); an existing data dir keeps its own (default wal)'],
-  ['--wal-segment-bytes <n>', 'with the wal store: bytes per preallocated segment file, a multiple of 4096 (default 67108864)'],
+  ['--wal-segment-bytes <n>', 'with the wal store: bytes per preallocated segment file, a multiple of 4096 (default 67108864; the first segment of a new log is at most 1 MiB)'],
   ['--watch-window-events <n>', 'change events kept for watch resumes; older resumes get COMPACTED (default 100000)'],
   ['--watch-buffer-events <n>', 'events queued for one watcher before it is ended with SLOW_CONSUMER (default 10000)'],
   ['--watch-bookmark-ms <ms>', 'a quiet watch stream gets a bookmark this often (default 5000)'],

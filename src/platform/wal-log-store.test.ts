@@ -256,3 +256,57 @@ t.test('a closed store refuses work with a clear error', async (t) => {
   await s.close(); // idempotent
   await t.rejects(s.append({ entries: entries(1, 1, 1), hardState: undefined, sync: true }), { name: 'StorageError', message: /append .* failed: the raft log store is closed/ });
 });
+
+t.test('start-up reads the log once: open reads no segment, the first load reads each one once', async (t) => {
+  const segmentBytes = 16 * 1024;
+  const { dir, open } = await fresh(t, segmentBytes);
+  const s = await open();
+  for (let i = 1; i <= 120; i++) await s.append({ entries: [big(i, 1)], hardState: hardState(1, i), sync: true });
+  await s.close();
+  const files = await walSegments(dir);
+  const total = (await Promise.all(files.map(async (f) => (await stat(f)).size))).reduce((a, b) => a + b, 0);
+  t.ok(files.length >= 3, `${files.length} segments`);
+  const s2 = await open();
+  t.teardown(() => s2.close());
+  t.match(s2.stats(), { segmentsRead: 0, bytesRead: 0 }, 'open reads only names and segment headers');
+  const loaded = await s2.load(100 as LogIndex);
+  t.same(loaded.entries.map((e) => e.index), [...Array(20).keys()].map((k) => 101 + k));
+  t.match(s2.stats(), { segmentsRead: files.length, bytesRead: total }, `load read each of the ${files.length} segments once (${total} bytes)`);
+  await s2.append({ entries: [big(121, 1)], hardState: hardState(1, 121), sync: true });
+  t.match(s2.stats(), { segmentsRead: files.length }, 'and writing after it reads nothing');
+  t.equal(s2.lastIndex, 121);
+});
+
+t.test('a write before any load reads the log once to find where it ends, then load reads it again', async (t) => {
+  const { open } = await fresh(t, 16 * 1024);
+  const s = await open();
+  for (let i = 1; i <= 5; i++) await s.append({ entries: [big(i, 1)], hardState: hardState(1, i), sync: true });
+  await s.close();
+  const s2 = await open();
+  t.teardown(() => s2.close());
+  await s2.append({ entries: [big(6, 1)], hardState: hardState(1, 6), sync: true });
+  t.match(s2.stats(), { segmentsRead: 1 });
+  t.equal(s2.lastIndex, 6, 'appended after the end found by that read');
+  t.same((await s2.load(z)).entries.map((e) => e.index), [1, 2, 3, 4, 5, 6]);
+  t.match(s2.stats(), { segmentsRead: 2 });
+});
+
+t.test('the first segment of a new log is at most firstSegmentBytes (default 1 MiB), written out; later ones are full size', async (t) => {
+  const { dir: dflt, remove } = await tempDir('wal-first');
+  t.teardown(remove);
+  const d = await WalLogStore.open({ dataDir: dflt });
+  await d.close();
+  const [only] = await walSegments(dflt);
+  const st = await stat(only ?? '');
+  t.same([st.size, st.blocks * 512 >= st.size], [1024 * 1024, true], 'with the default 64 MiB segments the first one is 1 MiB, not sparse');
+  const segmentBytes = 64 * 1024;
+  const { dir, open } = await fresh(t, segmentBytes, { firstSegmentBytes: 8192 });
+  const s = await open();
+  t.teardown(() => s.close());
+  for (let i = 1; i <= 60; i++) await s.append({ entries: [big(i, 1)], hardState: hardState(1, i), sync: true });
+  const sizes = await Promise.all((await walSegments(dir)).map(async (f) => (await stat(f)).size));
+  t.same(sizes, [8192, segmentBytes], 'a small first segment, then full-size ones');
+  await s.close();
+  t.same((await reloaded(open)).entries.length, 60);
+  await t.rejects(WalLogStore.open({ dataDir: dir, segmentBytes, firstSegmentBytes: 2 * segmentBytes }), RangeError);
+});

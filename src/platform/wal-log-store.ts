@@ -22,12 +22,18 @@ import {
   writeRecord,
   type Batch,
 } from './wal-format.js';
-import { LogShape, scanSegments, type ScanResult, type SegmentRef } from './wal-scan.js';
+import { checkFormatVersions, LogShape, scanSegments, type ScanResult, type SegmentRef } from './wal-scan.js';
 import { discard, nonZeroEnd, prepareSegment, writeCut, writeFully, type Prepared } from './wal-segment-files.js';
 
 /** The lock directory inside `<dataDir>/wal` (an empty LevelDB database held open; dir-lock.ts). */
 export const WAL_LOCK_DIR = 'lock';
 export const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
+/**
+ * The first segment of a new log is at most this big (`firstSegmentBytes`): a new node makes it
+ * before it can take its first write, and writing and fsyncing 64 MiB of zeros there cost most
+ * of a second (README.md, "Start-up"). Later segments are prepared in the background.
+ */
+export const DEFAULT_FIRST_SEGMENT_BYTES = 1024 * 1024;
 const MIN_SEGMENT_BYTES = 4096;
 
 export interface WalLogStoreOptions {
@@ -39,6 +45,12 @@ export interface WalLogStoreOptions {
    * at least 4096 and below 2 GiB. A batch larger than a segment gets a segment of its own size.
    */
   readonly segmentBytes?: number;
+  /**
+   * Bytes of the first segment of a new (empty) log, made while the store opens. Default the
+   * smaller of `segmentBytes` and 1 MiB; the same rules as `segmentBytes`, and at most it. The
+   * format does not care: a segment's size is its file's size.
+   */
+  readonly firstSegmentBytes?: number;
   /** Called with the duration in seconds of each fdatasync of the log (the fsync metric). */
   readonly onSync?: (seconds: number) => void;
 }
@@ -53,6 +65,12 @@ export interface WalLogStoreStats {
   /** Segments made since open (preparing included), and segments in the log now. */
   readonly segmentsCreated: number;
   readonly segments: number;
+  /**
+   * Segment files read in full since open, and the bytes read from them: each `load` reads the
+   * log once (the first one, or a write before any load, is also what finds where it ends).
+   */
+  readonly segmentsRead: number;
+  readonly bytesRead: number;
 }
 
 interface Active {
@@ -149,13 +167,17 @@ export class WalLogStore implements LogStore {
   private flushing: Promise<void> | undefined;
   /** A segment being prepared (or ready) for the next roll-over. */
   private preparing: Promise<Prepared | undefined> | undefined;
-  /** Damage found when opening, not yet handled by `load` (which cuts it or refuses). */
+  /** Damage found by the first read of the log (`readLog`), not yet handled by `load` (which cuts it or refuses). */
   private damaged: string | undefined;
   private failure: StorageError | undefined;
   private closed = false;
-  private counts = { records: 0, writes: 0, syncs: 0, segmentsCreated: 0 };
+  private counts = { records: 0, writes: 0, syncs: 0, segmentsCreated: 0, segmentsRead: 0, bytesRead: 0 };
   /** The hard state of the last batch queued (written into every record; see enqueue). */
   private latestHardState: HardState | undefined;
+  /** The segment written to; undefined until the log has been read (`readLog`). */
+  private activeSegment: Active | undefined;
+  /** The log as written so far (by completed writes); undefined until the log has been read. */
+  private logShape: LogShape | undefined;
 
   private constructor(
     readonly path: string,
@@ -164,18 +186,42 @@ export class WalLogStore implements LogStore {
     private readonly onSync: (seconds: number) => void,
     private readonly lock: DirLock,
     private segments: SegmentRef[],
-    private active: Active,
-    /** The log as written so far (by completed writes). */
-    private shape: LogShape,
-  ) {
-    this.latestHardState = shape.hardState;
+  ) {}
+
+  private get active(): Active {
+    assert(this.activeSegment !== undefined, 'the raft log was read before it is written');
+    return this.activeSegment;
   }
 
-  /** Opens (creating if needed) `<dataDir>/wal`, takes its lock and reads the log to find where it ends. */
+  private set active(a: Active) {
+    this.activeSegment = a;
+  }
+
+  private get shape(): LogShape {
+    assert(this.logShape !== undefined, 'the raft log was read before its shape is used');
+    return this.logShape;
+  }
+
+  private set shape(shape: LogShape) {
+    this.logShape = shape;
+  }
+
+  /**
+   * Opens (creating if needed) `<dataDir>/wal`, takes its lock, finishes a cut a crash
+   * interrupted and checks the segments' names and format versions. It does not read the log:
+   * the first `load` does, once, and so finds where it ends (or, if something is written before
+   * any load, that write does; either way the log is read once, not once to open it and again
+   * to load it).
+   */
   static async open(options: WalLogStoreOptions): Promise<WalLogStore> {
+    const started = performance.now();
     const segmentBytes = options.segmentBytes ?? DEFAULT_SEGMENT_BYTES;
     if (!Number.isSafeInteger(segmentBytes) || segmentBytes < MIN_SEGMENT_BYTES || segmentBytes >= MAX_SEGMENT_BYTES || segmentBytes % 4096 !== 0) {
       throw new RangeError(`segmentBytes must be a multiple of 4096 from ${MIN_SEGMENT_BYTES} to below ${MAX_SEGMENT_BYTES}, got ${segmentBytes}`);
+    }
+    const firstSegmentBytes = options.firstSegmentBytes ?? Math.min(segmentBytes, DEFAULT_FIRST_SEGMENT_BYTES);
+    if (!Number.isSafeInteger(firstSegmentBytes) || firstSegmentBytes < MIN_SEGMENT_BYTES || firstSegmentBytes > segmentBytes || firstSegmentBytes % 4096 !== 0) {
+      throw new RangeError(`firstSegmentBytes must be a multiple of 4096 from ${MIN_SEGMENT_BYTES} to segmentBytes (${segmentBytes}), got ${firstSegmentBytes}`);
     }
     const logger = options.logger ?? silentLogger;
     const dir = path.join(options.dataDir, WAL_DIR);
@@ -186,7 +232,7 @@ export class WalLogStore implements LogStore {
       throw new StorageError('create the raft log directory', dir, e);
     }
     const lock = await lockDir(path.join(dir, WAL_LOCK_DIR));
-    const handles: FileHandle[] = [];
+    const lockedMs = performance.now() - started;
     try {
       let names: string[];
       try {
@@ -223,8 +269,10 @@ export class WalLogStore implements LogStore {
           );
         }
       }
+      let createdBytes = 0;
       if (segments.length === 0) {
-        const first = await prepareSegment(dir, 0, segmentBytes);
+        const first = await prepareSegment(dir, 0, firstSegmentBytes);
+        createdBytes = firstSegmentBytes;
         const ref = { seq: 0, firstIndex: 1, path: path.join(dir, segmentName(0, 1)) };
         await first.handle.close();
         try {
@@ -235,7 +283,40 @@ export class WalLogStore implements LogStore {
         }
         segments.push(ref);
       }
-      const scan = await scanSegments(segments, Number.POSITIVE_INFINITY);
+      await checkFormatVersions(segments);
+      const store = new WalLogStore(dir, segmentBytes, logger, options.onSync ?? (() => undefined), lock, segments);
+      logger.debug({ path: dir, segments: segments.length, createdBytes, lockMs: Math.round(lockedMs), openMs: Math.round(performance.now() - started) }, 'opened the raft log (segment files)');
+      return store;
+    } catch (e) {
+      await lock.release().catch(() => undefined);
+      throw e;
+    }
+  }
+
+  /**
+   * The last index of the log as written (of its last entry, or of its compaction floor). Known
+   * once the log has been read: after `load`, or after a write.
+   */
+  get lastIndex(): number {
+    return this.shape.lastIndex;
+  }
+
+  stats(): WalLogStoreStats {
+    return { ...this.counts, segments: this.segments.length };
+  }
+
+  /**
+   * Reads the whole log once (scanSegments), keeping the entries from `keepFrom` on. The first
+   * read also sets up writing: the last segment opened for writing at the end of its last intact
+   * record, the log's shape, and the damage found (nothing is written until load has dealt
+   * with it).
+   */
+  private async readLog(keepFrom: number): Promise<ScanResult> {
+    const started = performance.now();
+    const scan = await scanSegments(this.segments, keepFrom);
+    this.counts.segmentsRead += scan.segmentsRead;
+    this.counts.bytesRead += scan.bytesRead;
+    if (this.activeSegment === undefined) {
       const last = scan.segments[scan.segments.length - 1];
       assert(last !== undefined, 'a scanned log has a segment');
       let handle: FileHandle;
@@ -244,26 +325,23 @@ export class WalLogStore implements LogStore {
       } catch (e) {
         throw new StorageError('open the last raft log segment', last.ref.path, e);
       }
-      handles.push(handle);
-      const store = new WalLogStore(dir, segmentBytes, logger, options.onSync ?? (() => undefined), lock, segments, { ref: last.ref, handle, size: last.size, offset: last.end, dirty: false }, scan.replay.shape);
+      this.activeSegment = { ref: last.ref, handle, size: last.size, offset: last.end, dirty: false };
+      this.logShape = scan.replay.shape;
+      this.latestHardState = scan.replay.shape.hardState;
       if (scan.damage !== undefined) {
-        store.damaged = `${path.basename(scan.segments[scan.damage.segment]?.ref.path ?? '?')} at offset ${scan.damage.offset}: ${scan.damage.problem}`;
+        this.damaged = `${path.basename(scan.segments[scan.damage.segment]?.ref.path ?? '?')} at offset ${scan.damage.offset}: ${scan.damage.problem}`;
       }
-      return store;
-    } catch (e) {
-      for (const h of handles) await h.close().catch(() => undefined);
-      await lock.release().catch(() => undefined);
-      throw e;
     }
+    this.logger.debug(
+      { path: this.path, segments: scan.segmentsRead, bytesRead: scan.bytesRead, keptEntries: scan.replay.entries.size, damaged: scan.damage !== undefined, readMs: Math.round(performance.now() - started) },
+      'read the raft log',
+    );
+    return scan;
   }
 
-  /** The last index of the log as written (of its last entry, or of its compaction floor). */
-  get lastIndex(): number {
-    return this.shape.lastIndex;
-  }
-
-  stats(): WalLogStoreStats {
-    return { ...this.counts, segments: this.segments.length };
+  /** Reads the log if nothing has yet (a write before any load: it must know where the log ends). */
+  private async ensureRead(): Promise<void> {
+    if (this.activeSegment === undefined) await this.readLog(Number.POSITIVE_INFINITY);
   }
 
   load(afterIndex: LogIndex): Promise<LoadedLog> {
@@ -274,7 +352,7 @@ export class WalLogStore implements LogStore {
       // scan finds to be damage does not depend on where it starts keeping entries (every
       // record is checked and decoded whole either way; keepFrom only chooses which entries are
       // copied), and the entry at afterIndex is left out of the checks below as before.
-      const scan = await scanSegments(this.segments, Math.max(1, afterIndex));
+      const scan = await this.readLog(Math.max(1, afterIndex));
       const { replay, damage, beyond } = scan;
       let hardState = replay.shape.hardState;
       let cut = 0;
@@ -371,6 +449,7 @@ export class WalLogStore implements LogStore {
         const first = entries[0];
         const last = entries[entries.length - 1];
         this.checkUsable('append');
+        await this.ensureRead();
         let what = 'write the hard state';
         if (installedSnapshot !== undefined) what = `install the snapshot at ${installedSnapshot}`;
         if (first !== undefined && last !== undefined) {
@@ -393,6 +472,7 @@ export class WalLogStore implements LogStore {
   compact(index: LogIndex): Promise<void> {
     return this.serial.run(async () => {
       this.checkUsable('compact');
+      await this.ensureRead();
       // Not fsynced (as with LevelDB): losing it in a crash is harmless, load skips entries at or
       // below the snapshot index anyway.
       await this.enqueue({ entries: [], compact: index }, false, `compact the raft log through ${index}`);
@@ -424,7 +504,7 @@ export class WalLogStore implements LogStore {
       await this.drain();
       const prepared = await this.takePreparing();
       if (prepared !== undefined) await discard(prepared);
-      await this.active.handle.close().catch(() => undefined);
+      await this.activeSegment?.handle.close().catch(() => undefined);
       await this.lock.release();
     });
   }

@@ -1,7 +1,7 @@
-import { readFile } from 'node:fs/promises';
+import { open, type FileHandle } from 'node:fs/promises';
 import type { Entry, HardState } from '../raft/index.js';
 import { StorageError, UnsupportedFormatError } from './errors.js';
-import { align8, decodeBatch, decodeSegmentHeader, readRecord, RecordType, WAL_FORMAT_VERSION, type DecodedBatch } from './wal-format.js';
+import { align8, decodeBatch, decodeSegmentHeader, readRecord, RecordType, SEGMENT_HEADER_BYTES, WAL_FORMAT_VERSION, type DecodedBatch } from './wal-format.js';
 
 /**
  * Reading a segment-file write-ahead log back (wal-format.ts): replaying its batch records in
@@ -109,6 +109,9 @@ export interface ScannedSegment {
 
 export interface ScanResult {
   readonly replay: Replay;
+  /** Segment files read (each once) and the bytes read from them (their whole size). */
+  readonly segmentsRead: number;
+  readonly bytesRead: number;
   /** Every segment that was read, in order (including the damaged one and those after it). */
   readonly segments: readonly ScannedSegment[];
   readonly damage: Damage | undefined;
@@ -140,12 +143,14 @@ class BeyondCollector {
 }
 
 /**
- * Looks for intact records anywhere in `buf` from `from` on, at every 8-byte boundary (records
- * are aligned). Zero words are skipped cheaply, so a preallocated tail costs little. Returns the
- * end of the last non-zero 8-byte word seen (or `from` if none).
+ * Looks for intact records anywhere in `seg` from `from` on, at every 8-byte boundary (records
+ * are aligned). Zero words are skipped cheaply, and the zero tail `readSegment` left out is not
+ * looked at (it holds nothing). Returns the end of the last non-zero 8-byte word seen (or
+ * `from` if none).
  */
-function searchIntact(buf: Uint8Array, from: number, seq: number, into: BeyondCollector): number {
-  const words = buf.byteOffset % 4 === 0 ? new Uint32Array(buf.buffer, buf.byteOffset, Math.floor(buf.length / 4)) : new Uint32Array(buf.slice().buffer, 0, Math.floor(buf.length / 4));
+function searchIntact(seg: SegmentData, from: number, seq: number, into: BeyondCollector): number {
+  let buf = seg.bytes;
+  let words = wordsOf(buf);
   let lastNonZeroEnd = from;
   for (let off = align8(from); off + 8 <= buf.length; off += 8) {
     const w = off / 4;
@@ -155,7 +160,12 @@ function searchIntact(buf: Uint8Array, from: number, seq: number, into: BeyondCo
     // Cheap checks before the checksum: a type byte we write and a length that fits.
     const length = ((buf[off] ?? 0) * 2 ** 24) + ((buf[off + 1] ?? 0) << 16) + ((buf[off + 2] ?? 0) << 8) + (buf[off + 3] ?? 0);
     const type = buf[off + 8];
-    if (length < 2 || off + 8 + length > buf.length || (type !== RecordType.batch && type !== RecordType.segment)) continue;
+    if (length < 2 || off + 8 + length > seg.size || (type !== RecordType.batch && type !== RecordType.segment)) continue;
+    if (off + 8 + length > buf.length) {
+      // A record whose end lies in the zero tail that was not kept: its bytes there are zeros.
+      buf = seg.cover(off + 8 + length);
+      words = wordsOf(buf);
+    }
     into.crcBudget -= length;
     const r = readRecord(buf, off, seq);
     if (r.kind !== 'record') continue;
@@ -169,11 +179,115 @@ function searchIntact(buf: Uint8Array, from: number, seq: number, into: BeyondCo
   return lastNonZeroEnd;
 }
 
-async function readSegment(ref: SegmentRef): Promise<Uint8Array> {
+function wordsOf(buf: Uint8Array): Uint32Array {
+  return buf.byteOffset % 4 === 0 ? new Uint32Array(buf.buffer, buf.byteOffset, Math.floor(buf.length / 4)) : new Uint32Array(buf.slice().buffer, 0, Math.floor(buf.length / 4));
+}
+
+/** Bytes read per read() of a segment. */
+const READ_CHUNK_BYTES = 4 * 1024 * 1024;
+/** Granularity of the zero check: a piece this big that is all zeros is not kept. */
+const ZERO_PIECE_BYTES = 64 * 1024;
+const ZERO_PIECE = new Uint8Array(ZERO_PIECE_BYTES);
+
+/**
+ * A segment's bytes as read: `bytes` is the file from its start up to the end of its last piece
+ * that is not all zeros; the rest, up to `size`, is known to be zeros (it was read and
+ * compared, not kept). `cover(end)` gives a buffer that also holds the zeros up to `end` (at
+ * most `size`), for a record whose claimed length reaches into that tail, so every check reads
+ * exactly what the file holds.
+ */
+class SegmentData {
+  constructor(
+    public bytes: Uint8Array,
+    readonly size: number,
+  ) {}
+
+  cover(end: number): Uint8Array {
+    const want = Math.min(end, this.size);
+    if (want > this.bytes.length) {
+      const grown = new Uint8Array(want);
+      grown.set(this.bytes);
+      this.bytes = grown;
+    }
+    return this.bytes;
+  }
+}
+
+/**
+ * Reads a whole segment once, in 4 MiB pieces into one reused buffer, keeping only what lies
+ * before its zero tail. A preallocated segment is mostly zeros: each 64 KiB of a piece is
+ * compared with zeros (a memcmp) and a piece that is all zeros is not kept, so the tail of a
+ * 64 MiB segment is neither copied out nor walked word by word in JavaScript. What is kept goes
+ * into a buffer of the file's size allocated without zero-filling, of which only the pages
+ * written are ever touched. The result is byte for byte what reading the whole file gives
+ * (`SegmentData`).
+ */
+async function readSegment(ref: SegmentRef): Promise<SegmentData> {
+  let handle: FileHandle | undefined;
   try {
-    return await readFile(ref.path);
+    handle = await open(ref.path, 'r');
+    const { size } = await handle.stat();
+    // Neither is zero-filled: every byte compared or kept below is read first, and the gaps
+    // between kept pieces are zeroed explicitly.
+    const piece = Buffer.allocUnsafeSlow(Math.min(size, READ_CHUNK_BYTES));
+    let out: Buffer | undefined;
+    let keptEnd = 0;
+    for (let pos = 0; pos < size; ) {
+      const want = Math.min(piece.length, size - pos);
+      let got = 0;
+      while (got < want) {
+        const { bytesRead } = await handle.read(piece, got, want - got, pos + got);
+        if (bytesRead === 0) throw new Error(`the file ended at ${pos + got} bytes while reading ${size} (it shrank while being read)`);
+        got += bytesRead;
+      }
+      let lastNonZero = -1;
+      for (let p = 0; p < want; p += ZERO_PIECE_BYTES) {
+        const end = Math.min(want, p + ZERO_PIECE_BYTES);
+        if (piece.compare(ZERO_PIECE, 0, end - p, p, end) !== 0) lastNonZero = end;
+      }
+      if (lastNonZero >= 0) {
+        out ??= Buffer.allocUnsafeSlow(size);
+        out.fill(0, keptEnd, pos);
+        out.set(piece.subarray(0, lastNonZero), pos);
+        keptEnd = pos + lastNonZero;
+      }
+      pos += want;
+    }
+    return new SegmentData(out === undefined ? new Uint8Array(0) : out.subarray(0, keptEnd), size);
   } catch (e) {
     throw new StorageError('read a raft log segment', ref.path, e);
+  } finally {
+    await handle?.close().catch(() => undefined);
+  }
+}
+
+function unsupported(ref: SegmentRef, formatVersion: number): UnsupportedFormatError {
+  return new UnsupportedFormatError(`the raft log segment ${ref.path} has format version ${formatVersion}; this build reads only version ${WAL_FORMAT_VERSION}`);
+}
+
+/**
+ * Reads the header record of each segment (its first bytes only) and throws
+ * `UnsupportedFormatError` for one with a format version this build does not read, so that a
+ * newer log is refused when the store opens, before anything else. A header that does not read
+ * back intact is left to the scan (damage, which `load` refuses).
+ */
+export async function checkFormatVersions(segments: readonly SegmentRef[]): Promise<void> {
+  for (const ref of segments) {
+    const buf = new Uint8Array(SEGMENT_HEADER_BYTES);
+    let handle: FileHandle | undefined;
+    let got = 0;
+    try {
+      handle = await open(ref.path, 'r');
+      ({ bytesRead: got } = await handle.read(buf, 0, buf.length, 0));
+    } catch (e) {
+      throw new StorageError('read a raft log segment header', ref.path, e);
+    } finally {
+      await handle?.close().catch(() => undefined);
+    }
+    const r = readRecord(buf.subarray(0, got), 0, ref.seq);
+    if (r.kind !== 'record' || r.type !== RecordType.segment) continue;
+    const header = decodeSegmentHeader(r.body);
+    if (header.ok && header.value.formatVersion !== WAL_FORMAT_VERSION) throw unsupported(ref, header.value.formatVersion);
   }
 }
 
@@ -187,9 +301,11 @@ export async function scanSegments(segments: readonly SegmentRef[], keepFrom: nu
   const scanned: ScannedSegment[] = [];
   const beyond = new BeyondCollector();
   let damage: Damage | undefined;
+  let bytesRead = 0;
   for (let j = 0; j < segments.length; j++) {
     const ref = segments[j] as SegmentRef;
-    const buf = await readSegment(ref);
+    const seg = await readSegment(ref);
+    bytesRead += seg.size;
     const prev = scanned[j - 1];
     if (prev === undefined) {
       // The log stood at firstIndex - 1 when this segment began (its name says so); the
@@ -211,15 +327,15 @@ export async function scanSegments(segments: readonly SegmentRef[], keepFrom: nu
     }
     if (damage !== undefined) {
       // Behind damage: every intact record counts, from the segment's start.
-      searchIntact(buf, 0, ref.seq, beyond);
-      scanned.push({ ref, size: buf.length, end: 0, nonZeroEnd: 0 });
+      searchIntact(seg, 0, ref.seq, beyond);
+      scanned.push({ ref, size: seg.size, end: 0, nonZeroEnd: 0 });
       continue;
     }
     let off = 0;
     let problem: string | undefined;
     let lostEntries = 1;
     for (;;) {
-      const r = readRecord(buf, off, ref.seq);
+      const r = readRecordAt(seg, off, ref.seq);
       if (r.kind === 'end') break;
       if (r.kind === 'bad') {
         problem = r.problem;
@@ -236,9 +352,7 @@ export async function scanSegments(segments: readonly SegmentRef[], keepFrom: nu
           problem = 'the segment does not start with a segment header';
           break;
         }
-        if (header.value.formatVersion !== WAL_FORMAT_VERSION) {
-          throw new UnsupportedFormatError(`the raft log segment ${ref.path} has format version ${header.value.formatVersion}; this build reads only version ${WAL_FORMAT_VERSION}`);
-        }
+        if (header.value.formatVersion !== WAL_FORMAT_VERSION) throw unsupported(ref, header.value.formatVersion);
         if (header.value.seq !== ref.seq) {
           problem = `the segment header names sequence number ${String(header.value.seq)}, not the ${ref.seq} of its file name`;
           break;
@@ -263,21 +377,32 @@ export async function scanSegments(segments: readonly SegmentRef[], keepFrom: nu
       // The end marker. Intact records after it mean zeros where data was (a lost sector),
       // not the end of the log.
       const before = beyond.records;
-      nonZeroEnd = searchIntact(buf, off + 8, ref.seq, beyond);
+      nonZeroEnd = searchIntact(seg, off + 8, ref.seq, beyond);
       if (beyond.records > before || off === 0) {
         damage = {
           segment: j,
           offset: off,
           problem: off === 0 ? 'the segment does not start with a segment header' : 'zeros inside the log, with intact records after them',
           entries: 0,
-          zeroEnd: Math.min(buf.length, Math.max(off + 8, nonZeroEnd)),
+          zeroEnd: Math.min(seg.size, Math.max(off + 8, nonZeroEnd)),
         };
       }
     } else {
-      nonZeroEnd = searchIntact(buf, off + 8, ref.seq, beyond);
-      damage = { segment: j, offset: off, problem, entries: lostEntries, zeroEnd: Math.min(buf.length, Math.max(off + 8, nonZeroEnd)) };
+      nonZeroEnd = searchIntact(seg, off + 8, ref.seq, beyond);
+      damage = { segment: j, offset: off, problem, entries: lostEntries, zeroEnd: Math.min(seg.size, Math.max(off + 8, nonZeroEnd)) };
     }
-    scanned.push({ ref, size: buf.length, end: off, nonZeroEnd });
+    scanned.push({ ref, size: seg.size, end: off, nonZeroEnd });
   }
-  return { replay, segments: scanned, damage, beyond: beyond.result() };
+  return { replay, segments: scanned, damage, beyond: beyond.result(), segmentsRead: segments.length, bytesRead };
+}
+
+/** `readRecord` on a segment read by `readSegment`: the zero tail it left out is covered as needed. */
+function readRecordAt(seg: SegmentData, off: number, seq: number): ReturnType<typeof readRecord> {
+  let buf = seg.bytes;
+  if (off + 8 > buf.length) buf = seg.cover(off + 8);
+  if (off + 8 <= buf.length) {
+    const length = ((buf[off] ?? 0) * 2 ** 24) + ((buf[off + 1] ?? 0) << 16) + ((buf[off + 2] ?? 0) << 8) + (buf[off + 3] ?? 0);
+    if (off + 8 + length > buf.length) buf = seg.cover(off + 8 + length);
+  }
+  return readRecord(buf, off, seq);
 }

@@ -8,17 +8,24 @@ import t, { type Test } from 'tap';
 import { mkdtemp, rm } from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { createLogger } from '../platform/index.js';
+import { createLogger, DEFAULT_SEGMENT_BYTES, WalLogStore } from '../platform/index.js';
 import { AGENT_DEFAULTS, type AgentConfig } from './config.js';
 import { startAgent, type Agent } from './agent.js';
 import { devConfig } from './testing/index.js';
 
-/** The bound on listening -> first acknowledged write. The target is 300 ms; the bound leaves room for a loaded 2-core CI machine, and stays well under the 1 s minimum election timeout a node without the fix waits. */
-const FIRST_WRITE_BOUND_MS = 600;
+/**
+ * Speed is measured, not timed in tests (the 300 ms target is measured on a real process by
+ * scripts/measure-start-up.mjs; src/server/README.md has the figures). What these tests check
+ * is the mechanism, with a margin no loaded machine eats: the nodes here run with an election
+ * timeout of 60-120 s (ELECTION_TICKS), so a node that waited for it instead of campaigning at
+ * once could not take a write within FIRST_WRITE_BOUND_MS. Each test prints the time it saw.
+ */
+const ELECTION_TICKS = 600;
+const FIRST_WRITE_BOUND_MS = 20_000;
 
-async function start(t: Test, overrides: Partial<AgentConfig> = {}): Promise<Agent> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-start-'));
-  const agent = await startAgent(devConfig(dir, { tickMs: AGENT_DEFAULTS.tickMs, electionTicks: AGENT_DEFAULTS.electionTicks, ...overrides }), {
+async function start(t: Test, overrides: Partial<AgentConfig> = {}, dataDir?: string): Promise<Agent> {
+  const dir = dataDir ?? (await mkdtemp(path.join(os.tmpdir(), 'cairn-start-')));
+  const agent = await startAgent(devConfig(dir, { tickMs: AGENT_DEFAULTS.tickMs, electionTicks: ELECTION_TICKS, ...overrides }), {
     logger: createLogger({ level: 'warn', nodeId: 'dev' }),
   });
   t.teardown(async () => {
@@ -26,6 +33,25 @@ async function start(t: Test, overrides: Partial<AgentConfig> = {}): Promise<Age
     await rm(dir, { recursive: true, force: true });
   });
   return agent;
+}
+
+/** Sends writes from the moment `agent` listens until one is acknowledged; how long that took. */
+async function firstWrite(t: Test, agent: Agent): Promise<{ tookMs: number; attempts: number }> {
+  const listeningAt = performance.now();
+  const deadline = listeningAt + FIRST_WRITE_BOUND_MS + 5_000;
+  let attempts = 0;
+  let last = '';
+  // A deadline loop, no sleeps: a refused write is retried at once.
+  for (;;) {
+    attempts++;
+    const res = await put(agent, `first-${attempts}`);
+    if (res.status === 200) break;
+    last = `${res.status} ${await res.text()}`;
+    if (performance.now() > deadline) break;
+  }
+  const tookMs = performance.now() - listeningAt;
+  t.comment(`listening -> first acknowledged write: ${tookMs.toFixed(1)} ms (${attempts} attempt(s)${last ? `; last refusal: ${last}` : ''}); target 300 ms`);
+  return { tookMs, attempts };
 }
 
 function put(agent: Agent, name: string): Promise<Response> {
@@ -53,25 +79,39 @@ t.test('a write that arrives while a --dev node starts waits for it and succeeds
   t.equal(read.status, 200, 'and reads back');
 });
 
-t.test('a single bootstrapped node takes its first write within the bound of listening (it campaigns at once)', async (t) => {
+t.test('a single bootstrapped node takes its first write long before any election timeout (it campaigns at once)', async (t) => {
   const agent = await start(t);
-  const listeningAt = performance.now();
-  const deadline = listeningAt + 5_000;
-  let attempts = 0;
-  let last = '';
-  // A deadline loop, no sleeps: a refused write is retried at once.
-  for (;;) {
-    attempts++;
-    const res = await put(agent, `first-${attempts}`);
-    if (res.status === 200) break;
-    last = `${res.status} ${await res.text()}`;
-    if (performance.now() > deadline) break;
-  }
-  const tookMs = performance.now() - listeningAt;
-  t.comment(`listening -> first acknowledged write: ${tookMs.toFixed(1)} ms (${attempts} attempt(s)${last ? `; last refusal: ${last}` : ''}); target 300 ms`);
-  t.ok(tookMs < FIRST_WRITE_BOUND_MS, `first write ${tookMs.toFixed(1)} ms after listening, under ${FIRST_WRITE_BOUND_MS} ms`);
+  const { tookMs, attempts } = await firstWrite(t, agent);
+  t.ok(tookMs < FIRST_WRITE_BOUND_MS, `first write ${tookMs.toFixed(1)} ms after listening, under ${FIRST_WRITE_BOUND_MS} ms (election timeout ${ELECTION_TICKS / 10} s)`);
   t.equal(attempts, 1, 'the first attempt itself succeeded (it waited for the node rather than failing)');
   t.equal(agent.coordinator()?.status().role, 'leader');
+});
+
+// The tests above run on the small test segments (testing/agents.ts); a real `--dev` node uses
+// the default 64 MiB ones. Its start-up cost is the log: making a new one, reading an old one.
+t.test('with the default 64 MiB log segments, a new --dev node takes its first write at once (its first segment is small)', async (t) => {
+  t.equal(AGENT_DEFAULTS.walSegmentBytes, DEFAULT_SEGMENT_BYTES);
+  const agent = await start(t, { walSegmentBytes: AGENT_DEFAULTS.walSegmentBytes });
+  const { tookMs, attempts } = await firstWrite(t, agent);
+  t.ok(tookMs < FIRST_WRITE_BOUND_MS, `first write ${tookMs.toFixed(1)} ms after listening, under ${FIRST_WRITE_BOUND_MS} ms (election timeout ${ELECTION_TICKS / 10} s)`);
+  t.equal(attempts, 1);
+});
+
+t.test('with the default 64 MiB log segments, a --dev node restarting on a full-size segment takes its first write at once', async (t) => {
+  // A data dir whose log segment is a whole 64 MiB, as an older build made the first one, and
+  // as every segment after the first is: reading it is the start-up cost.
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-start-'));
+  await (await WalLogStore.open({ dataDir: dir, segmentBytes: DEFAULT_SEGMENT_BYTES, firstSegmentBytes: DEFAULT_SEGMENT_BYTES })).close();
+  const config = devConfig(dir, { tickMs: AGENT_DEFAULTS.tickMs, electionTicks: ELECTION_TICKS, walSegmentBytes: AGENT_DEFAULTS.walSegmentBytes });
+  const before = await startAgent(config, { logger: createLogger({ level: 'warn', nodeId: 'dev' }) });
+  t.equal((await put(before, 'seed')).status, 200);
+  await before.close();
+  const agent = await start(t, { walSegmentBytes: AGENT_DEFAULTS.walSegmentBytes }, dir);
+  const { tookMs, attempts } = await firstWrite(t, agent);
+  t.ok(tookMs < FIRST_WRITE_BOUND_MS, `first write ${tookMs.toFixed(1)} ms after listening, under ${FIRST_WRITE_BOUND_MS} ms (election timeout ${ELECTION_TICKS / 10} s)`);
+  t.equal(attempts, 1);
+  const read = await fetch(`http://${agent.httpAddress}/v1/resource/demo.v1.Artist/seed`);
+  t.equal(read.status, 200, 'the write made before the restart is there');
 });
 
 t.test('a request waits no longer than its deadline for a node that cannot start yet', async (t) => {
