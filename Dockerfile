@@ -33,7 +33,7 @@ COPY --from=build /src/package.json ./
 COPY --from=build /src/node_modules ./node_modules
 COPY --from=build /src/dist/src ./dist/src
 COPY --from=build /src/bin ./bin
-COPY --from=build /src/deploy/healthcheck.mjs ./deploy/healthcheck.mjs
+COPY --from=build /src/deploy/healthcheck.mjs /src/deploy/tls-init.sh ./deploy/
 RUN mkdir -p /var/lib/cairn && chown node:node /var/lib/cairn
 USER node
 VOLUME ["/var/lib/cairn"]

@@ -14,7 +14,11 @@
  * - unconditional writes and linearizable reads, 64 clients, to the leader;
  * - watch fan-out: 100, 1,000 and 10,000 watchers on one follower at 200 writes/s to the
  *   leader (bench/fanout/cluster-phase.ts, the measurement of `make bench-watch`);
- * - leader failover: SIGKILL of the leader, time to the next acknowledged write, median of 5.
+ * - leader failover: SIGKILL of the leader, time to the next acknowledged write, median of 5;
+ * - the cost of TLS: after its plaintext phases, each system is started again with TLS on every
+ *   port (client and peer; the load generator trusts the CA and presents a client certificate)
+ *   and measured on CAS to the leader with 64 clients (`cas-leader-64-tls`), so the table has a
+ *   TLS pair of rows beside the plaintext ones and each system's TLS / plaintext ratio.
  *
  * Each phase reports throughput, p50/p99/p99.9 latency, the load generator's CPU and each
  * server's. Prints one table with the Cairn/etcd ratios and the issue's targets, writes
@@ -37,7 +41,7 @@ import { registerTempDir, tail } from './procs.js';
 import { describeMachine, formatColumns, median, num, Progress, type Machine } from './report.js';
 import { watchFanout } from './fanout/cluster-phase.js';
 import { fanoutRows, fanoutTable } from './fanout/cluster-report.js';
-import { CairnSystem, EtcdSystem, KEY_COUNT, VALUE_BYTES, type SystemName, type WatchableSystem } from './systems.js';
+import { CairnSystem, EtcdSystem, KEY_COUNT, makeBenchTls, VALUE_BYTES, type SystemName, type WatchableSystem } from './systems.js';
 import type { WatchFanoutOutcome } from './watch-hook.js';
 import { failoverTrial, preload, runPhase, type FailoverTrial, type PhaseResult, type PhaseSpec } from './workload.js';
 
@@ -84,9 +88,13 @@ const PHASES: PhaseSpec[] = [
   { id: `put-leader-${S.putClients}`, kind: 'put', clients: S.putClients, target: 'leader', keys: S.keys },
   { id: `read-leader-${S.readClients}`, kind: 'read', clients: S.readClients, target: 'leader', keys: S.keys },
 ];
+/** The TLS pair: the same phase as cas-leader-64, on clusters started with TLS everywhere. */
+const TLS_PHASE: PhaseSpec = { id: `cas-leader-${S.putClients}-tls`, kind: 'cas', clients: S.putClients, target: 'leader', keys: S.keys };
+/** The plaintext phase TLS_PHASE is compared with. */
+const TLS_BASELINE = `cas-leader-${S.putClients}`;
 const wanted = (id: string): boolean => ONLY === undefined || ONLY.includes(id);
 if (ONLY !== undefined) {
-  const known = new Set([...PHASES.map((p) => p.id), 'watch-fanout', 'failover']);
+  const known = new Set([...PHASES.map((p) => p.id), 'watch-fanout', 'failover', TLS_PHASE.id]);
   for (const id of ONLY) if (!known.has(id)) throw new Error(`--only: unknown phase ${JSON.stringify(id)}; known: ${[...known].join(', ')}`);
 }
 
@@ -96,6 +104,8 @@ const progress = new Progress();
 
 interface SystemResults {
   readonly name: SystemName;
+  /** Started with TLS on every port (the run of TLS_PHASE only). */
+  readonly tls: boolean;
   readonly version: string;
   readonly startupMs: number;
   readonly messageSizes: Record<string, number>;
@@ -114,35 +124,37 @@ function describePhase(r: PhaseResult): string {
   return `  ${num(r.opsPerSec)}/s, p50 ${ms(l.p50Ms)} p99 ${ms(l.p99Ms)} p99.9 ${ms(l.p999Ms)} ms${extra}${errs}; CPU: load generator ${r.loadgenCpuPct.toFixed(0)}%, servers ${r.serverCpuPct.map((c) => c.toFixed(0)).join('+')}%; fsyncs/s ${r.fsyncsPerSec.map((c) => c.toFixed(0)).join('+')} (mean ${r.fsyncMeanMs.map((c) => c.toFixed(1)).join('/')} ms); leader ${r.leader}; other work on the machine ${r.otherCpuPct.toFixed(0)}%`;
 }
 
-async function runSystem(name: SystemName, work: string): Promise<SystemResults> {
-  const dir = await mkdtemp(path.join(work, `${name.toLowerCase()}-`));
+async function runSystem(name: SystemName, work: string, withTls: boolean): Promise<SystemResults> {
+  const dir = await mkdtemp(path.join(work, `${name.toLowerCase()}${withTls ? '-tls' : ''}-`));
   const loadStart = os.loadavg()[0] ?? 0;
+  const label = `${name}${withTls ? ' with TLS' : ''}`;
+  const tls = withTls ? await makeBenchTls(path.join(dir, 'pki'), name === 'etcd' ? ['e1', 'e2', 'e3'] : ['n1', 'n2', 'n3']) : undefined;
   const t0 = performance.now();
-  const sys = await progress.phase(`${name}: start 3 nodes and wait for a leader`, (): Promise<WatchableSystem> =>
-    name === 'etcd' ? EtcdSystem.start(dir) : CairnSystem.start(dir, { nodeFlags: NODE_FLAGS, agentFlags: AGENT_FLAGS }),
+  const sys = await progress.phase(`${label}: start 3 nodes and wait for a leader`, (): Promise<WatchableSystem> =>
+    name === 'etcd' ? EtcdSystem.start(dir, tls !== undefined ? { tls } : {}) : CairnSystem.start(dir, { nodeFlags: NODE_FLAGS, agentFlags: AGENT_FLAGS, ...(tls !== undefined ? { tls } : {}) }),
   );
   const startupMs = performance.now() - t0;
   try {
     let leader = await sys.waitHealthy();
-    progress.line(`  ${name} ${sys.version}: leader ${sys.nodeNames[leader] ?? '?'}; pids ${sys.nodeNames.map((n, i) => `${n}=${String(sys.pid(i))}`).join(' ')}; data in ${dir}`);
-    await progress.phase(`${name}: preload ${num(S.keys)} keys of ${S.valueBytes} bytes`, () => preload(sys, leader));
+    progress.line(`  ${label} ${sys.version}: leader ${sys.nodeNames[leader] ?? '?'}; pids ${sys.nodeNames.map((n, i) => `${n}=${String(sys.pid(i))}`).join(' ')}; data in ${dir}`);
+    await progress.phase(`${label}: preload ${num(S.keys)} keys of ${S.valueBytes} bytes`, () => preload(sys, leader));
     const phases: PhaseResult[] = [];
-    for (const spec of PHASES) {
+    for (const spec of withTls ? [TLS_PHASE] : PHASES) {
       if (!wanted(spec.id)) continue;
       leader = await sys.waitHealthy();
-      const r = await progress.phase(`${name}: ${spec.id} (${spec.clients} client${spec.clients === 1 ? '' : 's'}, ${S.durationMs / 1000} s + ${S.warmupMs / 1000} s warm-up)`, () =>
+      const r = await progress.phase(`${label}: ${spec.id} (${spec.clients} client${spec.clients === 1 ? '' : 's'}, ${S.durationMs / 1000} s + ${S.warmupMs / 1000} s warm-up)`, () =>
         runPhase(sys, spec, leader, S),
       );
       progress.line(describePhase(r));
       phases.push(r);
     }
     let fanout: WatchFanoutOutcome | undefined;
-    if (wanted('watch-fanout')) {
+    if (!withTls && wanted('watch-fanout')) {
       leader = await sys.waitHealthy();
       fanout = await progress.phase(`${name}: watch fan-out`, () => watchFanout({ system: sys, leaderIndex: leader, quick: QUICK, progress, ...(FANOUT_WATCHERS !== undefined ? { counts: FANOUT_WATCHERS } : {}) }));
     }
     const failover: FailoverTrial[] = [];
-    if (wanted('failover')) {
+    if (!withTls && wanted('failover')) {
       for (let i = 0; i < S.failoverTrials; i++) {
         const t = await progress.phase(`${name}: failover trial ${i + 1}/${S.failoverTrials} (kill -9 the leader)`, () => failoverTrial(sys, S.failover));
         progress.line(`  killed ${t.killed}; next write acknowledged after ${t.ms.toFixed(0)} ms; new leader ${t.newLeader}; ${t.probesSent} probes sent after the kill, ${t.probesFailed} failed`);
@@ -151,6 +163,7 @@ async function runSystem(name: SystemName, work: string): Promise<SystemResults>
     }
     return {
       name,
+      tls: withTls,
       version: sys.version,
       startupMs,
       messageSizes: sys.messageSizes(),
@@ -163,7 +176,7 @@ async function runSystem(name: SystemName, work: string): Promise<SystemResults>
   } catch (e) {
     for (const [i, n] of sys.nodeNames.entries()) {
       const log = path.join(dir, `${n}.log`);
-      process.stderr.write(`---- ${name} ${n} (pid ${String(sys.pid(i))}), last lines of ${log}:\n`);
+      process.stderr.write(`---- ${label} ${n} (pid ${String(sys.pid(i))}), last lines of ${log}:\n`);
       try {
         process.stderr.write(`${tail(readFileSync(log, 'utf8'), 20)}\n`);
       } catch {
@@ -172,7 +185,7 @@ async function runSystem(name: SystemName, work: string): Promise<SystemResults>
     }
     throw e;
   } finally {
-    await progress.phase(`${name}: stop`, () => sys.stop());
+    await progress.phase(`${label}: stop`, () => sys.stop());
   }
 }
 
@@ -233,7 +246,7 @@ function phaseLabel(p: PhaseSpec): string {
 
 const metText = (m: boolean | undefined): string => (m === undefined ? '-' : m ? 'met' : 'NOT met');
 
-function tableRows(cairn: SystemResults | undefined, etcd: SystemResults | undefined): string[][] {
+function tableRows(cairn: SystemResults | undefined, etcd: SystemResults | undefined, cairnTls: SystemResults | undefined, etcdTls: SystemResults | undefined): string[][] {
   const rows: string[][] = [];
   const cpu = (r: PhaseResult | undefined): string => {
     if (!r) return '-';
@@ -244,9 +257,10 @@ function tableRows(cairn: SystemResults | undefined, etcd: SystemResults | undef
     return `${r.loadgenCpuPct.toFixed(0)}%/${r.serverCpuPctTotal.toFixed(0)}%, ${fsync}`;
   };
   const lat = (r: PhaseResult | undefined): string => (r ? `${ms(r.latency.p50Ms)} / ${ms(r.latency.p99Ms)} / ${ms(r.latency.p999Ms)}` : '-');
-  for (const p of PHASES) {
-    const c = cairn?.phases.find((r) => r.id === p.id);
-    const e = etcd?.phases.find((r) => r.id === p.id);
+  const pairs = [...PHASES.map((p) => ({ p, from: [cairn, etcd] as const })), { p: TLS_PHASE, from: [cairnTls, etcdTls] as const }];
+  for (const { p, from } of pairs) {
+    const c = from[0]?.phases.find((r) => r.id === p.id);
+    const e = from[1]?.phases.find((r) => r.id === p.id);
     if (!c && !e) continue;
     const val = (r: PhaseResult | undefined): string => {
       if (!r) return '-';
@@ -256,7 +270,7 @@ function tableRows(cairn: SystemResults | undefined, etcd: SystemResults | undef
     };
     const target = TARGETS[p.id];
     rows.push([
-      phaseLabel(p),
+      `${phaseLabel(p)}${p === TLS_PHASE ? ', TLS' : ''}`,
       val(c),
       val(e),
       x(ratio(c?.opsPerSec, e?.opsPerSec)),
@@ -267,6 +281,31 @@ function tableRows(cairn: SystemResults | undefined, etcd: SystemResults | undef
       cpu(e),
       target?.text ?? '',
       target ? metText(target.met(c, e)) : '',
+    ]);
+  }
+  // The cost of TLS, per system: its TLS row against its plaintext row (same phase).
+  const plainC = cairn?.phases.find((r) => r.id === TLS_BASELINE);
+  const plainE = etcd?.phases.find((r) => r.id === TLS_BASELINE);
+  const tlsC = cairnTls?.phases.find((r) => r.id === TLS_PHASE.id);
+  const tlsE = etcdTls?.phases.find((r) => r.id === TLS_PHASE.id);
+  if ((plainC && tlsC) || (plainE && tlsE)) {
+    const tputCost = (t: PhaseResult | undefined, pl: PhaseResult | undefined): number => ratio(t?.opsPerSec, pl?.opsPerSec);
+    const p99Cost = (t: PhaseResult | undefined, pl: PhaseResult | undefined): number => ratio(t?.latency.p99Ms, pl?.latency.p99Ms);
+    const cpuCost = (t: PhaseResult | undefined, pl: PhaseResult | undefined): string => (t && pl ? `srv CPU ${x(ratio(t.serverCpuPctTotal, pl.serverCpuPctTotal))}, gen ${x(ratio(t.loadgenCpuPct, pl.loadgenCpuPct))}` : '-');
+    const tc = tputCost(tlsC, plainC);
+    const te = tputCost(tlsE, plainE);
+    rows.push([
+      `TLS cost: ${phaseLabel(TLS_PHASE)}, TLS / plaintext`,
+      `${x(tc)} tput`,
+      `${x(te)} tput`,
+      x(ratio(tc, te)),
+      `p99 ${x(p99Cost(tlsC, plainC))}`,
+      `p99 ${x(p99Cost(tlsE, plainE))}`,
+      '',
+      cpuCost(tlsC, plainC),
+      cpuCost(tlsE, plainE),
+      '',
+      '',
     ]);
   }
   // Watch fan-out (bench/fanout/cluster-report.ts): only when the phase was asked for.
@@ -350,27 +389,35 @@ async function main(): Promise<void> {
       '\n',
   );
   const results: SystemResults[] = [];
-  for (const s of SYSTEMS) results.push(await runSystem(s === 'etcd' ? 'etcd' : 'Cairn', work));
-  const cairn = results.find((r) => r.name === 'Cairn');
-  const etcd = results.find((r) => r.name === 'etcd');
-  const rows = tableRows(cairn, etcd);
+  const plainWanted = ONLY === undefined || ONLY.some((id) => id !== TLS_PHASE.id);
+  for (const s of SYSTEMS) {
+    const name: SystemName = s === 'etcd' ? 'etcd' : 'Cairn';
+    if (plainWanted) results.push(await runSystem(name, work, false));
+    if (wanted(TLS_PHASE.id)) results.push(await runSystem(name, work, true));
+  }
+  const pick = (name: SystemName, tls: boolean): SystemResults | undefined => results.find((r) => r.name === name && r.tls === tls);
+  const cairn = pick('Cairn', false);
+  const etcd = pick('etcd', false);
+  const rows = tableRows(cairn, etcd, pick('Cairn', true), pick('etcd', true));
   const loadEnd = os.loadavg()[0] ?? 0;
   const others = results
     .map((r) => {
       const o = r.phases.map((p) => p.otherCpuPct).filter((v) => Number.isFinite(v));
-      return `${r.name} ran at load ${r.loadAverage.start.toFixed(1)} -> ${r.loadAverage.end.toFixed(1)}, other work used ${o.length > 0 ? `${median(o).toFixed(0)}% of a core (median over its phases; max ${Math.max(...o).toFixed(0)}%)` : 'unknown CPU'}`;
+      return `${r.name}${r.tls ? ' with TLS' : ''} ran at load ${r.loadAverage.start.toFixed(1)} -> ${r.loadAverage.end.toFixed(1)}, other work used ${o.length > 0 ? `${median(o).toFixed(0)}% of a core (median over its phases; max ${Math.max(...o).toFixed(0)}%)` : 'unknown CPU'}`;
     })
     .join('; ');
-  const fanoutText = results.some((r) => r.watchFanout !== undefined)
-    ? `\nWatch fan-out: ${FANOUT_NOTE}\n\n${fanoutTable(results.map((r) => ({ name: r.name, outcome: r.watchFanout })))}\n`
+  const plainResults = results.filter((r) => !r.tls);
+  const fanoutText = plainResults.some((r) => r.watchFanout !== undefined)
+    ? `\nWatch fan-out: ${FANOUT_NOTE}\n\n${fanoutTable(plainResults.map((r) => ({ name: r.name, outcome: r.watchFanout })))}\n`
     : '';
-  const sizes = results.map((r) => `${r.name} ${r.version}: read request ${r.messageSizes['readRequest'] ?? '?'} B, CAS request ${r.messageSizes['casRequest'] ?? '?'} B`).join('; ');
+  const sizes = plainResults.map((r) => `${r.name} ${r.version}: read request ${r.messageSizes['readRequest'] ?? '?'} B, CAS request ${r.messageSizes['casRequest'] ?? '?'} B`).join('; ');
   process.stdout.write(
     `\n${formatColumns(HEADERS, rows, RIGHT)}\n\n` +
       `Throughput: successful operations per second in a ${S.durationMs / 1000} s window after ${S.warmupMs / 1000} s of warm-up, closed loop. ` +
       'A CAS operation is a linearizable read plus a compare-and-set write; its latency covers both. ' +
       'CPU: % of one core over the window; gen = the load generator (this process), srv = the three servers together; ' +
       "fsyncs: the leader's log fsyncs per second and their mean ms (its own metrics: etcd_disk_wal_fsync_duration_seconds, cairn_log_fsync_seconds).\n" +
+      `TLS rows: each system started again with TLS on every port (client: server certificate checked against the cluster CA, and a client certificate, etcd --client-cert-auth; peers: mutual TLS, etcd --peer-client-cert-auth, Cairn's node certificates), certificates from Cairn's src/auth (ECDSA P-256), measured on ${TLS_BASELINE}; "TLS cost" is each system's TLS row over its plaintext row (tput below 1x and p99 above 1x are the cost).\n` +
       `Encoded protobuf messages (no gRPC framing): ${sizes}. 256-byte values; Cairn's value is the title of a demo.v1.Album ({"title":"..."} as JSON text).\n` +
       `load average (1 min) at the start ${loadStart.toFixed(2)}, at the end ${loadEnd.toFixed(2)}${busy(Math.max(loadStart, loadEnd), machine.cpus)}\n` +
       `${others}. Other work skews a ratio when it differs between the two parts.\n` +
@@ -393,7 +440,7 @@ async function main(): Promise<void> {
     table: { headers: HEADERS, rows, ...(fanoutText !== '' ? { fanout: fanoutText.trim() } : {}) },
   };
   await writeFile(path.join(resultsDir, `${stem}.json`), `${JSON.stringify(out, null, 2)}\n`);
-  await writeFile(path.join(resultsDir, `${stem}.svg`), chart(results, `${QUICK ? 'quick' : 'full'} run ${startedAt.slice(0, 16)}Z, ${machine.cpus} x ${machine.cpuModel}; load average ${loadStart.toFixed(2)} -> ${loadEnd.toFixed(2)}`));
+  await writeFile(path.join(resultsDir, `${stem}.svg`), chart(plainResults, `${QUICK ? 'quick' : 'full'} run ${startedAt.slice(0, 16)}Z, ${machine.cpus} x ${machine.cpuModel}; load average ${loadStart.toFixed(2)} -> ${loadEnd.toFixed(2)}`));
   process.stdout.write(`\nwrote bench/results/${stem}.json and bench/results/${stem}.svg\n`);
 }
 

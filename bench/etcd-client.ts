@@ -118,8 +118,10 @@ export class EtcdKv {
   constructor(
     readonly address: string,
     private readonly timeoutMs = 10_000,
+    /** TLS to an etcd started with --cert-file etc.; default plaintext. */
+    credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure(),
   ) {
-    this.client = new grpc.Client(address, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
+    this.client = new grpc.Client(address, credentials, { 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
   }
 
   private call<Res>(m: Method<Res>, req: object, timeoutMs = this.timeoutMs): Promise<Res> {

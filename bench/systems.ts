@@ -14,11 +14,13 @@
  * Every worker talking to node K shares one gRPC channel (one HTTP/2 connection) to it, for
  * both systems.
  */
+import * as grpc from '@grpc/grpc-js';
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { monotonicFactory } from 'ulid';
+import { createCa, createClientCert, createNodeCert } from '../src/auth/index.js';
 import { CairnClient, isCairnClientError, type ResourceRef } from '../src/client/index.js';
 import { cairn } from '../src/gen/resource.js';
 import { EtcdKv, etcdMessageSizes, etcdWatchProtocol, type EtcdStatus } from './etcd-client.js';
@@ -92,9 +94,9 @@ export interface WatchableSystem extends KvSystem {
 }
 
 /** Scrapes two of node i's watch metrics from its Prometheus text. */
-async function scrapeWatchMetrics(url: string, streams: string, eventsSent: string, timeoutMs: number): Promise<{ streams: number | undefined; eventsSent: number | undefined } | undefined> {
+async function scrapeWatchMetrics(url: string, streams: string, eventsSent: string, timeoutMs: number, ca?: string): Promise<{ streams: number | undefined; eventsSent: number | undefined } | undefined> {
   try {
-    const r = await httpGet(url, timeoutMs);
+    const r = await httpGet(url, timeoutMs, ca);
     if (r.status !== 200) return undefined;
     return { streams: metricValue(r.body, streams), eventsSent: metricValue(r.body, eventsSent) };
   } catch {
@@ -107,12 +109,57 @@ export interface FsyncCounter {
   readonly seconds: number;
 }
 
-/** `<name>_count` and `<name>_sum` of a Prometheus histogram, from node i's /metrics text. */
-async function scrapeHistogram(url: string, name: string): Promise<FsyncCounter | undefined> {
+/**
+ * The TLS material of one benchmark cluster, made with Cairn's own `src/auth` (ECDSA P-256): a
+ * CA, one node certificate per node (serverAuth and clientAuth, SANs localhost, 127.0.0.1, ::1:
+ * etcd's Go TLS accepts them for its client and peer ports alike) and a client certificate
+ * `bench` that the load generator presents to both systems.
+ */
+export interface BenchTls {
+  readonly caFile: string;
+  readonly caPem: string;
+  readonly nodes: ReadonlyMap<string, { readonly certFile: string; readonly keyFile: string }>;
+  readonly client: { readonly certPem: string; readonly keyPem: string };
+}
+
+/** Makes `BenchTls` for nodes `names` under `dir` (files mode 0600). */
+export async function makeBenchTls(dir: string, names: readonly string[]): Promise<BenchTls> {
+  await mkdir(dir, { recursive: true });
+  const ca = await createCa({ name: 'Cairn bench CA', days: 2 });
+  const caFile = path.join(dir, 'ca.pem');
+  await writeFile(caFile, ca.certPem, { mode: 0o600 });
+  const nodes = new Map<string, { certFile: string; keyFile: string }>();
+  for (const n of names) {
+    const pair = await createNodeCert(ca, { nodeId: n, hosts: [], days: 2 });
+    const certFile = path.join(dir, `${n}.pem`);
+    const keyFile = path.join(dir, `${n}-key.pem`);
+    await writeFile(certFile, pair.certPem, { mode: 0o600 });
+    await writeFile(keyFile, pair.keyPem, { mode: 0o600 });
+    nodes.set(n, { certFile, keyFile });
+  }
+  const client = await createClientCert(ca, { name: 'bench', days: 2 });
+  return { caFile, caPem: ca.certPem, nodes, client: { certPem: client.certPem, keyPem: client.keyPem } };
+}
+
+function tlsFilesOf(tls: BenchTls, name: string): { readonly certFile: string; readonly keyFile: string } {
+  const f = tls.nodes.get(name);
+  if (f === undefined) throw new Error(`the bench PKI has no certificate for node ${name}`);
+  return f;
+}
+
+/** `<name>_count` and `<name>_sum` of a Prometheus histogram, from node i's /metrics text (https:// checked against `ca`). */
+async function scrapeHistogram(url: string, name: string, ca?: string): Promise<FsyncCounter | undefined> {
   try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
-    if (res.status !== 200) return undefined;
-    const text = await res.text();
+    let text: string;
+    if (ca !== undefined) {
+      const r = await httpGet(url, 2000, ca);
+      if (r.status !== 200) return undefined;
+      text = r.body;
+    } else {
+      const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
+      if (res.status !== 200) return undefined;
+      text = await res.text();
+    }
     const value = (suffix: string): number | undefined => {
       const m = new RegExp(`^${name}_${suffix}(?:\\{[^}]*\\})? ([0-9.eE+-]+)$`, 'm').exec(text);
       return m ? Number(m[1]) : undefined;
@@ -171,15 +218,28 @@ export class EtcdSystem implements WatchableSystem {
   private constructor(
     private readonly procs: ServerProcess[],
     readonly clientAddrs: readonly string[],
+    /** With TLS: the plaintext --listen-metrics-urls address of each node (the scrapes use it). */
+    private readonly metricsAddrs: readonly string[],
+    readonly tls: BenchTls | undefined,
   ) {
     this.nodeNames = procs.map((p) => p.name);
   }
 
-  static async start(dir: string, size = 3): Promise<EtcdSystem> {
-    const ports = await freePorts(size * 2);
+  /**
+   * `opts.tls`: TLS everywhere, as Cairn's: https client URLs with --cert-file, --key-file,
+   * --trusted-ca-file and --client-cert-auth (the load generator presents its client
+   * certificate), mutual TLS between peers (--peer-cert-file, --peer-key-file,
+   * --peer-trusted-ca-file, --peer-client-cert-auth, https peer URLs), and the metrics on a
+   * plaintext --listen-metrics-urls of their own.
+   */
+  static async start(dir: string, opts: { readonly tls?: BenchTls } = {}, size = 3): Promise<EtcdSystem> {
+    const tls = opts.tls;
+    const ports = await freePorts(size * 3);
     const names = Array.from({ length: size }, (_, i) => `e${i + 1}`);
-    const peer = (i: number): string => `http://127.0.0.1:${ports[2 * i + 1] as number}`;
-    const client = (i: number): string => `127.0.0.1:${ports[2 * i] as number}`;
+    const scheme = tls !== undefined ? 'https' : 'http';
+    const peer = (i: number): string => `${scheme}://127.0.0.1:${ports[3 * i + 1] as number}`;
+    const client = (i: number): string => `127.0.0.1:${ports[3 * i] as number}`;
+    const metrics = (i: number): string => `127.0.0.1:${ports[3 * i + 2] as number}`;
     const initialCluster = names.map((n, i) => `${n}=${peer(i)}`).join(',');
     const token = `cairn-bench-${randomBytes(4).toString('hex')}`;
     const procs = names.map((n, i) => {
@@ -188,8 +248,8 @@ export class EtcdSystem implements WatchableSystem {
       const args = [
         '--name', n,
         '--data-dir', path.join(dir, n),
-        '--listen-client-urls', `http://${client(i)}`,
-        '--advertise-client-urls', `http://${client(i)}`,
+        '--listen-client-urls', `${scheme}://${client(i)}`,
+        '--advertise-client-urls', `${scheme}://${client(i)}`,
         '--listen-peer-urls', peer(i),
         '--initial-advertise-peer-urls', peer(i),
         '--initial-cluster', initialCluster,
@@ -198,10 +258,19 @@ export class EtcdSystem implements WatchableSystem {
         '--logger', 'zap',
         '--log-outputs', 'stderr',
         '--log-level', 'warn',
+        ...(tls !== undefined
+          ? [
+              '--cert-file', tlsFilesOf(tls, n).certFile, '--key-file', tlsFilesOf(tls, n).keyFile,
+              '--trusted-ca-file', tls.caFile, '--client-cert-auth',
+              '--peer-cert-file', tlsFilesOf(tls, n).certFile, '--peer-key-file', tlsFilesOf(tls, n).keyFile,
+              '--peer-trusted-ca-file', tls.caFile, '--peer-client-cert-auth',
+              '--listen-metrics-urls', `http://${metrics(i)}`,
+            ]
+          : []),
       ]; // prettier-ignore
       return new ServerProcess(n, 'etcd', args, path.join(dir, `${n}.log`));
     });
-    const sys = new EtcdSystem(procs, names.map((_, i) => client(i)));
+    const sys = new EtcdSystem(procs, names.map((_, i) => client(i)), names.map((_, i) => (tls !== undefined ? metrics(i) : client(i))), tls);
     for (const p of procs) p.start();
     await sys.waitHealthy(60_000);
     return sys;
@@ -210,7 +279,8 @@ export class EtcdSystem implements WatchableSystem {
   private client(i: number): EtcdKv {
     let c = this.clients[i];
     if (c === undefined) {
-      c = new EtcdKv(this.clientAddrs[i] as string);
+      const tls = this.tls;
+      c = new EtcdKv(this.clientAddrs[i] as string, 10_000, tls !== undefined ? grpc.credentials.createSsl(Buffer.from(tls.caPem), Buffer.from(tls.client.keyPem), Buffer.from(tls.client.certPem)) : undefined);
       this.clients[i] = c;
     }
     return c;
@@ -285,7 +355,7 @@ export class EtcdSystem implements WatchableSystem {
   }
 
   fsyncs(i: number): Promise<FsyncCounter | undefined> {
-    return scrapeHistogram(`http://${this.clientAddrs[i] as string}/metrics`, 'etcd_disk_wal_fsync_duration_seconds');
+    return scrapeHistogram(`http://${this.metricsAddrs[i] as string}/metrics`, 'etcd_disk_wal_fsync_duration_seconds');
   }
 
   watchTarget(i: number): { address: string; protocol: GrpcWatchProtocol } {
@@ -298,7 +368,7 @@ export class EtcdSystem implements WatchableSystem {
 
   /** etcd's own watch gauges (mvcc/metrics.go): watchers registered on this member, events it has sent. */
   watchMetrics(i: number, timeoutMs = 10_000): Promise<{ streams: number | undefined; eventsSent: number | undefined } | undefined> {
-    return scrapeWatchMetrics(`http://${this.clientAddrs[i] as string}/metrics`, 'etcd_debugging_mvcc_watcher_total', 'etcd_debugging_mvcc_events_total', timeoutMs);
+    return scrapeWatchMetrics(`http://${this.metricsAddrs[i] as string}/metrics`, 'etcd_debugging_mvcc_watcher_total', 'etcd_debugging_mvcc_events_total', timeoutMs);
   }
 
   messageSizes(): Record<string, number> {
@@ -332,6 +402,8 @@ export interface CairnStartOptions {
   readonly nodeFlags?: readonly string[];
   /** Extra `cairn agent` flags for every agent (e.g. --log-store level), from BENCH_CAIRN_AGENT_FLAGS. */
   readonly agentFlags?: readonly string[];
+  /** TLS on every node (--tls-*: mutual TLS between nodes, HTTPS API); the load generator trusts the CA and presents its client certificate. */
+  readonly tls?: BenchTls;
 }
 
 export class CairnSystem implements WatchableSystem {
@@ -348,9 +420,15 @@ export class CairnSystem implements WatchableSystem {
     readonly grpcAddrs: readonly string[],
     readonly httpAddrs: readonly string[],
     version: string,
+    readonly tls: BenchTls | undefined,
   ) {
     this.nodeNames = procs.map((p) => p.name);
     this.version = version;
+  }
+
+  /** Node i's HTTP API base URL (https:// with TLS). */
+  private httpUrl(i: number): string {
+    return `${this.tls !== undefined ? 'https' : 'http'}://${this.httpAddrs[i] as string}`;
   }
 
   static async start(dir: string, opts: CairnStartOptions = {}, size = 3): Promise<CairnSystem> {
@@ -375,12 +453,13 @@ export class CairnSystem implements WatchableSystem {
         '--bootstrap-expect', String(size),
         '--join', others.join(','),
         '--log-level', 'warn',
+        ...(opts.tls !== undefined ? ['--tls-ca-file', opts.tls.caFile, '--tls-cert-file', tlsFilesOf(opts.tls, n).certFile, '--tls-key-file', tlsFilesOf(opts.tls, n).keyFile] : []),
         ...(opts.agentFlags ?? []),
       ]; // prettier-ignore
       return new ServerProcess(n, process.execPath, args, path.join(dir, `${n}.log`), env, REPO_ROOT);
     });
     const pkg = JSON.parse(await readFile(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string };
-    const sys = new CairnSystem(procs, names.map((_, i) => grpcAddr(i)), names.map((_, i) => httpAddr(i)), pkg.version);
+    const sys = new CairnSystem(procs, names.map((_, i) => grpcAddr(i)), names.map((_, i) => httpAddr(i)), pkg.version, opts.tls);
     await mkdir(dir, { recursive: true });
     for (const p of procs) p.start();
     await sys.waitHealthy(60_000);
@@ -391,7 +470,8 @@ export class CairnSystem implements WatchableSystem {
     let c = this.clients[i];
     if (c === undefined) {
       // One endpoint: the benchmark chooses the node (leader or spread), not the client.
-      c = new CairnClient({ endpoints: [this.grpcAddrs[i] as string], timeoutMs: 10_000 });
+      const tls = this.tls;
+      c = new CairnClient({ endpoints: [this.grpcAddrs[i] as string], timeoutMs: 10_000, ...(tls !== undefined ? { tls: { ca: tls.caPem, cert: tls.client.certPem, key: tls.client.keyPem } } : {}) });
       this.clients[i] = c;
     }
     return c;
@@ -428,9 +508,16 @@ export class CairnSystem implements WatchableSystem {
     const down = (note: string): NodeHealth => ({ name, up: false, isLeader: false, leader: '', applied: 0, last: 0, note });
     if (!p.running()) return down('stopped');
     try {
-      const res = await fetch(`http://${this.httpAddrs[i] as string}/v1/agent/self`, { signal: AbortSignal.timeout(1000) });
-      if (res.status !== 200) return down(`HTTP ${res.status}`);
-      const s = (await res.json()) as AgentSelf;
+      let s: AgentSelf;
+      if (this.tls !== undefined) {
+        const r = await httpGet(`${this.httpUrl(i)}/v1/agent/self`, 1000, this.tls.caPem);
+        if (r.status !== 200) return down(`HTTP ${r.status}`);
+        s = JSON.parse(r.body) as AgentSelf;
+      } else {
+        const res = await fetch(`${this.httpUrl(i)}/v1/agent/self`, { signal: AbortSignal.timeout(1000) });
+        if (res.status !== 200) return down(`HTTP ${res.status}`);
+        s = (await res.json()) as AgentSelf;
+      }
       return { name, up: true, isLeader: s.role === 'leader', leader: s.leader ?? '', applied: s.applied_index, last: s.last_index, note: '' };
     } catch (e) {
       return down(e instanceof Error ? e.message : String(e));
@@ -465,7 +552,7 @@ export class CairnSystem implements WatchableSystem {
   }
 
   fsyncs(i: number): Promise<FsyncCounter | undefined> {
-    return scrapeHistogram(`http://${this.httpAddrs[i] as string}/metrics`, 'cairn_log_fsync_seconds');
+    return scrapeHistogram(`${this.httpUrl(i)}/metrics`, 'cairn_log_fsync_seconds', this.tls?.caPem);
   }
 
   watchTarget(i: number): { address: string; protocol: GrpcWatchProtocol } {
@@ -477,7 +564,7 @@ export class CairnSystem implements WatchableSystem {
   }
 
   watchMetrics(i: number, timeoutMs = 10_000): Promise<{ streams: number | undefined; eventsSent: number | undefined } | undefined> {
-    return scrapeWatchMetrics(`http://${this.httpAddrs[i] as string}/metrics`, 'cairn_watch_streams', 'cairn_watch_events_sent_total', timeoutMs);
+    return scrapeWatchMetrics(`${this.httpUrl(i)}/metrics`, 'cairn_watch_streams', 'cairn_watch_events_sent_total', timeoutMs, this.tls?.caPem);
   }
 
   messageSizes(): Record<string, number> {

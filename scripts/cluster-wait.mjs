@@ -1,25 +1,30 @@
 #!/usr/bin/env node
 // Helper of scripts/cluster.sh (plain Node, no build needed, no curl needed).
 //
-//   node scripts/cluster-wait.mjs --timeout S [--dir D] n1=http://127.0.0.1:7511 ...
+//   node scripts/cluster-wait.mjs --timeout S [--dir D] [--ca FILE] n1=https://127.0.0.1:7511 ...
 //     polls every node's GET /v1/status/leader until every node names the same leader; prints
 //     one progress line per second; exit 0 once found, 1 at the deadline. With --dir, a node whose process has exited (its pid file
 //     names a dead process) is reported with the tail of its log.
-//   node scripts/cluster-wait.mjs --describe n1=http://127.0.0.1:7511
+//   node scripts/cluster-wait.mjs [--ca FILE] --describe n1=https://127.0.0.1:7511
 //     prints one line about the node: its role, term, leader and applied index, or why not.
+// --ca FILE: the cluster CA (PEM) that https:// nodes are checked against (undici's fetch with
+// an Agent that trusts it: the global fetch cannot be given a CA).
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { Agent, fetch as undiciFetch } from 'undici';
 
 const args = process.argv.slice(2);
 let timeoutS = 60;
 let dir;
 let describeOnly = false;
+let caFile;
 const nodes = [];
 for (let i = 0; i < args.length; i++) {
   const a = args[i];
   if (a === '--timeout') timeoutS = Number(args[++i]);
   else if (a === '--dir') dir = args[++i];
   else if (a === '--describe') describeOnly = true;
+  else if (a === '--ca') caFile = args[++i];
   else {
     const eq = a.indexOf('=');
     if (eq < 1) {
@@ -30,14 +35,16 @@ for (let i = 0; i < args.length; i++) {
   }
 }
 
+let dispatcher;
 async function getJson(url, ms = 1000) {
-  const res = await fetch(url, { signal: AbortSignal.timeout(ms) });
+  if (caFile !== undefined && dispatcher === undefined) dispatcher = new Agent({ connect: { ca: readFileSync(caFile) } });
+  const res = dispatcher !== undefined ? await undiciFetch(url, { signal: AbortSignal.timeout(ms), dispatcher }) : await fetch(url, { signal: AbortSignal.timeout(ms) });
   const body = await res.json().catch(() => null);
   return { status: res.status, body };
 }
 
 function why(e) {
-  const cause = e?.cause?.code ?? e?.name ?? '';
+  const cause = e?.cause?.code ?? (e?.name === 'TypeError' ? undefined : e?.name) ?? e?.cause?.message ?? '';
   return cause === 'ECONNREFUSED' ? 'not listening yet' : cause === 'TimeoutError' ? 'no answer within 1s' : String(cause || e?.message || e);
 }
 

@@ -12,6 +12,12 @@
 # node has lives under .cluster/ in the checkout: data in .cluster/nK/, output in
 # .cluster/nK.log, its pid in .cluster/nK.pid, the cluster size in .cluster/size.
 #
+# TLS is always on (docs/security.md): the first start makes the cluster's PKI under
+# .cluster/pki/ with `bin/cairn tls` (the CA, one node certificate per node, a client
+# certificate `admin`), every node serves TLS with its own certificate, and every helper here
+# (waiting for a leader, status) checks the nodes against that CA. A .cluster/ made before TLS
+# gets a PKI on its next start; FRESH=1 deletes the PKI with the data.
+#
 # Environment: CLUSTER_DIR (default .cluster), CLUSTER_HOST (default 127.0.0.1),
 # LEADER_TIMEOUT (seconds to wait for a leader, default 60), STOP_GRACE (seconds between
 # SIGTERM and SIGKILL, default 15), FRESH=1 (delete the old data first).
@@ -51,6 +57,29 @@ known_nodes() {
     [ -e "$f" ] || continue
     basename "$f" .pid
   done | sort -V
+}
+
+# The cluster's PKI (made by ensure_pki): the CA, node K's files, the client `admin`.
+pki_dir() { echo "$DIR/pki"; }
+ca_file() { echo "$(pki_dir)/cairn-ca.pem"; }
+
+# Makes what is missing of the PKI: the CA once, then a certificate for each of n1..nN that has
+# none (naming CLUSTER_HOST besides the loopback names every node certificate carries), and the
+# client certificate `admin`. Never replaces a file: the nodes of a cluster keep one CA.
+ensure_pki() {
+  local n=$1 k pki
+  pki=$(pki_dir)
+  if [ ! -f "$(ca_file)" ]; then
+    echo "making the cluster's TLS material under $pki/ (bin/cairn tls)"
+    node bin/cairn tls ca create --dir "$pki" --name "Cairn local cluster CA" >/dev/null || die "could not create the CA under $pki/"
+  fi
+  for k in $(seq 1 "$n"); do
+    [ -f "$pki/node-n$k.pem" ] && continue
+    node bin/cairn tls cert create --dir "$pki" --node "n$k" --host "$HOST" >/dev/null || die "could not create node n$k's certificate under $pki/"
+  done
+  if [ ! -f "$pki/client-admin.pem" ]; then
+    node bin/cairn tls cert create --dir "$pki" --client admin >/dev/null || die "could not create the client certificate admin under $pki/"
+  fi
 }
 
 port_in_use() {
@@ -101,6 +130,7 @@ cmd_start() {
 
   local fresh=yes
   [ -f "$DIR/size" ] && fresh=no
+  ensure_pki "$n"
   echo "$n" >"$DIR/size"
 
   for k in "${missing[@]}"; do
@@ -109,7 +139,8 @@ cmd_start() {
     for j in $(seq 1 "$n"); do
       [ "$j" = "$k" ] || join+=("$HOST:$(grpc_port "$j")")
     done
-    local args=(agent --node-id "$id" --data-dir "$DIR/$id" --grpc-addr "$HOST:$(grpc_port "$k")" --http-addr "$HOST:$(http_port "$k")" --bootstrap-expect "$n" --demo-types --controllers)
+    local args=(agent --node-id "$id" --data-dir "$DIR/$id" --grpc-addr "$HOST:$(grpc_port "$k")" --http-addr "$HOST:$(http_port "$k")" --bootstrap-expect "$n" --demo-types --controllers
+      --tls-ca-file "$(ca_file)" --tls-cert-file "$(pki_dir)/node-$id.pem" --tls-key-file "$(pki_dir)/node-$id-key.pem")
     if [ ${#join[@]} -gt 0 ]; then
       args+=(--join "$(IFS=,; echo "${join[*]}")")
     fi
@@ -132,8 +163,8 @@ cmd_start() {
 
   # Wait for a leader: progress on one line per second, with each node's state.
   local urls=()
-  for k in $(seq 1 "$n"); do urls+=("n$k=http://$HOST:$(http_port "$k")"); done
-  if ! node scripts/cluster-wait.mjs --timeout "$LEADER_TIMEOUT" --dir "$DIR" "${urls[@]}"; then
+  for k in $(seq 1 "$n"); do urls+=("n$k=https://$HOST:$(http_port "$k")"); done
+  if ! node scripts/cluster-wait.mjs --timeout "$LEADER_TIMEOUT" --dir "$DIR" --ca "$(ca_file)" "${urls[@]}"; then
     echo "cluster: no leader within ${LEADER_TIMEOUT}s; the nodes are left running so you can look:" >&2
     for k in $(seq 1 "$n"); do echo "  tail $DIR/n$k.log" >&2; done
     echo "  make cluster-stop   # stops them" >&2
@@ -144,15 +175,23 @@ cmd_start() {
   printf '%-4s %-7s %-22s %-22s %s\n' node pid http grpc log
   for k in $(seq 1 "$n"); do
     id="n$k"
-    printf '%-4s %-7s %-22s %-22s %s\n' "$id" "$(cat "$DIR/$id.pid")" "http://$HOST:$(http_port "$k")" "$HOST:$(grpc_port "$k")" "$DIR/$id.log"
+    printf '%-4s %-7s %-22s %-22s %s\n' "$id" "$(cat "$DIR/$id.pid")" "https://$HOST:$(http_port "$k")" "$HOST:$(grpc_port "$k")" "$DIR/$id.log"
   done
+  local ca
+  ca=$(ca_file)
   cat <<EOF
 
+TLS is on: the nodes' certificates are signed by $ca (the CA key, the node keys and a
+client certificate 'admin' are beside it, in $(pki_dir)/). Clients check the nodes against it:
+  export CAIRN_TLS_CA_FILE=$ca CAIRN_HTTP_ADDR=https://$HOST:$(http_port 1)   # for bin/cairn (or --tls-ca-file on every command)
+  curl --cacert $ca ...                                                 # https:// URLs
+  new CairnClient({ endpoints: ['$HOST:$(grpc_port 1)'], tls: { ca: readFileSync('$ca') } })
+
 Try:
-  curl -s -X PUT -H 'Content-Type: application/json' http://$HOST:$(http_port 1)/v1/resource/demo.v1.Artist/korn -d '{"data":{"name":"Korn","genre":"metal"}}'
-  curl -s http://$HOST:$(http_port "$n")/v1/resource/demo.v1.Artist/korn
-  curl -s http://$HOST:$(http_port 1)/v1/operator/raft/configuration
-  bin/cairn operator raft list-peers --endpoint http://$HOST:$(http_port 1)
+  curl -s --cacert $ca -X PUT https://$HOST:$(http_port 1)/v1/resource/demo.v1.Artist/korn -H 'content-type: application/json' -d '{"data":{"name":"Korn","genre":"metal"}}'
+  curl -s --cacert $ca https://$HOST:$(http_port "$n")/v1/resource/demo.v1.Artist/korn
+  curl -s --cacert $ca https://$HOST:$(http_port 1)/v1/operator/raft/configuration
+  bin/cairn operator raft list-peers --tls-ca-file $ca --endpoint https://$HOST:$(http_port 1)
 Status: scripts/cluster.sh status     Stop: make cluster-stop     Delete the data: scripts/cluster.sh clean
 EOF
 }
@@ -204,12 +243,11 @@ cmd_status() {
   [ -f "$DIR/size" ] || die "no cluster in $DIR/ (make cluster N=3 starts one)"
   n=$(cat "$DIR/size")
   local urls=()
-  for k in $(seq 1 "$n"); do urls+=("n$k=http://$HOST:$(http_port "$k")"); done
   printf '%-4s %-7s %s\n' node pid state
   for k in $(seq 1 "$n"); do
     id="n$k"
     pid=$(live_pid "$id")
-    printf '%-4s %-7s %s\n' "$id" "${pid:--}" "$(node scripts/cluster-wait.mjs --describe "$id=http://$HOST:$(http_port "$k")")"
+    printf '%-4s %-7s %s\n' "$id" "${pid:--}" "$(node scripts/cluster-wait.mjs --ca "$(ca_file)" --describe "$id=https://$HOST:$(http_port "$k")")"
   done
 }
 

@@ -17,6 +17,11 @@
 //    - node ids, advertised addresses, --join lists, --bootstrap-expect and data volumes fit
 //      together (each join entry is another node's advertised gRPC address; the bootstrap
 //      group expects exactly its own size; joiners wait for it to be healthy);
+//    - TLS on every node: CAIRN_TLS_CA_FILE, CAIRN_TLS_CERT_FILE and CAIRN_TLS_KEY_FILE set and
+//      not --insecure; the certificate is the node's own (node-<id>.pem); the three files lie
+//      in a named volume mounted read-only, mounted by no other node and filled by the one-shot
+//      service tls-init (deploy/tls-init.sh), which every node waits for
+//      (service_completed_successfully); no node mounts tls-init's CA volume (the CA key);
 //    - healthchecks call deploy/healthcheck.mjs (GET /readyz); published ports are on
 //      127.0.0.1, distinct, and clear of a `make run` node (7500/7501);
 //    - the Dockerfile is multi-stage on node:20-slim, builds with `make build`, and runs
@@ -39,6 +44,9 @@ const DOCKERIGNORE = path.join(ROOT, '.dockerignore');
 const LOAD_CONFIG = path.join(ROOT, 'dist', 'src', 'server', 'load-config.js');
 
 const EXPECTED = { '': ['n1', 'n2', 'n3'], five: ['n1', 'n2', 'n3', 'n4', 'n5'] };
+/** The one-shot service that makes the TLS material (deploy/tls-init.sh); in every profile. */
+const TLS_INIT = 'tls-init';
+const TLS_ENV = ['CAIRN_TLS_CA_FILE', 'CAIRN_TLS_CERT_FILE', 'CAIRN_TLS_KEY_FILE'];
 
 // ---- The Compose implementation -----------------------------------------------------------
 
@@ -78,9 +86,9 @@ function portsOf(svc) {
 
 function volumesOf(svc) {
   return (svc.volumes ?? []).map((v) => {
-    if (typeof v === 'object') return { source: v.source, target: v.target, type: v.type };
-    const [source, target] = String(v).split(':');
-    return { source, target, type: source?.startsWith('/') || source?.startsWith('.') ? 'bind' : 'volume' };
+    if (typeof v === 'object') return { source: v.source, target: v.target, type: v.type, readOnly: v.read_only === true };
+    const [source, target, mode] = String(v).split(':');
+    return { source, target, type: source?.startsWith('/') || source?.startsWith('.') ? 'bind' : 'volume', readOnly: (mode ?? '').split(',').includes('ro') };
   });
 }
 
@@ -101,13 +109,20 @@ async function cairnRules(resolved, profile, compose, lc, problems) {
   // Compose 1.x's `config` prints every service; profiles apply at `up`. Filter as `up` would.
   const active = Object.fromEntries(Object.entries(all).filter(([, s]) => compose.filtersProfiles || !s.profiles || s.profiles.length === 0 || s.profiles.includes(profile)));
   const names = Object.keys(active).sort();
-  const expected = EXPECTED[profile];
+  const expected = [...EXPECTED[profile], TLS_INIT].sort();
   if (JSON.stringify(names) !== JSON.stringify(expected)) problems.push(`${profile ? `--profile ${profile}` : 'default profile'}: services are ${names.join(', ')}; expected ${expected.join(', ')}`);
+  const tlsInit = active[TLS_INIT];
+  const tlsInitVolumes = new Map();
+  if (tlsInit) {
+    if (!JSON.stringify(tlsInit.entrypoint ?? tlsInit.command ?? null).includes('deploy/tls-init.sh')) problems.push(`${where(TLS_INIT)}: does not run deploy/tls-init.sh`);
+    for (const v of volumesOf(tlsInit)) if (v.type === 'volume') tlsInitVolumes.set(v.source, v.target);
+  }
 
   const knownEnv = new Set(lc.AGENT_FLAGS.map((f) => `CAIRN_${f.slice(2).replace(/-/g, '_').toUpperCase()}`));
   const declaredVolumes = new Set(Object.keys(resolved.volumes ?? {}));
   const nodes = [];
   for (const [name, svc] of Object.entries(active)) {
+    if (name === TLS_INIT) continue;
     const env = envOf(svc);
     for (const k of Object.keys(env)) if (k.startsWith('CAIRN_') && !knownEnv.has(k)) problems.push(`${where(name)}: ${k} is not a variable the agent reads (known: ${[...knownEnv].sort().join(', ')})`);
     let config;
@@ -137,7 +152,28 @@ async function cairnRules(resolved, profile, compose, lc, problems) {
     const data = vols.find((v) => v.target === config.dataDir);
     if (!data) problems.push(`${where(name)}: nothing is mounted at the data dir ${config.dataDir}`);
     else if (data.type !== 'volume' || !declaredVolumes.has(data.source)) problems.push(`${where(name)}: the data dir ${config.dataDir} is not a declared named volume (${JSON.stringify(data)})`);
-    nodes.push({ name, svc, config, ports, dataVolume: data?.source });
+    // TLS (docs/security.md): the node serves TLS with its own certificate, from its own
+    // read-only volume that tls-init filled, and starts only after tls-init completed.
+    const missingTls = TLS_ENV.filter((k) => !env[k]);
+    let tlsVolume;
+    if (missingTls.length > 0 || config.tlsCertFile === undefined) problems.push(`${where(name)}: TLS is off (${missingTls.join(', ') || 'TLS files'} not set${config.insecure ? '; CAIRN_INSECURE' : ''}): every node must serve TLS`);
+    else {
+      if (path.posix.basename(config.tlsCertFile) !== `node-${name}.pem`) problems.push(`${where(name)}: CAIRN_TLS_CERT_FILE ${config.tlsCertFile} is not node ${name}'s certificate (node-${name}.pem)`);
+      const mounts = [config.tlsCaFile, config.tlsCertFile, config.tlsKeyFile].map((f) => ({ f, v: vols.find((v) => f.startsWith(`${v.target.replace(/\/$/, '')}/`)) }));
+      for (const { f, v } of mounts) {
+        if (!v) problems.push(`${where(name)}: TLS file ${f} is in no mounted volume`);
+        else if (v.type !== 'volume' || !declaredVolumes.has(v.source)) problems.push(`${where(name)}: TLS file ${f} is not in a declared named volume (${JSON.stringify(v)})`);
+        else if (!v.readOnly) problems.push(`${where(name)}: the TLS volume ${v.source} is mounted writable at ${v.target}; mount it :ro`);
+        else if (!tlsInitVolumes.has(v.source)) problems.push(`${where(name)}: the TLS volume ${v.source} is not one ${TLS_INIT} fills`);
+        else if (tlsInitVolumes.get(v.source) !== `/etc/cairn/${name}`) problems.push(`${where(name)}: the TLS volume ${v.source} is where ${TLS_INIT} writes ${path.posix.basename(tlsInitVolumes.get(v.source))}'s material, not ${name}'s (/etc/cairn/${name})`);
+        tlsVolume ??= v?.source;
+      }
+    }
+    for (const v of vols) if (v.source === 'tls-ca') problems.push(`${where(name)}: mounts tls-ca, the volume with the CA key`);
+    const deps = svc.depends_on ?? {};
+    const initCond = Array.isArray(deps) ? undefined : deps[TLS_INIT]?.condition;
+    if (initCond !== 'service_completed_successfully') problems.push(`${where(name)}: should depend on ${TLS_INIT} having completed successfully (has ${JSON.stringify(initCond ?? null)})`);
+    nodes.push({ name, svc, config, ports, dataVolume: data?.source, tlsVolume });
   }
 
   const byAdvertise = new Map(nodes.map((n) => [n.config.advertiseAddr, n]));
@@ -157,6 +193,11 @@ async function cairnRules(resolved, profile, compose, lc, problems) {
       const other = seenPorts.get(p.published);
       if (other) problems.push(`${where(n.name)}: host port ${p.published} is also published by ${other}`);
       seenPorts.set(p.published, n.name);
+    }
+    if (n.tlsVolume) {
+      const other = seenVolumes.get(n.tlsVolume);
+      if (other) problems.push(`${where(n.name)}: shares the TLS volume ${n.tlsVolume} (node keys) with ${other}`);
+      seenVolumes.set(n.tlsVolume, n.name);
     }
     if (n.dataVolume) {
       const other = seenVolumes.get(n.dataVolume);
@@ -246,6 +287,12 @@ const PLANTED = [
   ['n4 outside the five profile', (s) => s.replace('  n4:\n    <<: *node\n    profiles: [five]\n', '  n4:\n    <<: *node\n')],
   ['a shared data volume', (s) => s.replace('- n5-data:/var/lib/cairn', '- n4-data:/var/lib/cairn')],
   ['a missing healthcheck', (s) => s.replace('test: ["CMD", "node", "deploy/healthcheck.mjs"]', 'test: ["CMD", "true"]')],
+  ['a node without TLS (--insecure)', (s) => s.replace(/      CAIRN_TLS_CERT_FILE: \/etc\/cairn\/tls\/node-n2\.pem\n      CAIRN_TLS_KEY_FILE: \/etc\/cairn\/tls\/node-n2-key\.pem\n/, '      CAIRN_TLS_CA_FILE: ""\n      CAIRN_INSECURE: "true"\n')],
+  ["a node with another node's certificate", (s) => s.replace('CAIRN_TLS_CERT_FILE: /etc/cairn/tls/node-n3.pem\n      CAIRN_TLS_KEY_FILE: /etc/cairn/tls/node-n3-key.pem', 'CAIRN_TLS_CERT_FILE: /etc/cairn/tls/node-n1.pem\n      CAIRN_TLS_KEY_FILE: /etc/cairn/tls/node-n1-key.pem')],
+  ["a node mounting another node's TLS volume", (s) => s.replace('- n3-tls:/etc/cairn/tls:ro', '- n1-tls:/etc/cairn/tls:ro')],
+  ['a writable TLS volume', (s) => s.replace('- n2-tls:/etc/cairn/tls:ro', '- n2-tls:/etc/cairn/tls')],
+  ['a node that does not wait for tls-init', (s) => s.replace('  depends_on:\n    tls-init:\n      condition: service_completed_successfully\n', '')],
+  ['no tls-init service', (s) => s.replace('    entrypoint: ["sh", "deploy/tls-init.sh"]', '    entrypoint: ["sh", "-c", "true"]')],
 ];
 
 // ---- Main -------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -36,9 +37,11 @@ const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
  * server closing them when idle, which a loaded node (timers late) makes likely, and a scrape
  * would then fail with "other side closed".
  */
-export function httpGet(url: string, timeoutMs: number): Promise<{ status: number; body: string }> {
+export function httpGet(url: string, timeoutMs: number, ca?: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.get(url, { agent: false, timeout: timeoutMs }, (res) => {
+    // https:// (a node serving TLS): checked against `ca`, the cluster CA.
+    const get = url.startsWith('https:') ? https.get : http.get;
+    const req = get(url, { agent: false, timeout: timeoutMs, ...(ca !== undefined ? { ca } : {}) }, (res) => {
       const parts: Buffer[] = [];
       res.on('data', (c: Buffer) => parts.push(c));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(parts).toString('utf8') }));

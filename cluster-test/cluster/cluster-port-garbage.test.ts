@@ -15,6 +15,13 @@
  * the cairn_cluster_rejected_total metric), nothing bogus reaches any store, and the cluster
  * keeps acknowledging writes, every one of which is kept.
  *
+ * The cluster runs TLS (the harness's default; docs/security.md). The bad messages above are
+ * sent with a member's own node certificate, as a compromised or buggy member would, so they
+ * get past the TLS layer and reach the decoders. Outsiders are refused before that, and the
+ * test proves it: a TLS caller without a certificate, one with a certificate of another CA
+ * claiming a member's id, and a member's certificate claiming another node (the intruder) get
+ * UNAUTHENTICATED for Hello, Raft and Forward; a plaintext gRPC client gets no call through.
+ *
  * The gRPC client uses the service definitions of src/forwarding (what the nodes use).
  */
 import * as grpc from '@grpc/grpc-js';
@@ -24,7 +31,13 @@ import t, { type Test } from 'tap';
 import { logIndex, nodeId, term } from '../../src/base/index.js';
 import { ClientPool, encodeMessage, type ClusterClient } from '../../src/forwarding/index.js';
 import type { Message } from '../../src/raft/index.js';
-import { ARTIST, Cluster, WriteLoad, describeResult, list, now, put, request, sleep, until, type ClusterNode } from './harness.js';
+import { makeTestPki } from '../../src/auth/testing/index.js';
+import { ARTIST, Cluster, WriteLoad, describeResult, list, nodeTlsFiles, now, put, request, sleep, testPki, until, type ClusterNode } from './harness.js';
+
+/** Channel credentials: TLS trusting `ca`, presenting `cert`/`key` if given. */
+function tlsCreds(ca: string, pair?: { certPem: string; keyPem: string }): grpc.ChannelCredentials {
+  return grpc.credentials.createSsl(Buffer.from(ca), pair ? Buffer.from(pair.keyPem) : null, pair ? Buffer.from(pair.certPem) : null);
+}
 
 /** Opens a TCP connection, writes `bytes`, collects what comes back for up to `ms`, then closes. */
 function rawExchange(port: number, bytes: Uint8Array, ms = 1000): Promise<{ reply: Buffer; closedByPeer: boolean; error: string | undefined }> {
@@ -49,8 +62,8 @@ function rawExchange(port: number, bytes: Uint8Array, ms = 1000): Promise<{ repl
 }
 
 /** A client-streaming Raft call whose request bytes are sent as they are (not protobuf). */
-function rawRaftCall(address: string, payloads: readonly Buffer[]): Promise<{ code: number; details: string }> {
-  const client = new grpc.Client(address, grpc.credentials.createInsecure());
+function rawRaftCall(address: string, payloads: readonly Buffer[], credentials: grpc.ChannelCredentials): Promise<{ code: number; details: string }> {
+  const client = new grpc.Client(address, credentials);
   return new Promise((resolve) => {
     const call = client.makeClientStreamRequest<Buffer, Buffer>(
       '/cairn.cluster.v1.Cluster/Raft',
@@ -85,18 +98,25 @@ function raftCall(client: ClusterClient, batches: readonly Batch[]): Promise<{ c
   });
 }
 
-function hello(client: ClusterClient): Promise<{ clusterId: string; term: number; leader: string }> {
+function hello(client: ClusterClient, from: string): Promise<{ clusterId: string; term: number; leader: string }> {
   return new Promise((resolve, reject) => {
-    client.hello({ clusterId: '', from: 'garbage-probe', address: '127.0.0.1:1', bootstrapExpect: 0 }, { deadline: Date.now() + 5000 }, (err, res) => {
+    client.hello({ clusterId: '', from, address: '127.0.0.1:1', bootstrapExpect: 0 }, { deadline: Date.now() + 5000 }, (err, res) => {
       if (err || !res) reject(err ?? new Error('no hello response'));
       else resolve({ clusterId: res.clusterId, term: res.term, leader: res.leader });
     });
   });
 }
 
-function forward(client: ClusterClient, clusterId: string): Promise<{ code: number; errorCode: string }> {
+/** Hello's status code only (0: answered). */
+function helloCode(client: ClusterClient, from: string): Promise<{ code: number; details: string }> {
   return new Promise((resolve) => {
-    client.forward({ clusterId, from: 'n1', envelope: new Uint8Array([1, 2, 3]), timeoutMs: 1000 }, { deadline: Date.now() + 5000 }, (err, res) => {
+    client.hello({ clusterId: '', from, address: '127.0.0.1:1', bootstrapExpect: 0 }, { deadline: Date.now() + 5000 }, (err) => resolve({ code: err?.code ?? 0, details: err?.details ?? 'OK' }));
+  });
+}
+
+function forward(client: ClusterClient, clusterId: string, from: string): Promise<{ code: number; errorCode: string }> {
+  return new Promise((resolve) => {
+    client.forward({ clusterId, from, envelope: new Uint8Array([1, 2, 3]), timeoutMs: 1000 }, { deadline: Date.now() + 5000 }, (err, res) => {
       resolve({ code: err?.code ?? 0, errorCode: res?.error?.code ?? '' });
     });
   });
@@ -119,14 +139,25 @@ const EXPECTED_WARNINGS = [
   'raft batch addressed to another node',
   'raft batch from another cluster',
   'forward request from another cluster',
+  'unauthenticated raft stream',
+  'unauthenticated forward',
+  'unauthenticated hello',
 ];
 
 async function attack(t: Test, cluster: Cluster, target: ClusterNode, role: string): Promise<void> {
-  const pool = new ClientPool();
+  const member = cluster.nodes.find((n) => n !== target) as ClusterNode;
+  const ca = (await testPki()).ca.certPem;
+  // A member's own certificate: the garbage below reaches the decoders.
+  const memberCreds = tlsCreds(ca, await nodeTlsFiles(member.id));
+  const pool = new ClientPool(() => memberCreds);
+  const outsiders = await makeTestPki({ name: 'Another CA' });
+  const foreignCert = await outsiders.node(member.id);
+  const noCertPool = new ClientPool(() => tlsCreds(ca));
+  const foreignPool = new ClientPool(() => tlsCreds(ca, foreignCert));
+  const plainPool = new ClientPool(() => grpc.credentials.createInsecure());
   try {
     const client = pool.get(target.grpcAddr);
-    const h = await hello(client);
-    const member = cluster.nodes.find((n) => n !== target) as ClusterNode;
+    const h = await hello(client, member.id);
     const before = await until(`${target.id} status`, 5000, () => target.self());
     t.comment(`target ${target.id} (${role}): cluster ${h.clusterId}, term ${h.term}, leader ${h.leader}, last index ${before.lastIndex}`);
 
@@ -141,7 +172,7 @@ async function attack(t: Test, cluster: Cluster, target: ClusterNode, role: stri
     held.on('error', () => undefined);
 
     // Not protobuf.
-    const notProto = await rawRaftCall(target.grpcAddr, [Buffer.from([0xff, 0xff, 0xff, 0xff, 0x0f, 0x01]), randomBytes(512)]);
+    const notProto = await rawRaftCall(target.grpcAddr, [Buffer.from([0xff, 0xff, 0xff, 0xff, 0x0f, 0x01]), randomBytes(512)], memberCreds);
     t.not(notProto.code, 0, `a Raft call whose batch is not protobuf fails: code ${notProto.code} (${notProto.details})`);
 
     // Protobuf batches with bad messages, with this cluster's id.
@@ -157,7 +188,7 @@ async function attack(t: Test, cluster: Cluster, target: ClusterNode, role: stri
     // Another cluster.
     const foreign = await raftCall(client, [{ clusterId: 'some-other-cluster', from, to: target.id, messages: [encodeMessage({ type: 'heartbeat', from: nodeId(from), to: nodeId(target.id), term: term(h.term + 5), commit: logIndex(1_000_000), readSeq: 0 })] }]);
     t.equal(foreign.code, grpc.status.PERMISSION_DENIED, `a RaftBatch from another cluster id is refused: code ${foreign.code} (${foreign.details})`);
-    const fwd = await forward(client, 'some-other-cluster');
+    const fwd = await forward(client, 'some-other-cluster', member.id);
     t.equal(fwd.errorCode, 'UNAVAILABLE', `a Forward from another cluster id is refused (${fwd.errorCode})`);
 
     // Stale terms, claiming to be a real member: AppendEntries with a bogus entry at the next
@@ -186,7 +217,25 @@ async function attack(t: Test, cluster: Cluster, target: ClusterNode, role: stri
     const intruder = await raftCall(client, [
       { clusterId: h.clusterId, from: 'intruder', to: target.id, messages: [encodeMessage({ type: 'vote', from: nodeId('intruder'), to: nodeId(target.id), term: term(h.term + 100), lastIndex: logIndex(1_000_000), lastTerm: term(h.term + 100), transfer: false })] },
     ]);
-    t.equal(intruder.code, 0, 'a vote request from a non-member is taken off the wire');
+    t.equal(intruder.code, grpc.status.UNAUTHENTICATED, `a vote request from a non-member, sent with a member's certificate, is refused: code ${intruder.code} (${intruder.details})`);
+
+    // Outsiders: no certificate, another CA's certificate claiming the member, plaintext. A
+    // heartbeat with a high term and a huge commit index, a Forward and a Hello each.
+    const heartbeat: Batch = { clusterId: h.clusterId, from, to: target.id, messages: [encodeMessage({ type: 'heartbeat', from: nodeId(from), to: nodeId(target.id), term: term(h.term + 50), commit: logIndex(1_000_000), readSeq: 0 })] };
+    for (const [who, p] of [
+      ['a TLS caller without a certificate', noCertPool],
+      [`a certificate of another CA naming ${from}`, foreignPool],
+    ] as const) {
+      const c = p.get(target.grpcAddr);
+      const r = await raftCall(c, [heartbeat]);
+      t.equal(r.code, grpc.status.UNAUTHENTICATED, `${who}: its Raft stream is refused (code ${r.code}: ${r.details})`);
+      const f = await forward(c, h.clusterId, from);
+      t.equal(f.code, grpc.status.UNAUTHENTICATED, `${who}: its Forward is refused (code ${f.code})`);
+      const hl = await helloCode(c, from);
+      t.equal(hl.code, grpc.status.UNAUTHENTICATED, `${who}: its Hello is refused (code ${hl.code})`);
+    }
+    const plain = await raftCall(plainPool.get(target.grpcAddr), [heartbeat]);
+    t.equal(plain.code, grpc.status.UNAVAILABLE, `a plaintext gRPC client gets no call through the TLS port (code ${plain.code}: ${plain.details})`);
     held.destroy();
 
     // Still alive, healthy, nothing bogus applied.
@@ -197,7 +246,7 @@ async function attack(t: Test, cluster: Cluster, target: ClusterNode, role: stri
     t.equal(health.status, 200, `${target.id} /healthz: ${describeResult(health)}`);
     const after = await until(`${target.id} status`, 5000, () => target.self());
     t.comment(`${target.id} after: ${after.role}, term ${after.term} (was ${before.term}), commit ${after.commitIndex}, last index ${after.lastIndex}`);
-    t.ok(after.term < h.term + 100, `the non-member's term ${h.term + 100} was not adopted (term now ${after.term})`);
+    t.ok(after.term < h.term + 50, `neither the non-member's term ${h.term + 100} nor the outsiders' ${h.term + 50} was adopted (term now ${after.term})`);
     const w = await put(target, { name: `after-garbage-${target.id}`, key: `after-garbage-${target.id}`, data: { name: 'after garbage' } });
     t.equal(w.status, 200, `a write through ${target.id} right after is acknowledged (${describeResult(w)})`);
     const metric = await rejectedMetric(target);
@@ -210,6 +259,10 @@ async function attack(t: Test, cluster: Cluster, target: ClusterNode, role: stri
     }
   } finally {
     pool.close();
+    noCertPool.close();
+    foreignPool.close();
+    plainPool.close();
+    await outsiders.cleanup();
   }
 }
 

@@ -10,6 +10,11 @@
  *   retries under one Idempotency-Key, read and list linearizably.
  * - `WriteLoad` keeps writing unique resources from several workers and records every
  *   acknowledgement; `checkAcknowledged` proves none is lost (with the set checker).
+ * - TLS is on by default (docs/security.md): one throwaway PKI per test process (`testPki()`, a
+ *   CA and a certificate per node id, in a temporary directory), every node started with
+ *   --tls-ca-file/--tls-cert-file/--tls-key-file, its URL https://, and `request` trusts that
+ *   CA; clients of the library get `clientTls()`. `{ tls: false }` starts a plaintext cluster,
+ *   for the tests that are about plaintext.
  * - Teardown SIGKILLs every process this file started, also when a test fails or the test
  *   process is told to stop; on failure it prints each node's last log lines and keeps the
  *   data dirs and full logs for inspection (CLUSTER_KEEP=1 keeps them always).
@@ -18,7 +23,7 @@
  * and says what it last saw when it gives up.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { freePorts, TEST_WAL_SEGMENT_BYTES } from '../../src/server/testing/index.js';
 import os from 'node:os';
@@ -26,6 +31,9 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import type { Test } from 'tap';
+import { Agent, fetch as undiciFetch } from 'undici';
+import { makeTestPki, type TestPki } from '../../src/auth/testing/index.js';
+import type { PemPair, TlsFiles } from '../../src/auth/index.js';
 import { checkSet, type SetAdd, type SetCheckResult } from '../checker/set-checker.js';
 
 /** The checkout: dist/cluster-test/cluster/harness.js -> ../../../ */
@@ -66,6 +74,51 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
 /** `n` distinct free TCP ports on 127.0.0.1 (shared with the agent tests). */
 export { freePorts };
 
+// ---- TLS: one PKI per test process ----------------------------------------------------------
+
+let pkiPromise: Promise<TestPki> | undefined;
+let pkiDir: string | undefined;
+let tlsDispatcher: Agent | undefined;
+const nodeCerts = new Map<string, Promise<TlsFiles & PemPair>>();
+
+/**
+ * The test process's cluster PKI (a CA in a temporary directory, deleted at exit); made on first
+ * use. Every TLS cluster of the process shares it, as the nodes of one real cluster share a CA.
+ */
+export function testPki(): Promise<TestPki> {
+  pkiPromise ??= makeTestPki({ name: 'Cairn cluster-test CA' }).then((pki) => {
+    pkiDir = pki.dir;
+    tlsDispatcher = new Agent({ connect: { ca: pki.ca.certPem } });
+    return pki;
+  });
+  return pkiPromise;
+}
+
+/** Node `id`'s certificate and key (made once per process; names only the loopback hosts). */
+export function nodeTlsFiles(id: string): Promise<TlsFiles & PemPair> {
+  let files = nodeCerts.get(id);
+  if (files === undefined) {
+    files = testPki().then((pki) => pki.node(id));
+    nodeCerts.set(id, files);
+  }
+  return files;
+}
+
+/** `tls` for `new CairnClient({ endpoints, tls })`: trust the test CA (no client certificate). */
+export async function clientTls(): Promise<{ readonly ca: string }> {
+  return { ca: (await testPki()).ca.certPem };
+}
+
+process.on('exit', () => {
+  if (pkiDir !== undefined && process.env['CLUSTER_KEEP'] !== '1') {
+    try {
+      rmSync(pkiDir, { recursive: true, force: true });
+    } catch {
+      // best effort at exit
+    }
+  }
+});
+
 // ---- HTTP -----------------------------------------------------------------------------------
 
 export interface HttpResult {
@@ -84,6 +137,17 @@ export interface RequestInit {
   readonly timeoutMs?: number;
 }
 
+/**
+ * `fetch`, but an https:// URL goes through undici's own fetch with an Agent that trusts the test
+ * CA (`testPki()` must have been made: every TLS cluster makes it first), since the global fetch
+ * cannot be given a CA.
+ */
+export async function fetchNode(url: string, init: globalThis.RequestInit): Promise<Response> {
+  if (!url.startsWith('https:')) return fetch(url, init);
+  await testPki();
+  return (await undiciFetch(url, { ...(init as object), dispatcher: tlsDispatcher } as Parameters<typeof undiciFetch>[1])) as unknown as Response;
+}
+
 /** One HTTP request with a deadline. Never throws: a failure to get an answer is status 0. */
 export async function request(url: string, init: RequestInit = {}): Promise<HttpResult> {
   const started = now();
@@ -93,7 +157,7 @@ export async function request(url: string, init: RequestInit = {}): Promise<Http
   // The API takes PUT, POST and PATCH only as application/json, with a body or without.
   if (body !== undefined || (init.method !== undefined && init.method !== 'GET' && init.method !== 'DELETE')) headers['content-type'] = 'application/json';
   try {
-    const res = await fetch(url, { method: init.method ?? 'GET', headers, ...(body !== undefined ? { body } : {}), signal: AbortSignal.timeout(init.timeoutMs ?? 5000) });
+    const res = await fetchNode(url, { method: init.method ?? 'GET', headers, ...(body !== undefined ? { body } : {}), signal: AbortSignal.timeout(init.timeoutMs ?? 5000) });
     const text = await res.text();
     let parsed: unknown = text;
     try {
@@ -244,6 +308,8 @@ export class ClusterNode {
   private lastFlags: readonly string[] = [];
   /** Every start's full argument list, in order. */
   readonly starts: string[][] = [];
+  /** This node's TLS files (a TLS cluster's nodes; set by `prepareTls`). */
+  tlsFiles: TlsFiles | undefined;
 
   constructor(
     readonly cluster: Cluster,
@@ -259,7 +325,7 @@ export class ClusterNode {
     return `127.0.0.1:${this.httpPort}`;
   }
   get url(): string {
-    return `http://${this.httpAddr}`;
+    return `${this.cluster.tls ? 'https' : 'http'}://${this.httpAddr}`;
   }
   get dataDir(): string {
     return path.join(this.cluster.dir, this.id);
@@ -297,6 +363,8 @@ export class ClusterNode {
    */
   start(flags: readonly string[]): void {
     if (this.running()) throw new Error(`node ${this.id} is already running (pid ${this.pid})`);
+    if (this.cluster.tls && this.tlsFiles === undefined) throw new Error(`node ${this.id} has no TLS material; start it through Cluster.start/addNode (or await node.prepareTls())`);
+    const tlsFlags = this.tlsFiles !== undefined ? ['--tls-ca-file', this.tlsFiles.caFile, '--tls-cert-file', this.tlsFiles.certFile, '--tls-key-file', this.tlsFiles.keyFile] : [];
     const args = [
       CAIRN_BIN,
       'agent',
@@ -309,6 +377,7 @@ export class ClusterNode {
       '--http-addr',
       this.httpAddr,
       ...this.cluster.commonFlags(),
+      ...tlsFlags,
       ...flags,
     ];
     this.starts.push(args.slice(1));
@@ -340,6 +409,11 @@ export class ClusterNode {
         resolve(this.exitInfo);
       });
     });
+  }
+
+  /** Makes (or finds) this node's certificate in the test PKI, if its cluster runs TLS. */
+  async prepareTls(): Promise<void> {
+    if (this.cluster.tls && this.tlsFiles === undefined) this.tlsFiles = await nodeTlsFiles(this.id);
   }
 
   /** Starts the node again on its data dir and ports, with the flags of its last start. */
@@ -490,17 +564,22 @@ export interface ClusterOptions {
   readonly flags?: readonly string[];
   /** How long to wait for the first leader. Default 30 s. */
   readonly formTimeoutMs?: number;
+  /** TLS on every node (the test PKI). Default true; false only for tests about plaintext. */
+  readonly tls?: boolean;
 }
 
 export class Cluster {
   readonly nodes: ClusterNode[] = [];
   private nextId: number;
+  /** Whether the nodes serve TLS (ClusterOptions.tls). */
+  readonly tls: boolean;
 
   private constructor(
     readonly dir: string,
     private readonly opts: ClusterOptions,
   ) {
     this.nextId = opts.size + 1;
+    this.tls = opts.tls ?? true;
   }
 
   /**
@@ -525,6 +604,7 @@ export class Cluster {
     for (let k = 0; k < opts.size; k++) {
       cluster.nodes.push(new ClusterNode(cluster, `n${k + 1}`, ports[2 * k] as number, ports[2 * k + 1] as number));
     }
+    await Promise.all(cluster.nodes.map((n) => n.prepareTls()));
     for (const n of cluster.nodes) {
       const others = cluster.nodes.filter((o) => o !== n).map((o) => o.grpcAddr);
       n.startWith(['--bootstrap-expect', String(opts.size), ...(others.length > 0 ? ['--join', others.join(',')] : [])]);
@@ -564,6 +644,7 @@ export class Cluster {
     const [grpcPort, httpPort] = await freePorts(2);
     const n = new ClusterNode(this, `n${this.nextId++}`, grpcPort as number, httpPort as number);
     this.nodes.push(n);
+    await n.prepareTls();
     n.startWith(['--join', this.running().map((o) => o.grpcAddr).join(',')]);
     return n;
   }

@@ -13,7 +13,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import t, { type Test } from 'tap';
-import { Cluster, REPO_ROOT, field, now, until } from './harness.js';
+import { Cluster, REPO_ROOT, field, now, testPki, until } from './harness.js';
 
 const LEASE_MS = 4000;
 const RENEW_MS = 2500;
@@ -29,10 +29,11 @@ interface Holder {
   exited: Promise<void>;
 }
 
-function holder(t: Test, endpoints: string[], id: string): Holder {
+function holder(t: Test, endpoints: string[], id: string, caFile: string): Holder {
   // Through `env -u NODE_OPTIONS`: tap's loader hooks must not load into the child (harness.ts).
   const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, SCRIPT, endpoints.join(','), 'controllers', id, String(LEASE_MS), String(RENEW_MS), String(RETRY_MS)], {
     cwd: REPO_ROOT,
+    env: { ...process.env, CAIRN_TLS_CA_FILE: caFile },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const events: Holder['events'] = [];
@@ -54,10 +55,11 @@ function holder(t: Test, endpoints: string[], id: string): Holder {
 t.test('lease lock across processes: one holder; kill -9 hands over after the lease; SIGTERM hands over at once', async (t) => {
   const cluster = await Cluster.start(t, { size: 3 });
   const endpoints = cluster.nodes.map((n) => n.grpcAddr);
-  const a = holder(t, endpoints, 'proc-a');
+  const { caFile } = await testPki();
+  const a = holder(t, endpoints, 'proc-a', caFile);
   await until('proc-a to hold the lock', 30_000, async () => (a.has('acquired') ? true : undefined));
-  const b = holder(t, endpoints, 'proc-b');
-  const c = holder(t, endpoints, 'proc-c');
+  const b = holder(t, endpoints, 'proc-b', caFile);
+  const c = holder(t, endpoints, 'proc-c', caFile);
   await until('b and c to start', 30_000, async () => (b.has('started') && c.has('started') ? true : undefined));
   // Longer than a lease: b and c see a renewing holder and stay candidates.
   const waitFrom = now();

@@ -5,7 +5,9 @@
  * stdout: `{"event":"started"}`, `{"event":"acquired"}` when its work starts (it holds the
  * lock), `{"event":"aborted"}` when the work's signal fires; each with `at` (epoch ms). SIGTERM
  * stops it cleanly (releasing the lock) and exits 0; SIGKILL is the crash the test is about.
+ * With CAIRN_TLS_CA_FILE set (the cluster runs TLS), the client trusts that CA.
  */
+import { readFileSync } from 'node:fs';
 import { CairnClient } from '../../src/client/index.js';
 import { runWithLock } from '../../src/controller/index.js';
 import { systemClock, systemTimers } from '../../src/platform/index.js';
@@ -18,7 +20,8 @@ if (endpoints === undefined || lockName === undefined || identity === undefined 
 const say = (event: string, extra: Record<string, unknown> = {}): void => {
   process.stdout.write(`${JSON.stringify({ event, at: Date.now(), identity, ...extra })}\n`);
 };
-const client = new CairnClient({ endpoints: endpoints.split(','), timeoutMs: 5000 });
+const caFile = process.env['CAIRN_TLS_CA_FILE'];
+const client = new CairnClient({ endpoints: endpoints.split(','), timeoutMs: 5000, ...(caFile ? { tls: { ca: readFileSync(caFile) } } : {}) });
 const handle = runWithLock(
   client,
   lockName,

@@ -7,7 +7,7 @@
  * it never got a start point, starts over as it first did.
  */
 import type { JsonValue, ReceivedEvent, WatchConnection, WatcherRecord, WatchFilterSpec, WatchKey } from '../checker/watch-checker.js';
-import { field, request, type ClusterNode } from './harness.js';
+import { fetchNode, field, request, type ClusterNode } from './harness.js';
 
 /** One watch of a request body, as API.md spells it. */
 export interface WatchRequestSpec {
@@ -150,7 +150,7 @@ export class WatchStream {
     const abort = new AbortController();
     this.abort = abort;
     this.opens++;
-    const res = await fetch(`${node.url}/v1/watch`, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' }, signal: abort.signal });
+    const res = await fetchNode(`${node.url}/v1/watch`, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' }, signal: abort.signal });
     const ct = res.headers.get('content-type');
     if (res.status !== 200 || ct !== 'application/json;stream=watch' || !res.body) {
       const text = await res.text().catch(() => '');

@@ -4,6 +4,11 @@
  * the nodes and .1 on the bridge (the harness, in the root namespace, talks to the nodes over it).
  * Each namespace runs one `cairn agent` process.
  *
+ * TLS is on (docs/security.md): `Hosts.create` makes the run's PKI in `<dir>/pki` (a CA, and a
+ * node certificate per host naming its 10.x address, `--host <ip>`), every agent gets
+ * --tls-ca-file/--tls-cert-file/--tls-key-file, its URL is https://, `Host.fetch` trusts the CA,
+ * and `Hosts.clientTls` is what the workloads' clients are given.
+ *
  * Everything made here carries the run's name prefix, so `cleanupLeftovers` finds it again after
  * a crash of the harness: namespaces `cairn-j*` (their processes are killed first; nftables
  * tables and tc qdiscs live inside them and go with them) and links `cj<hex4>*`.
@@ -13,6 +18,9 @@ import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } f
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
+import { Agent, fetch as undiciFetch } from 'undici';
+import { makeTestPki, type TestPki } from '../../src/auth/testing/index.js';
+import type { TlsFiles } from '../../src/auth/index.js';
 import { TEST_WAL_SEGMENT_BYTES } from '../../src/server/testing/index.js';
 
 const execFileAsync = promisify(execFile);
@@ -143,6 +151,7 @@ export class Host {
   private exited: Promise<ExitInfo> | undefined;
   private exitInfo: ExitInfo | undefined;
   paused = false;
+  private readonly dispatcher: Agent;
 
   constructor(
     readonly index: number,
@@ -150,13 +159,22 @@ export class Host {
     readonly ns: string,
     readonly ip: string,
     readonly dir: string,
-  ) {}
+    /** This node's certificate (naming its IP) and key, and the run's CA. */
+    readonly tls: TlsFiles & { readonly caPem: string },
+  ) {
+    this.dispatcher = new Agent({ connect: { ca: tls.caPem } });
+  }
+
+  /** `fetch` of `route` on this node's HTTPS API, trusting the run's CA (the global fetch cannot be given one). */
+  async fetch(route: string, init: RequestInit = {}): Promise<Response> {
+    return (await undiciFetch(`${this.url}${route}`, { ...(init as object), dispatcher: this.dispatcher } as Parameters<typeof undiciFetch>[1])) as unknown as Response;
+  }
 
   get grpcAddr(): string {
     return `${this.ip}:${GRPC_PORT}`;
   }
   get url(): string {
-    return `http://${this.ip}:${HTTP_PORT}`;
+    return `https://${this.ip}:${HTTP_PORT}`;
   }
   /** The agent's data dir. */
   get dataDir(): string {
@@ -187,6 +205,9 @@ export class Host {
       '--demo-types',
       '--wal-segment-bytes', String(TEST_WAL_SEGMENT_BYTES),
       '--bootstrap-expect', String(expect),
+      '--tls-ca-file', this.tls.caFile,
+      '--tls-cert-file', this.tls.certFile,
+      '--tls-key-file', this.tls.keyFile,
       ...(peers.length > 0 ? ['--join', peers.join(',')] : []),
       ...extraArgs,
     ];
@@ -247,6 +268,8 @@ export class Hosts {
   readonly bridge: string;
   readonly bridgeIp: string;
   private cleaned = false;
+  /** The run's PKI (set by `create`). */
+  pki: TestPki | undefined;
 
   private constructor(
     readonly runId: string,
@@ -257,11 +280,18 @@ export class Hosts {
     this.bridgeIp = `${subnet}.1`;
   }
 
+  /** `tls` for `new CairnClient({ endpoints, tls })`: trust the run's CA. */
+  get clientTls(): { readonly ca: string } {
+    if (this.pki === undefined) throw new Error('no PKI: Hosts.create makes it');
+    return { ca: this.pki.ca.certPem };
+  }
+
   /**
-   * Cleans up leftovers of earlier runs, then builds the network. Registers an exit and signal
-   * hook that tears everything down even if the caller never gets to `close()`.
+   * Cleans up leftovers of earlier runs, makes the run's PKI (in `<dir>/pki`), then builds the
+   * network. Registers an exit and signal hook that tears everything down even if the caller
+   * never gets to `close()`.
    */
-  static create(o: HostsOptions): Hosts {
+  static async create(o: HostsOptions): Promise<Hosts> {
     const left = cleanupLeftovers();
     if (left.length > 0) process.stderr.write(`cluster-test: removed leftovers of an earlier run: ${left.join('; ')}\n`);
     const runId = o.runId ?? freeRunId();
@@ -270,6 +300,11 @@ export class Hosts {
     installExitHook(h);
     writeFileSync(ownerFile(runId), `${process.pid}\n`);
     mkdirSync(o.dir, { recursive: true });
+    const pkiDir = path.join(o.dir, 'pki');
+    mkdirSync(pkiDir, { recursive: true });
+    const pki = await makeTestPki({ name: `Cairn fault-harness CA ${runId}`, dir: pkiDir });
+    h.pki = pki;
+    const certs = await Promise.all(Array.from({ length: o.nodes }, (_, i) => pki.node(`n${i + 1}`, { hosts: [`${h.subnet}.${11 + i}`] })));
     try {
       sh('ip', ['link', 'add', h.bridge, 'type', 'bridge']);
       sh('ip', ['addr', 'add', `${h.bridgeIp}/24`, 'dev', h.bridge]);
@@ -288,7 +323,8 @@ export class Hosts {
         sh('ip', ['-n', ns, 'addr', 'add', `${ip}/24`, 'dev', 'eth0']);
         sh('ip', ['-n', ns, 'link', 'set', 'eth0', 'up']);
         sh('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
-        h.hosts.push(new Host(i, `n${i + 1}`, ns, ip, o.dir));
+        const c = certs[i] as TlsFiles;
+        h.hosts.push(new Host(i, `n${i + 1}`, ns, ip, o.dir, { caFile: c.caFile, certFile: c.certFile, keyFile: c.keyFile, caPem: pki.ca.certPem }));
       }
     } catch (e) {
       h.closeSync();

@@ -72,7 +72,7 @@ const show = (m: boolean[][]): string => m.map((row, a) => row.map((ok, b) => (a
 
 t.test('each partition shape drops exactly its directed pairs; the heal restores every pair', { skip }, async (t) => {
   for (const n of [5, 3]) {
-    const hosts = Hosts.create({ nodes: n, dir: path.join(results, `shapes${n}`) });
+    const hosts = await Hosts.create({ nodes: n, dir: path.join(results, `shapes${n}`) });
     t.teardown(() => hosts.closeSync());
     const nemesis = new Nemesis(hosts, () => 0);
     const all = reachability(n, []);
@@ -98,7 +98,7 @@ t.test('each partition shape drops exactly its directed pairs; the heal restores
 });
 
 t.test('membership: a removed node is back as a voter after the heal (kept running, and wiped); a storm moves leadership', { skip }, async (t) => {
-  const hosts = Hosts.create({ nodes: 3, dir: path.join(results, 'membership') });
+  const hosts = await Hosts.create({ nodes: 3, dir: path.join(results, 'membership') });
   t.teardown(() => hosts.closeSync());
   hosts.startAll();
   const nemesis = new Nemesis(hosts, () => 0);

@@ -24,7 +24,7 @@ export async function findLeader(hosts: Hosts): Promise<Host | undefined> {
     hosts.hosts.map(async (h) => {
       if (!live(h)) return undefined;
       try {
-        const r = await fetch(`${h.url}/v1/agent/self`, { signal: AbortSignal.timeout(1000) });
+        const r = await h.fetch('/v1/agent/self', { signal: AbortSignal.timeout(1000) });
         const b = (await r.json()) as { role?: unknown; leader?: unknown; term?: unknown };
         return b.role === 'leader' ? { id: h.id, term: Number(b.term) } : undefined;
       } catch {
@@ -45,7 +45,7 @@ export interface Answer {
 /** One HTTP call to a node; a network error or timeout is status 0 with the message as body. */
 export async function call(h: Host, method: 'GET' | 'POST' | 'DELETE', route: string, body?: unknown, timeoutMs = 5000): Promise<Answer> {
   try {
-    const r = await fetch(`${h.url}${route}`, {
+    const r = await h.fetch(route, {
       method,
       signal: AbortSignal.timeout(timeoutMs),
       // The API takes POST only as application/json, with a body or without.

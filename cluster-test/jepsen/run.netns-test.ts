@@ -34,7 +34,7 @@ function canConnect(ns: string, ip: string, port: number): boolean {
 }
 
 t.test('a partition cuts traffic between the sides, the heal restores it; close removes everything', { skip }, async (t) => {
-  const hosts = Hosts.create({ nodes: 3, dir: path.join(results, 'partition') });
+  const hosts = await Hosts.create({ nodes: 3, dir: path.join(results, 'partition') });
   t.teardown(() => hosts.closeSync());
   hosts.startAll();
   const [n1, n2, n3] = hosts.hosts;
@@ -75,7 +75,7 @@ t.test('20 s of partitions and kill -9 on 3 nodes: the register history is linea
 
 t.test('after a crash (kill -9) of the harness, the next cleanup removes its hosts; a live run is left alone', { skip }, async (t) => {
   const hostsJs = new URL('./hosts.js', import.meta.url).href;
-  const script = `const { Hosts } = await import(${JSON.stringify(hostsJs)}); const h = Hosts.create({ nodes: 2, dir: ${JSON.stringify(path.join(results, 'crash'))} }); h.startAll(); console.log(h.runId); setInterval(() => {}, 1000);`;
+  const script = `const { Hosts } = await import(${JSON.stringify(hostsJs)}); const h = await Hosts.create({ nodes: 2, dir: ${JSON.stringify(path.join(results, 'crash'))} }); h.startAll(); console.log(h.runId); setInterval(() => {}, 1000);`;
   const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
   t.teardown(() => child.kill('SIGKILL'));
   const runId = await new Promise<string>((resolve, reject) => {

@@ -106,7 +106,7 @@ async function until(what: string, ms: number, probe: () => Promise<boolean>): P
 }
 
 async function ready(hosts: Hosts): Promise<boolean> {
-  const rs = await Promise.all(hosts.hosts.map((h) => fetch(`${h.url}/readyz`, { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 200, () => false)));
+  const rs = await Promise.all(hosts.hosts.map((h) => h.fetch('/readyz', { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 200, () => false)));
   return rs.every(Boolean);
 }
 
@@ -126,7 +126,7 @@ export async function runJepsen(o: RunOptions): Promise<RunResult> {
   if (bugs.length > 0) log(`cluster-test: PLANTED BUGS ${bugs.join(',')} on every agent: the cluster is unsafe on purpose`);
   for (const s of schedule) log(`  schedule ${(s.startMs / 1000).toFixed(1)}-${(s.endMs / 1000).toFixed(1)} s: ${describeFault(s.fault)}`);
 
-  const hosts = Hosts.create({ nodes: o.nodes, dir: nodesDir, agentArgs: bugs.length > 0 ? ['--planted-bugs', bugs.join(',')] : [] });
+  const hosts = await Hosts.create({ nodes: o.nodes, dir: nodesDir, agentArgs: bugs.length > 0 ? ['--planted-bugs', bugs.join(',')] : [] });
   try {
     log(`cluster-test: hosts ${hosts.hosts.map((h) => `${h.id}=${h.ns}@${h.ip}`).join(' ')}, bridge ${hosts.bridge}@${hosts.bridgeIp}`);
     hosts.startAll();
@@ -134,11 +134,12 @@ export async function runJepsen(o: RunOptions): Promise<RunResult> {
     const t0 = performance.now();
     const now = (): number => Math.round((performance.now() - t0) * 1000) / 1000;
     const endpoints = hosts.hosts.map((h) => h.grpcAddr);
-    const client = { endpoints, now, ...(o.pinClients === true ? { pinned: true } : {}), ...(o.clientTimeoutMs !== undefined ? { timeoutMs: o.clientTimeoutMs } : {}) };
+    const tls = hosts.clientTls;
+    const client = { endpoints, now, tls, ...(o.pinClients === true ? { pinned: true } : {}), ...(o.clientTimeoutMs !== undefined ? { timeoutMs: o.clientTimeoutMs } : {}) };
     const register = workloads.includes('register') ? new RegisterWorkload({ ...client, seed: o.seed }) : undefined;
     const set = workloads.includes('set') ? new SetWorkload({ ...client, seed: o.seed + 1, workers: 2 }) : undefined;
     // Half the watchers start in the middle of the run; the others get their initial state before any write.
-    const watch = workloads.includes('watch') ? new WatchWorkload({ endpoints, nodeNames: hosts.hosts.map((h) => h.id), seed: o.seed + 2, now, lateStartWithinMs: [timeMs * 0.15, timeMs * 0.6] }) : undefined;
+    const watch = workloads.includes('watch') ? new WatchWorkload({ endpoints, tls, nodeNames: hosts.hosts.map((h) => h.id), seed: o.seed + 2, now, lateStartWithinMs: [timeMs * 0.15, timeMs * 0.6] }) : undefined;
     await watch?.start();
     register?.start();
     set?.start();

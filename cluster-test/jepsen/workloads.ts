@@ -33,6 +33,8 @@ export interface WorkloadOptions {
    * fail-over: a worker on a cut-off node stays there, so what that node answers gets recorded.
    */
   readonly pinned?: boolean;
+  /** The cluster CA the clients check the nodes against (the nodes run TLS); absent: plaintext. */
+  readonly tls?: { readonly ca: string };
 }
 
 type Artist = { name: string; genre?: string };
@@ -63,7 +65,7 @@ abstract class Workload {
     const n = this.o.workers ?? 4;
     for (let w = 0; w < n; w++) {
       const endpoints = this.o.pinned === true ? [this.o.endpoints[w % this.o.endpoints.length] as string] : this.o.endpoints;
-      const client = new CairnClient({ endpoints, timeoutMs: this.o.timeoutMs ?? 5000 });
+      const client = new CairnClient({ endpoints, timeoutMs: this.o.timeoutMs ?? 5000, ...(this.o.tls !== undefined ? { tls: this.o.tls } : {}) });
       this.clients.push(client);
       this.loops.push(this.loop(w, client, new Rng((this.o.seed ^ (0x9e3779b9 * (w + 1))) >>> 0)));
     }
@@ -182,7 +184,7 @@ export class SetWorkload extends Workload {
 
   /** The final read: a linearizable list of every `js-` name, retried until a node answers. */
   async finalRead(deadlineMs = 60_000): Promise<string[]> {
-    const client = this.clients[0] ?? new CairnClient({ endpoints: this.o.endpoints });
+    const client = this.clients[0] ?? new CairnClient({ endpoints: this.o.endpoints, ...(this.o.tls !== undefined ? { tls: this.o.tls } : {}) });
     const deadline = Date.now() + deadlineMs;
     for (;;) {
       try {

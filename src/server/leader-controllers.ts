@@ -21,6 +21,13 @@ export interface LeaderControllersOptions {
   readonly registry: prom.Registry;
   readonly clock: Clock;
   readonly timers: Timers;
+  /**
+   * With TLS on (docs/security.md): the node's current material, read at each start of the
+   * controllers (so a SIGHUP rotation reaches the next term's client). The client trusts the
+   * cluster CA and presents the node's own certificate; it dials loopback, which every node
+   * certificate names. Absent: the port is plaintext.
+   */
+  readonly tls?: () => { readonly ca: Buffer; readonly cert: Buffer; readonly key: Buffer };
 }
 
 /**
@@ -37,7 +44,8 @@ export class LeaderControllers {
   constructor(opts: LeaderControllersOptions) {
     this.gate = new LeaderGate(
       () => {
-        const client = new CairnClient({ endpoints: [loopbackAddress(opts.grpcAddress)], endpointOrder: 'listed' });
+        const tls = opts.tls?.();
+        const client = new CairnClient({ endpoints: [loopbackAddress(opts.grpcAddress)], endpointOrder: 'listed', ...(tls !== undefined ? { tls } : {}) });
         const manager = new ControllerManager({ client, controllers: opts.controllers, clock: opts.clock, timers: opts.timers, logger: opts.logger, metrics: controllerMetrics(opts.registry) }).start();
         this.current = manager;
         return {

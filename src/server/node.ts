@@ -322,7 +322,16 @@ export class Node implements ServedNode {
     ];
     // Leader-only controllers: driven by role changes once the node runs.
     if (specs.length > 0) {
-      this.controllers = new LeaderControllers({ controllers: specs, grpcAddress: endpoint.grpcAddress, logger: this.logger, registry: this.metrics.registry, clock: systemClock, timers: systemTimers });
+      const tls = this.tls;
+      this.controllers = new LeaderControllers({
+        controllers: specs,
+        grpcAddress: endpoint.grpcAddress,
+        logger: this.logger,
+        registry: this.metrics.registry,
+        clock: systemClock,
+        timers: systemTimers,
+        ...(tls !== undefined ? { tls: () => ({ ca: tls.current.ca, cert: tls.current.cert, key: tls.current.key }) } : {}),
+      });
     }
     const formCtx: FormClusterContext = {
       self: this.id,
