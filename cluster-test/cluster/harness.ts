@@ -26,6 +26,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import type { Test } from 'tap';
+import { Agent as UndiciAgent, setGlobalDispatcher } from 'undici';
 import { checkSet, type SetAdd, type SetCheckResult } from '../checker/set-checker.js';
 
 /** The checkout: dist/cluster-test/cluster/harness.js -> ../../../ */
@@ -82,6 +83,14 @@ export interface RequestInit {
   readonly body?: unknown;
   readonly headers?: Readonly<Record<string, string>>;
   readonly timeoutMs?: number;
+}
+
+/**
+ * Makes every `request` of this process check HTTPS servers against `caPem` (a cluster CA):
+ * for clusters started with `tls`. Node's fetch takes undici's global dispatcher.
+ */
+export function trustHttpsCa(caPem: string | readonly string[]): void {
+  setGlobalDispatcher(new UndiciAgent({ connect: { ca: typeof caPem === 'string' ? caPem : [...caPem] } }));
 }
 
 /** One HTTP request with a deadline. Never throws: a failure to get an answer is status 0. */
@@ -259,7 +268,7 @@ export class ClusterNode {
     return `127.0.0.1:${this.httpPort}`;
   }
   get url(): string {
-    return `http://${this.httpAddr}`;
+    return `${this.cluster.tls ? 'https' : 'http'}://${this.httpAddr}`;
   }
   get dataDir(): string {
     return path.join(this.cluster.dir, this.id);
@@ -309,6 +318,7 @@ export class ClusterNode {
       '--http-addr',
       this.httpAddr,
       ...this.cluster.commonFlags(),
+      ...(this.cluster.tls?.nodeFlags(this.id) ?? []),
       ...flags,
     ];
     this.starts.push(args.slice(1));
@@ -490,6 +500,16 @@ export interface ClusterOptions {
   readonly flags?: readonly string[];
   /** How long to wait for the first leader. Default 30 s. */
   readonly formTimeoutMs?: number;
+  /**
+   * TLS: each node's own flags (`--tls-ca-file --tls-cert-file --tls-key-file`, by node id,
+   * also for nodes added later) and the CA(s) the harness's HTTPS requests trust.
+   */
+  readonly tls?: ClusterTls;
+}
+
+export interface ClusterTls {
+  readonly caPem: string | readonly string[];
+  readonly nodeFlags: (id: string) => readonly string[];
 }
 
 export class Cluster {
@@ -510,6 +530,7 @@ export class Cluster {
    * data dirs unless the test failed (or CLUSTER_KEEP=1).
    */
   static async start(t: Test, opts: ClusterOptions): Promise<Cluster> {
+    if (opts.tls) trustHttpsCa(opts.tls.caPem);
     const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-cluster-'));
     const cluster = new Cluster(dir, opts);
     t.teardown(async () => {
@@ -544,6 +565,10 @@ export class Cluster {
       ...(this.opts.snapshotEntries !== undefined ? ['--snapshot-entries', String(this.opts.snapshotEntries)] : []),
       ...(this.opts.flags ?? []),
     ];
+  }
+
+  get tls(): ClusterTls | undefined {
+    return this.opts.tls;
   }
 
   node(id: string): ClusterNode {
