@@ -250,7 +250,10 @@ t.test('Forward and Raft streams with fuzzed input: every call answered, nothing
     for (const a of agents) await a.close();
     await rm(dir, { recursive: true, force: true });
   });
-  for (const cfg of await clusterConfigs(dir, 3)) agents.push(await startAgent(cfg, { logger: createLogger({ level: 'silent', nodeId: cfg.nodeId }) }));
+  // A 5-10 s election timeout (50 ms ticks x 100-200): this one process hosts three nodes and
+  // the fuzzer on a shared machine, and a pause of the event loop must not look like an input's
+  // effect; a believed timeout-now or vote would still act at once.
+  for (const cfg of await clusterConfigs(dir, 3, { tickMs: 50, electionTicks: 100 })) agents.push(await startAgent(cfg, { logger: createLogger({ level: 'silent', nodeId: cfg.nodeId }) }));
   await Promise.all(agents.map((a) => a.ready));
   await waitUntil(() => agents.some((a) => a.coordinator()?.status().role === 'leader'), 30_000, 'a leader');
   const leader = agents.find((a) => a.coordinator()?.status().role === 'leader') as Agent;
