@@ -282,24 +282,33 @@ t.test('Forward and Raft streams with fuzzed input: every call answered, nothing
   let accepted = 0;
   let refused = 0;
   const codes = new Map<string, number>();
+  const answer = async (req: Partial<ForwardRequestMsg>): Promise<void> => {
+    inputs++;
+    const r = await call<ForwardResponseMsg>(lclient.forward.bind(lclient) as never, { clusterId, from: 'n2', timeoutMs: 5000, ...req } satisfies Partial<ForwardRequestMsg>);
+    const code = r.code !== 0 ? `grpc-${r.code}` : (r.res?.error?.code ?? 'OK');
+    codes.set(code, (codes.get(code) ?? 0) + 1);
+    if (code === 'OK') accepted++;
+    else {
+      refused++;
+      if (r.code === 0 && (r.res?.error?.message ?? '') === '') throw new Error(`refused with ${code} but no message`);
+      if (code !== 'INVALID_ARGUMENT' && code !== 'INVALID_CONFIG_CHANGE' && code !== 'CAS_FAILED' && code !== 'NOT_FOUND' && code !== 'ALREADY_EXISTS') throw new Error(`unexpected answer ${code}: ${r.res?.error?.message ?? ''}`);
+    }
+  };
+  // Every type byte, with a well-formed write body and with an empty (nil) body: 512 inputs.
+  const sample = fc.sample(validWrite, { seed: SEED, numRuns: 256 });
+  for (let type = 0; type < 256; type++) {
+    await answer({ op: 'envelope', envelope: encodeEnvelope(type, sample[type]) });
+    await answer({ op: 'envelope', envelope: Uint8Array.from([type, 0xc0]) });
+  }
   const forwards = runs(3000);
   await fc.assert(
     fc.asyncProperty(fc.oneof({ weight: 5, arbitrary: envelope.map((e) => ({ op: 'envelope' as const, envelope: e })) }, { weight: 1, arbitrary: fc.oneof(FORWARDED_CHANGE.map(packValue), mutated(FORWARDED_CHANGE.map(packValue))).map((c) => ({ op: 'configChange' as const, configChange: c })) }), async (req) => {
-      inputs++;
-      const r = await call<ForwardResponseMsg>(lclient.forward.bind(lclient) as never, { clusterId, from: 'n2', timeoutMs: 5000, ...req } satisfies Partial<ForwardRequestMsg>);
-      const code = r.code !== 0 ? `grpc-${r.code}` : (r.res?.error?.code ?? 'OK');
-      codes.set(code, (codes.get(code) ?? 0) + 1);
-      if (code === 'OK') accepted++;
-      else {
-        refused++;
-        if (r.code === 0 && (r.res?.error?.message ?? '') === '') throw new Error(`refused with ${code} but no message`);
-        if (code !== 'INVALID_ARGUMENT' && code !== 'INVALID_CONFIG_CHANGE' && code !== 'CAS_FAILED' && code !== 'NOT_FOUND' && code !== 'ALREADY_EXISTS') throw new Error(`unexpected answer ${code}: ${r.res?.error?.message ?? ''}`);
-      }
+      await answer(req);
     }),
     { seed: SEED + 2, numRuns: forwards },
   );
   const afterForward = await status(leader);
-  t.comment(`Forward: ${forwards} inputs in ${Math.round(performance.now() - started)} ms; answers ${[...codes].map(([k, v]) => `${k}=${v}`).join(', ')}`);
+  t.comment(`Forward: 512 + ${forwards} inputs in ${Math.round(performance.now() - started)} ms; answers ${[...codes].map(([k, v]) => `${k}=${v}`).join(', ')}`);
   t.equal(afterForward.last - beforeForward.last, accepted, `the leader's log grew by exactly the ${accepted} accepted Forwards (${refused} refused left no entry): last index ${beforeForward.last} -> ${afterForward.last}`);
   t.equal(afterForward.term, beforeForward.term, 'the term is unchanged');
 
