@@ -9,13 +9,15 @@
  * heartbeat under n1's name), Forward of a write envelope and Forward of a membership change
  * adding itself as a voter. Every call is refused with UNAUTHENTICATED and counted in
  * cairn_cluster_rejected_total; the writes go on; the configuration and the data are unchanged.
- * Then a fourth real agent with a certificate from another CA and `--join` never becomes a
- * member.
+ * Then a fourth real agent with a certificate from another CA (trusting both CAs, so its own
+ * connections reach the cluster) and `--join` never becomes a member, while the cluster counts
+ * its refused calls.
  *
  * A positive control first: the same client code with n1's own certificate claiming n1 gets
  * Hello answered, so a refusal below is the identity check, not a broken client.
  */
 import * as grpc from '@grpc/grpc-js';
+import { writeFile } from 'node:fs/promises';
 import t from 'tap';
 import { logIndex, nodeId, term } from '../../src/base/index.js';
 import { encodeEnvelope } from '../../src/fsm/index.js';
@@ -27,8 +29,12 @@ const artist = { group: 'demo', groupVersion: 'v1', kind: 'Artist' };
 const tenancy = { partition: 'default', namespace: 'default' };
 
 t.test('without a node certificate of the cluster naming the caller, nobody speaks Raft, forwards or joins', async (t) => {
-  const pkis = await makePkis(t, (id, { foreign }) => (id === 'n4' ? ['--tls-ca-file', foreign.caFile, '--tls-cert-file', `${foreign.dir}/node-n4.pem`, '--tls-key-file', `${foreign.dir}/node-n4-key.pem`] : undefined));
+  // n4 trusts both CAs (so it can reach the cluster's servers: what stops it must be the
+  // cluster refusing its certificate, not its own refusal of theirs); its certificate is the
+  // other CA's.
+  const pkis = await makePkis(t, (id, { foreign }) => (id === 'n4' ? ['--tls-ca-file', `${foreign.dir}/both-cas.pem`, '--tls-cert-file', `${foreign.dir}/node-n4.pem`, '--tls-key-file', `${foreign.dir}/node-n4-key.pem`] : undefined));
   await pkis.foreign.node('n4');
+  await writeFile(`${pkis.foreign.dir}/both-cas.pem`, `${pkis.foreign.ca.certPem.trim()}\n${pkis.cluster.ca.certPem.trim()}\n`, { mode: 0o600 });
   const cluster = await Cluster.start(t, { size: 3, tls: pkis.tls });
   const members = [...cluster.nodes];
   const load = new WriteLoad({ prefix: 'sp', workers: 2, targets: () => members, pauseMs: 20 }).start();
@@ -79,7 +85,8 @@ t.test('without a node certificate of the cluster naming the caller, nobody spea
     await load.waitForMore(10);
   }
 
-  // The fourth agent: a node certificate for n4 from another CA, trusting that CA, --join.
+  // The fourth agent: a node certificate for n4 from another CA, --join.
+  const rejectedBeforeN4 = await counter(leader, 'cairn_cluster_rejected_total');
   const n4 = await cluster.addNode();
   t.equal(n4.id, 'n4', 'the fourth agent is n4');
   const started = Date.now();
@@ -94,6 +101,9 @@ t.test('without a node certificate of the cluster naming the caller, nobody spea
   const n4Self = await n4.self(1000);
   t.comment(`n4 after 10 s: ${n4.running() ? 'running' : `exited ${JSON.stringify(n4.lastExit())}`}, ${n4Self ? `${n4Self.role}, leader ${n4Self.leader ?? '-'}` : 'no /v1/agent/self over the cluster CA'}`);
   if (n4.running()) await n4.kill9();
+  const rejectedAfterN4 = await counter(leader, 'cairn_cluster_rejected_total');
+  t.comment(`${leader.id} cairn_cluster_rejected_total while n4 tried: ${describeCounter(rejectedBeforeN4)} -> ${describeCounter(rejectedAfterN4)}`);
+  t.ok(rejectedAfterN4.total > rejectedBeforeN4.total, "n4's attempts reached the leader and were refused (counted)");
 
   await load.waitForMore(10);
   await load.stop();
