@@ -139,13 +139,25 @@ export interface RequestInit {
 
 /**
  * `fetch`, but an https:// URL goes through undici's own fetch with an Agent that trusts the test
- * CA (`testPki()` must have been made: every TLS cluster makes it first), since the global fetch
- * cannot be given a CA.
+ * CA (`testPki()` must have been made: every TLS cluster makes it first), or the CA a cluster
+ * with its own PKI named (`trustHttpsCa`), since the global fetch cannot be given a CA.
  */
 export async function fetchNode(url: string, init: globalThis.RequestInit): Promise<Response> {
   if (!url.startsWith('https:')) return fetch(url, init);
-  await testPki();
-  return (await undiciFetch(url, { ...(init as object), dispatcher: tlsDispatcher } as Parameters<typeof undiciFetch>[1])) as unknown as Response;
+  if (customDispatcher === undefined) await testPki();
+  const dispatcher = customDispatcher ?? tlsDispatcher;
+  return (await undiciFetch(url, { ...(init as object), dispatcher } as Parameters<typeof undiciFetch>[1])) as unknown as Response;
+}
+
+/** A cluster with a PKI of its own (ClusterOptions.tls as `ClusterTls`): its CA(s) for the harness's HTTPS. */
+let customDispatcher: Agent | undefined;
+
+/**
+ * Makes every `request` of this process check HTTPS servers against `caPem` (a cluster CA):
+ * for clusters started with their own `ClusterTls` (security tests with several CAs).
+ */
+export function trustHttpsCa(caPem: string | readonly string[]): void {
+  customDispatcher = new Agent({ connect: { ca: typeof caPem === 'string' ? caPem : [...caPem] } });
 }
 
 /** One HTTP request with a deadline. Never throws: a failure to get an answer is status 0. */
@@ -363,7 +375,7 @@ export class ClusterNode {
    */
   start(flags: readonly string[]): void {
     if (this.running()) throw new Error(`node ${this.id} is already running (pid ${this.pid})`);
-    if (this.cluster.tls && this.tlsFiles === undefined) throw new Error(`node ${this.id} has no TLS material; start it through Cluster.start/addNode (or await node.prepareTls())`);
+    if (this.cluster.tls && this.cluster.customTls === undefined && this.tlsFiles === undefined) throw new Error(`node ${this.id} has no TLS material; start it through Cluster.start/addNode (or await node.prepareTls())`);
     const tlsFlags = this.tlsFiles !== undefined ? ['--tls-ca-file', this.tlsFiles.caFile, '--tls-cert-file', this.tlsFiles.certFile, '--tls-key-file', this.tlsFiles.keyFile] : [];
     const args = [
       CAIRN_BIN,
@@ -377,7 +389,7 @@ export class ClusterNode {
       '--http-addr',
       this.httpAddr,
       ...this.cluster.commonFlags(),
-      ...tlsFlags,
+      ...(this.cluster.customTls !== undefined ? this.cluster.customTls.nodeFlags(this.id) : tlsFlags),
       ...flags,
     ];
     this.starts.push(args.slice(1));
@@ -413,7 +425,7 @@ export class ClusterNode {
 
   /** Makes (or finds) this node's certificate in the test PKI, if its cluster runs TLS. */
   async prepareTls(): Promise<void> {
-    if (this.cluster.tls && this.tlsFiles === undefined) this.tlsFiles = await nodeTlsFiles(this.id);
+    if (this.cluster.tls && this.cluster.customTls === undefined && this.tlsFiles === undefined) this.tlsFiles = await nodeTlsFiles(this.id);
   }
 
   /** Starts the node again on its data dir and ports, with the flags of its last start. */
@@ -564,8 +576,18 @@ export interface ClusterOptions {
   readonly flags?: readonly string[];
   /** How long to wait for the first leader. Default 30 s. */
   readonly formTimeoutMs?: number;
-  /** TLS on every node (the test PKI). Default true; false only for tests about plaintext. */
-  readonly tls?: boolean;
+  /**
+   * TLS on every node. Default true: the test PKI (one per process). false: plaintext, only for
+   * tests about plaintext. A `ClusterTls`: each node's own flags (`--tls-ca-file --tls-cert-file
+   * --tls-key-file`, by node id, also for nodes added later) and the CA(s) the harness's HTTPS
+   * requests trust (security tests with PKIs of their own).
+   */
+  readonly tls?: boolean | ClusterTls;
+}
+
+export interface ClusterTls {
+  readonly caPem: string | readonly string[];
+  readonly nodeFlags: (id: string) => readonly string[];
 }
 
 export class Cluster {
@@ -579,7 +601,7 @@ export class Cluster {
     private readonly opts: ClusterOptions,
   ) {
     this.nextId = opts.size + 1;
-    this.tls = opts.tls ?? true;
+    this.tls = opts.tls !== false;
   }
 
   /**
@@ -589,6 +611,7 @@ export class Cluster {
    * data dirs unless the test failed (or CLUSTER_KEEP=1).
    */
   static async start(t: Test, opts: ClusterOptions): Promise<Cluster> {
+    if (typeof opts.tls === 'object') trustHttpsCa(opts.tls.caPem);
     const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-cluster-'));
     const cluster = new Cluster(dir, opts);
     t.teardown(async () => {
@@ -624,6 +647,11 @@ export class Cluster {
       ...(this.opts.snapshotEntries !== undefined ? ['--snapshot-entries', String(this.opts.snapshotEntries)] : []),
       ...(this.opts.flags ?? []),
     ];
+  }
+
+  /** The cluster's own PKI, when the test gave one (else the test PKI, or plaintext). */
+  get customTls(): ClusterTls | undefined {
+    return typeof this.opts.tls === 'object' ? this.opts.tls : undefined;
   }
 
   node(id: string): ClusterNode {
