@@ -3,11 +3,9 @@
  *
  * The scenario supported and tested: every node's certificate and key are replaced in place by
  * new ones (new keys) from the same cluster CA, and each node is sent SIGHUP. Rotating the CA
- * itself through a bundle of the old and the new CA is not supported yet: src/auth/material.ts
- * reads only the first certificate of the CA file and checks the node certificate against it,
- * so step 2 of such a rotation (a certificate from the new CA, the bundle old+new as the CA
- * file) is refused at reload ("is not signed by the CA in ca.pem"). Tried by hand with a test
- * of the three SIGHUP steps; not kept, as it cannot pass until the loader takes a bundle.
+ * itself goes through a CA file holding the old and the new CA (docs/security.md); the loader
+ * takes such a bundle (src/auth/material.test.ts), but no real-process test runs the three
+ * SIGHUP steps of that rotation yet.
  *
  * A three-node TLS cluster; three writers write unique Artists round-robin over the nodes and
  * record every acknowledgement. Each node's files are replaced and it gets SIGHUP, one after
