@@ -31,7 +31,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import type { Test } from 'tap';
-import { Agent, fetch as undiciFetch } from 'undici';
+import { Agent, fetch as undiciFetch, setGlobalDispatcher } from 'undici';
 import { makeTestPki, type TestPki } from '../../src/auth/testing/index.js';
 import type { PemPair, TlsFiles } from '../../src/auth/index.js';
 import { checkSet, type SetAdd, type SetCheckResult } from '../checker/set-checker.js';
@@ -158,6 +158,8 @@ let customDispatcher: Agent | undefined;
  */
 export function trustHttpsCa(caPem: string | readonly string[]): void {
   customDispatcher = new Agent({ connect: { ca: typeof caPem === 'string' ? caPem : [...caPem] } });
+  // Also the global fetch's (a test's own raw requests): undici's global dispatcher is shared.
+  setGlobalDispatcher(customDispatcher);
 }
 
 /** One HTTP request with a deadline. Never throws: a failure to get an answer is status 0. */
