@@ -366,32 +366,30 @@ export class SimNode {
     return { inc, replica: inc.replica };
   }
 
-  propose(data: Uint8Array): Promise<ApplyResult> {
+  /**
+   * Runs `call` on the running replica, its promise guarded by the incarnation; a node that is
+   * down answers UNAVAILABLE (a rejected promise, as the replica's own refusals are).
+   */
+  private onReplica<T>(action: string, call: (inc: Incarnation, replica: Replica<ApplyResult, Resource>) => Promise<T>): Promise<T> {
     try {
-      const { inc, replica } = this.up('propose');
-      return this.guard(inc, replica.propose(data));
+      const { inc, replica } = this.up(action);
+      return this.guard(inc, call(inc, replica));
     } catch (e) {
       return Promise.reject(e instanceof Error ? e : new Error(String(e)));
     }
+  }
+
+  propose(data: Uint8Array): Promise<ApplyResult> {
+    return this.onReplica('propose', (_inc, replica) => replica.propose(data));
   }
 
   /** A linearizable read: the read index, then the register from the local store. */
   read(key: string): Promise<RegisterState> {
-    try {
-      const { inc, replica } = this.up('read');
-      return this.guard(inc, replica.readIndex()).then(() => readRegister(inc.fsm.store, key));
-    } catch (e) {
-      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
-    }
+    return this.onReplica('read', (inc, replica) => replica.readIndex().then(() => readRegister(inc.fsm.store, key)));
   }
 
   proposeConfigChange(change: ConfigChange): Promise<unknown> {
-    try {
-      const { inc, replica } = this.up('proposeConfigChange');
-      return this.guard(inc, replica.proposeConfigChange(change));
-    } catch (e) {
-      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
-    }
+    return this.onReplica('proposeConfigChange', (_inc, replica) => replica.proposeConfigChange(change));
   }
 
   /** A spurious election timeout: campaign now (pre-vote first). */
