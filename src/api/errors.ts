@@ -24,6 +24,8 @@ const TABLE: Record<ErrorCode, { http: number; grpc: grpc.status; publicCode: Er
   INVALID_CONFIG_CHANGE: { http: 409, grpc: grpc.status.FAILED_PRECONDITION, publicCode: ErrorCode.INVALID_CONFIG_CHANGE },
   SLOW_CONSUMER: { http: 429, grpc: grpc.status.RESOURCE_EXHAUSTED, publicCode: ErrorCode.SLOW_CONSUMER },
   RESET: { http: 410, grpc: grpc.status.ABORTED, publicCode: ErrorCode.RESET },
+  NO_SPACE: { http: 507, grpc: grpc.status.RESOURCE_EXHAUSTED, publicCode: ErrorCode.NO_SPACE },
+  RATE_LIMITED: { http: 429, grpc: grpc.status.RESOURCE_EXHAUSTED, publicCode: ErrorCode.RATE_LIMITED },
 };
 
 /** Seconds a client should wait before retrying an UNAVAILABLE answer. */

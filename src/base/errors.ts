@@ -25,6 +25,10 @@ export const ErrorCode = {
   SLOW_CONSUMER: 'SLOW_CONSUMER',
   /** The node's state was replaced (snapshot installed or restored); watchers start over. */
   RESET: 'RESET',
+  /** The data quota is reached: writes that grow the stored data are refused until it shrinks (docs/security.md "Quotas"). */
+  NO_SPACE: 'NO_SPACE',
+  /** A rate limit or a connection, stream or watch cap refused the request; retry after `Retry-After`. */
+  RATE_LIMITED: 'RATE_LIMITED',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
