@@ -56,6 +56,10 @@ const BY_CODE: Readonly<Record<string, ExitCode>> = {
   [ErrorCode.NOT_LEADER]: ExitCode.UNAVAILABLE,
   [ErrorCode.PROPOSAL_DROPPED]: ExitCode.UNAVAILABLE,
   [ErrorCode.INTERNAL]: ExitCode.GENERIC,
+  // Refused before anything was done; trying again later may succeed.
+  [ErrorCode.RATE_LIMITED]: ExitCode.UNAVAILABLE,
+  // The data quota is reached: the state does not allow a write that grows the data.
+  [ErrorCode.NO_SPACE]: ExitCode.CONFLICT,
 };
 
 /** The exit code for a server error: by its code, else by the HTTP status. */
@@ -66,7 +70,7 @@ export function exitCodeFor(code: string | undefined, httpStatus: number): ExitC
   if (httpStatus === 401 || httpStatus === 403) return ExitCode.AUTH;
   if (httpStatus === 404 || httpStatus === 410) return ExitCode.NOT_FOUND;
   if (httpStatus === 409 || httpStatus === 412) return ExitCode.CONFLICT;
-  if (httpStatus === 502 || httpStatus === 503 || httpStatus === 504) return ExitCode.UNAVAILABLE;
+  if (httpStatus === 429 || httpStatus === 502 || httpStatus === 503 || httpStatus === 504) return ExitCode.UNAVAILABLE;
   return ExitCode.GENERIC;
 }
 
@@ -75,3 +79,24 @@ export function exitCodeFor(code: string | undefined, httpStatus: number): ExitC
  * status itself, rather than a guess at which Cairn code it stood for.
  */
 export const codeForStatus = (httpStatus: number): string => `HTTP_${httpStatus}`;
+
+/** A Cairn token's secret: `cairn_<accessor>_<64 lowercase hex>`. */
+export const SECRET_FORMAT = /^cairn_[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?_[0-9a-f]{64}$/;
+
+/**
+ * What to add to a 401/403 message: how to give a token, or why the one given was refused.
+ * `sent` is the token the request carried (undefined: none).
+ */
+export function authHint(code: string, sent: string | undefined): string {
+  if (code === 'UNAUTHENTICATED') {
+    if (sent === undefined) return `; no token was sent: set CAIRN_TOKEN or --token (or --token-file)`;
+    if (!SECRET_FORMAT.test(sent)) return '; the token given is not a token secret (cairn_<accessor>_<64 hex>): an accessor id is not a secret. Set CAIRN_TOKEN or --token';
+    return `; the token was refused (unknown, expired or deleted): set CAIRN_TOKEN or --token to a current one`;
+  }
+  if (code === 'PERMISSION_DENIED') {
+    if (sent === undefined) return `; no token was sent, so the request ran as anonymous: set CAIRN_TOKEN or --token (or --token-file)`;
+    return "; the token's roles do not grant this (`cairn acl token self` lists them)";
+  }
+  return '';
+}
+

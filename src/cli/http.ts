@@ -9,7 +9,7 @@
  * that was never made sent nothing, and the message says that instead.
  */
 import { Agent, fetch as undiciFetch } from 'undici';
-import { CliError, ExitCode, codeForStatus, exitCodeFor, usageError } from './errors.js';
+import { CliError, ExitCode, authHint, codeForStatus, exitCodeFor, usageError } from './errors.js';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
 
@@ -29,6 +29,10 @@ export interface RequestOptions {
   readonly write: boolean;
   /** HTTPS checked against this CA (with a client certificate if given): `--tls-ca-file`. */
   readonly tls?: { readonly ca: Buffer; readonly cert?: Buffer; readonly key?: Buffer };
+  /** The ACL token's secret, sent as `authorization: Bearer <token>` (`--token`, `CAIRN_TOKEN`). */
+  readonly token?: string;
+  /** Whether a 401/403 message gets the hint on how to give a token (default true). */
+  readonly authHint?: boolean;
 }
 
 /** One connection pool per CA and certificate (a command makes few requests). */
@@ -68,6 +72,7 @@ export function parseEndpoint(value: string, what: string): string {
 /** Sends the request; returns the response if it is a 2xx, else throws a `CliError`. */
 export async function request(opts: RequestOptions): Promise<Response> {
   const headers: Record<string, string> = { accept: 'application/json' };
+  if (opts.token !== undefined) headers['authorization'] = `Bearer ${opts.token}`;
   let body: string | Uint8Array | undefined;
   if (opts.json !== undefined) {
     headers['content-type'] = 'application/json';
@@ -153,6 +158,12 @@ async function responseError(response: Response, opts: RequestOptions): Promise<
   const printed = code ?? codeForStatus(response.status);
   let line = `${printed}: ${message}`;
   if (leader !== undefined) line += ` (leader: ${leader})`;
+  const authCode = code ?? (response.status === 401 ? 'UNAUTHENTICATED' : response.status === 403 ? 'PERMISSION_DENIED' : undefined);
+  if (authCode !== undefined && opts.authHint !== false) line += authHint(authCode, opts.token);
+  if (code === 'RATE_LIMITED' || (code === undefined && response.status === 429)) {
+    const after = response.headers.get('retry-after');
+    line += after !== null && /^\d+$/.test(after.trim()) ? `; retry after ${after.trim()} s` : '; retry later';
+  }
   if (opts.write && (code === 'TIMEOUT' || (code === undefined && response.status === 504))) line += `; ${OUTCOME_UNKNOWN}`;
   return new CliError(exitCodeFor(code, response.status), line);
 }

@@ -4,7 +4,7 @@
  * time; the agent refuses a second one while the first is pending.
  */
 import type { Command } from 'commander';
-import { clientOptions, printJson, withClientOptions, type CliIo } from './context.js';
+import { clientOptions, connection, printJson, withClientOptions, type CliIo } from './context.js';
 import { requestJson, unexpected, type RequestOptions } from './http.js';
 import { formatTable } from './table.js';
 
@@ -153,8 +153,4 @@ export function registerOperatorCommands(program: Command, io: CliIo): void {
 const atIndex = (body: unknown): string =>
   isRecord(body) && typeof body['index'] === 'number' ? ` (configuration index ${body['index']})` : '';
 
-const base = (o: { endpoint: string; timeoutMs: number; tls?: RequestOptions['tls'] }): Pick<RequestOptions, 'endpoint' | 'timeoutMs' | 'tls'> => ({
-  endpoint: o.endpoint,
-  timeoutMs: o.timeoutMs,
-  ...(o.tls !== undefined ? { tls: o.tls } : {}),
-});
+const base = connection;

@@ -1,10 +1,11 @@
 /**
  * The `cairn` program: one commander tree, one file per command group (agent.ts,
- * operator.ts, snapshot.ts; `cairn resource ...` joins them as resource.ts). Every failure
+ * operator.ts, snapshot.ts, acl.ts; `cairn resource ...` joins them as resource.ts). Every failure
  * ends here as one line on stderr, `cairn: <message>`, and an exit code from errors.ts.
  */
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
+import { registerAclCommands } from './acl.js';
 import { registerAgentCommand, type AgentDeps } from './agent.js';
 import type { CliIo } from './context.js';
 import { CliError, ExitCode } from './errors.js';
@@ -23,6 +24,13 @@ function packageVersion(): string {
   } catch {
     return 'unknown';
   }
+}
+
+/** `text` with every secret replaced by `<redacted>` (longest first, so one inside another is caught whole). */
+export function redact(text: string, secrets: ReadonlySet<string>): string {
+  let out = text;
+  for (const s of [...secrets].sort((a, b) => b.length - a.length)) if (s.length >= 4) out = out.split(s).join('<redacted>');
+  return out;
 }
 
 /** Builds the command tree. Actions report their exit code through `setExitCode`. */
@@ -47,11 +55,15 @@ export function buildProgram(io: CliIo, agentDeps: () => Promise<AgentDeps>, set
   registerResourceCommands(program, io);
   registerStreamingCommands(program, io);
   registerTlsCommands(program, io);
+  registerAclCommands(program, io);
   return program;
 }
 
 /** Runs `cairn <argv...>`; resolves to the process's exit code. Never throws. */
-export async function runCli(argv: readonly string[], io: CliIo, agentDeps: () => Promise<AgentDeps>): Promise<number> {
+export async function runCli(argv: readonly string[], processIo: CliIo, agentDeps: () => Promise<AgentDeps>): Promise<number> {
+  // Secrets read during the run (the ACL token) never reach stderr, whatever prints there.
+  const secrets = processIo.secrets ?? new Set<string>();
+  const io: CliIo = { ...processIo, secrets, stderr: (s) => processIo.stderr(redact(s, secrets)) };
   let exitCode: number = ExitCode.OK;
   const program = buildProgram(io, agentDeps, (code) => {
     exitCode = code;

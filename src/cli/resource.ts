@@ -19,8 +19,8 @@ import path from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import type { CairnClient, CairnClientError, Condition, ConditionState, Resource, ResourceId, ResourceRef, Status, WriteBody } from '../client/index.js';
-import { clientTls, printJson, withTlsOptions, type CliIo, type ClientTls } from './context.js';
-import { CliError, ExitCode, exitCodeFor, usageError } from './errors.js';
+import { clientTls, clientToken, printJson, withTlsOptions, type CliIo, type ClientTls } from './context.js';
+import { CliError, ExitCode, authHint, exitCodeFor, usageError } from './errors.js';
 import { runWatch, watchSpecOf, type WatchFlags } from './resource-watch.js';
 import { formatFields, formatTable } from './table.js';
 
@@ -66,6 +66,8 @@ export interface ResourceOptions {
   readonly timeoutMs: number;
   /** TLS to the nodes' gRPC port: the cluster CA, and a client certificate if given. */
   readonly tls?: ClientTls;
+  /** The ACL token's secret (`--token`, `--token-file`, `CAIRN_TOKEN`, `CAIRN_TOKEN_FILE`). */
+  readonly token?: string;
 }
 
 const HOST_PORT = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$/;
@@ -126,7 +128,8 @@ export function resourceOptions(cmd: Command, io: CliIo): ResourceOptions {
         ? parseGrpcEndpoints([fromEnv], `--endpoint (from ${GRPC_ENDPOINT_ENV})`)
         : [DEFAULT_GRPC_ENDPOINT];
   const tls = clientTls(cmd, io);
-  return { endpoints, json: opts.json === true, timeoutMs: opts.timeout, ...(tls !== undefined ? { tls } : {}) };
+  const token = clientToken(cmd, io);
+  return { endpoints, json: opts.json === true, timeoutMs: opts.timeout, ...(tls !== undefined ? { tls } : {}), ...(token !== undefined ? { token } : {}) };
 }
 
 /** Adds --partition and --namespace. */
@@ -461,6 +464,8 @@ export function clientFailure(e: CairnClientError, call: Call): CliError {
     hint = `; use ${e.details['stored_type']}`;
   } else if (e.code === 'TIMEOUT') {
     hint = ` (--timeout ${timeoutMs} ms)`;
+  } else if (e.code === 'UNAUTHENTICATED' || e.code === 'PERMISSION_DENIED') {
+    hint = authHint(e.code, call.options.token);
   }
   return new CliError(exitCodeFor(e.code, 0), `${e.code}: ${e.message}${hint}`);
 }
@@ -470,7 +475,8 @@ type ClientModule = typeof import('../client/index.js');
 /** Runs `fn` with a client of the command's endpoints, closing it after; client errors become CliErrors. */
 export async function withClient<T>(call: Call, fn: (client: CairnClient) => Promise<T>): Promise<T> {
   const mod: ClientModule = await import('../client/index.js');
-  const client = new mod.CairnClient({ endpoints: call.options.endpoints, timeoutMs: call.options.timeoutMs, ...(call.options.tls !== undefined ? { tls: call.options.tls } : {}) });
+  const { endpoints, timeoutMs, tls, token } = call.options;
+  const client = new mod.CairnClient({ endpoints, timeoutMs, ...(tls !== undefined ? { tls } : {}), ...(token !== undefined ? { token } : {}) });
   try {
     return await fn(client);
   } catch (e) {

@@ -9,7 +9,7 @@
 import { open, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { clientOptions, printJson, withClientOptions, type CliIo } from './context.js';
+import { clientOptions, connection, printJson, withClientOptions, type CliIo } from './context.js';
 import { CliError, ExitCode } from './errors.js';
 import { readBody, request, requestJson, type RequestOptions } from './http.js';
 import { formatFields } from './table.js';
@@ -30,7 +30,7 @@ export function registerSnapshotCommands(program: Command, io: CliIo): void {
   ).action(async (file: string, _opts: unknown, cmd: Command) => {
     const options = clientOptions(cmd, io);
     const target = path.resolve(io.cwd, file);
-    const req: RequestOptions = { endpoint: options.endpoint, timeoutMs: options.timeoutMs, method: 'GET', path: '/v1/snapshot', write: false, ...(options.tls !== undefined ? { tls: options.tls } : {}) };
+    const req: RequestOptions = { ...connection(options), method: 'GET', path: '/v1/snapshot', write: false };
     const response = await request(req);
     const bytes = await saveBody(response, target, req, io);
     if (options.json) printJson(io, { file: target, bytes });
@@ -55,7 +55,7 @@ export function registerSnapshotCommands(program: Command, io: CliIo): void {
     } catch (e) {
       throw new CliError(ExitCode.USAGE, `cannot read snapshot file ${source}: ${(e as Error).message}`);
     }
-    const body = await requestJson({ endpoint: options.endpoint, timeoutMs: options.timeoutMs, method: 'PUT', path: '/v1/snapshot', body: data, write: true, ...(options.tls !== undefined ? { tls: options.tls } : {}) });
+    const body = await requestJson({ ...connection(options), method: 'PUT', path: '/v1/snapshot', body: data, write: true });
     if (options.json) {
       printJson(io, body);
       return;

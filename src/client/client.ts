@@ -51,7 +51,12 @@ export interface CairnClientOptions {
   readonly endpoints: readonly string[];
   /** Default deadline of a call in milliseconds, retries and failovers included. Default 10,000. */
   readonly timeoutMs?: number;
-  /** Sent as `authorization: Bearer <token>` where types have access hooks. */
+  /**
+   * The ACL token's secret (`cairn_<accessor>_<64 hex>`, from `cairn acl bootstrap` or `cairn
+   * acl token create`), sent as `authorization: Bearer <token>` on every call and watch stream.
+   * Absent: calls are anonymous (refused with UNAUTHENTICATED or PERMISSION_DENIED where ACLs
+   * are on). The client never puts it in an error message.
+   */
   readonly token?: string;
   /**
    * Which endpoint calls and watches go to first: `random` (default) spreads clients over the
@@ -76,6 +81,9 @@ export const CLIENT_DEFAULTS = {
   failoverBaseBackoffMs: 50,
   failoverMaxBackoffMs: 1_000,
 } as const;
+
+/** What a bearer token may hold: visible ASCII only, so it is a valid metadata value and header. */
+const TOKEN_CHARS = /^[\x21-\x7e]{1,4096}$/;
 
 const ENDPOINT = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$/;
 
@@ -173,6 +181,10 @@ export class CairnClient {
       if (!m || port < 1 || port > 65535) throw invalidOption(`endpoints: ${JSON.stringify(e)} is not a host:port address`);
     }
     this.timeoutMs = checkPositive(opts.timeoutMs ?? CLIENT_DEFAULTS.timeoutMs, 'timeoutMs');
+    if (opts.token !== undefined && (typeof opts.token !== 'string' || !TOKEN_CHARS.test(opts.token))) {
+      // The value is not shown: it is a secret.
+      throw invalidOption('token must be a token secret (cairn_<accessor>_<64 hex>): 1 to 4096 visible ASCII characters, no spaces or line breaks');
+    }
     this.token = opts.token;
     const credentials = channelCredentials(opts.tls);
     this.endpoints = opts.endpoints.map((address) => ({
@@ -393,6 +405,7 @@ export class CairnClient {
     if (signal?.aborted) throw new CairnClientError(ClientErrorCode.CANCELLED, `${m.name} was cancelled before it was sent`);
     let maybeApplied = false;
     let last: AttemptFailure | undefined;
+    let rateLimited = 0;
     for (let attempts = 1; ; attempts++) {
       const index = this.current;
       const ep = this.endpoints[index] as Endpoint;
@@ -407,6 +420,26 @@ export class CairnClient {
         });
       }
       if (!f.fromServer && f.grpcCode === grpc.status.DEADLINE_EXCEEDED) throw this.deadlineError(m, timeoutMs, maybeApplied || m.mutates, f, attempts);
+      if (f.fromServer && f.error.code === ClientErrorCode.RATE_LIMITED) {
+        // Refused before anything was done, so a write is safe to send again. Wait as long as
+        // the node asked (or back off, doubling) and retry on the same node: moving on would
+        // dodge the node's limit rather than honour it. Give up at once if the wait would pass
+        // the deadline.
+        rateLimited++;
+        const waitMs = f.retryAfterMs ?? Math.min(CLIENT_DEFAULTS.failoverMaxBackoffMs, CLIENT_DEFAULTS.failoverBaseBackoffMs * 2 ** (rateLimited - 1)) * (0.5 + Math.random() / 2);
+        if (Date.now() + waitMs >= deadline) {
+          throw new CairnClientError(
+            ClientErrorCode.RATE_LIMITED,
+            `${m.name} was rate limited (${attempts} attempt(s)); the server asked to wait ${Math.ceil(waitMs)} ms, past the deadline: ${f.error.message}`,
+            { details: f.error.details, grpcCode: f.grpcCode, ...(f.error.endpoint !== undefined ? { endpoint: f.error.endpoint } : {}), outcomeUnknown: maybeApplied, cause: f.error },
+          );
+        }
+        if (await pause(waitMs, signal)) {
+          throw new CairnClientError(ClientErrorCode.CANCELLED, `${m.name} was cancelled${maybeApplied ? '; the write may or may not have been applied' : ''}`, { outcomeUnknown: maybeApplied });
+        }
+        last = f;
+        continue;
+      }
       const verdict = verdictOf(f, m.mutates);
       // A definite answer is trusted even after an attempt with an unknown outcome: the retry
       // carried the same request id, so had that attempt been applied, the server would have

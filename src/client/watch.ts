@@ -22,9 +22,11 @@ import { decodeFailure, resourceFromMsg, type AttemptFailure, type WatchEventMsg
  *   and a tail. With `snapshotOnCompacted` the server does this inside the stream
  *   (new_snapshot_to_follow ... end_of_snapshot), which the client turns into the same `reset`
  *   ... `tail` sequence.
- * - Lost connection, node shutting down (UNAVAILABLE), TIMEOUT, SLOW_CONSUMER: reconnect with
- *   jittered exponential backoff, moving to the next endpoint when the node failed, and resume.
- * - Anything retrying cannot fix (INVALID_ARGUMENT, NOT_FOUND type, PERMISSION_DENIED, ...) ends
+ * - Lost connection, node shutting down (UNAVAILABLE), TIMEOUT, SLOW_CONSUMER, RATE_LIMITED:
+ *   reconnect with jittered exponential backoff (at least the Retry-After a RATE_LIMITED node
+ *   asked for), moving to the next endpoint when the node failed, and resume.
+ * - Anything retrying cannot fix (INVALID_ARGUMENT, NOT_FOUND type, UNAUTHENTICATED,
+ *   PERMISSION_DENIED, NO_SPACE, ...) ends
  *   the iteration with that CairnClientError. Nothing else ends it but `close()` or the signal.
  */
 
@@ -164,8 +166,13 @@ type StreamEnd =
 
 const DECIMAL = /^(0|[1-9][0-9]*)$/;
 
-/** Codes a watch retries when the server's handler sends them. */
-const SERVER_RETRY = new Set<string>([ClientErrorCode.UNAVAILABLE, ClientErrorCode.TIMEOUT, ClientErrorCode.SLOW_CONSUMER, ClientErrorCode.COMPACTED, ClientErrorCode.RESET]);
+/**
+ * Codes a watch retries when the server's handler sends them. RATE_LIMITED: the node is at its
+ * cap of streams or watches, or the token's rate; the watch waits the Retry-After the node
+ * asked for (or backs off) and tries the next node. UNAUTHENTICATED and PERMISSION_DENIED (a
+ * token deleted or losing its grant ends the watch) are final.
+ */
+const SERVER_RETRY = new Set<string>([ClientErrorCode.UNAVAILABLE, ClientErrorCode.TIMEOUT, ClientErrorCode.SLOW_CONSUMER, ClientErrorCode.COMPACTED, ClientErrorCode.RESET, ClientErrorCode.RATE_LIMITED]);
 /** gRPC statuses without a Cairn code that mean the transport failed (connection lost or refused, stream reset). */
 const TRANSPORT_RETRY = new Set<number>([grpc.status.UNAVAILABLE, grpc.status.INTERNAL, grpc.status.UNKNOWN, grpc.status.CANCELLED, grpc.status.DEADLINE_EXCEEDED]);
 
@@ -404,7 +411,9 @@ export class WatchStream<D = unknown> implements AsyncIterableIterator<WatchEven
       // COMPACTED/RESET resubscribe at once (the node is fine); otherwise back off, jittered,
       // so that the watchers of a failed node do not all land on the next one together.
       const immediate = code === ClientErrorCode.COMPACTED || code === ClientErrorCode.RESET;
-      const ms = immediate ? 0 : Math.min(this.maxMs, this.baseMs * 2 ** Math.min(failures - 1, 30)) * (0.5 + Math.random() / 2);
+      const backoffMs = immediate ? 0 : Math.min(this.maxMs, this.baseMs * 2 ** Math.min(failures - 1, 30)) * (0.5 + Math.random() / 2);
+      const askedMs = end.kind === 'failure' ? end.failure.retryAfterMs : undefined;
+      const ms = askedMs !== undefined ? Math.max(backoffMs, askedMs) : backoffMs;
       this.logger.info?.({ code, endpoint: from, next: this.endpoint, delayMs: Math.round(ms), err: message }, 'watch stream lost; resuming');
       if (ms > 0) await this.pause(ms);
     }

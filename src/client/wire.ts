@@ -163,6 +163,8 @@ export interface AttemptFailure {
   readonly fromServer: boolean;
   readonly grpcCode: number;
   readonly details: string;
+  /** RATE_LIMITED: how long the server asked the caller to wait, in ms (undefined: it did not say). */
+  readonly retryAfterMs?: number;
 }
 
 /**
@@ -201,5 +203,32 @@ export function decodeFailure(err: grpc.ServiceError, endpoint: string): Attempt
     if (fromServer) details = { ...details, server_code: raw };
   }
   const message = `${err.details || grpc.status[err.code]} (${endpoint})`;
-  return { error: new CairnClientError(code, message, { details, grpcCode: err.code, endpoint, cause: err }), fromServer, grpcCode: err.code, details: err.details };
+  const retryAfterMs = code === ClientErrorCode.RATE_LIMITED ? retryAfterOf(err.metadata, details) : undefined;
+  return {
+    error: new CairnClientError(code, message, { details, grpcCode: err.code, endpoint, cause: err }),
+    fromServer,
+    grpcCode: err.code,
+    details: err.details,
+    ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
+  };
+}
+
+/** The longest wait a server may ask for that the client honours (a larger one is capped to it). */
+export const MAX_RETRY_AFTER_MS = 60_000;
+
+/**
+ * The wait a RATE_LIMITED answer asks for: the `retry_after_ms` detail, else `retry-after`
+ * trailing metadata in seconds (HTTP's Retry-After, delta-seconds form). Undefined when
+ * neither is a non-negative number; capped at MAX_RETRY_AFTER_MS.
+ */
+export function retryAfterOf(metadata: grpc.Metadata | undefined, details: Record<string, unknown>): number | undefined {
+  const num = (v: unknown): number | undefined => {
+    const n = typeof v === 'number' ? v : typeof v === 'string' && /^\d+(\.\d+)?$/.test(v.trim()) ? Number(v) : NaN;
+    return Number.isFinite(n) && n >= 0 ? n : undefined;
+  };
+  const ms = num(details['retry_after_ms']);
+  if (ms !== undefined) return Math.min(ms, MAX_RETRY_AFTER_MS);
+  const seconds = num(metadata?.get('retry-after')[0]);
+  if (seconds !== undefined) return Math.min(seconds * 1000, MAX_RETRY_AFTER_MS);
+  return undefined;
 }

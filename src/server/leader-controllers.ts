@@ -28,6 +28,12 @@ export interface LeaderControllersOptions {
    * certificate names. Absent: the port is plaintext.
    */
   readonly tls?: () => { readonly ca: Buffer; readonly cert: Buffer; readonly key: Buffer };
+  /**
+   * With ACLs on (docs/security.md "Tokens and roles"): the secret of the token the built-in
+   * controllers act with, read at each start of the controllers like `tls`. Absent or
+   * undefined: their calls are anonymous.
+   */
+  readonly token?: () => string | undefined;
 }
 
 /**
@@ -45,7 +51,13 @@ export class LeaderControllers {
     this.gate = new LeaderGate(
       () => {
         const tls = opts.tls?.();
-        const client = new CairnClient({ endpoints: [loopbackAddress(opts.grpcAddress)], endpointOrder: 'listed', ...(tls !== undefined ? { tls } : {}) });
+        const token = opts.token?.();
+        const client = new CairnClient({
+          endpoints: [loopbackAddress(opts.grpcAddress)],
+          endpointOrder: 'listed',
+          ...(tls !== undefined ? { tls } : {}),
+          ...(token !== undefined ? { token } : {}),
+        });
         const manager = new ControllerManager({ client, controllers: opts.controllers, clock: opts.clock, timers: opts.timers, logger: opts.logger, metrics: controllerMetrics(opts.registry) }).start();
         this.current = manager;
         return {
