@@ -62,8 +62,10 @@ t.test('remove-peer deletes /v1/operator/raft/peers/{id}; transfer-leader posts 
 t.test('every error kind has its exit code', async (t) => {
   const cases: [Canned, number, string][] = [
     [error(400, 'INVALID_ARGUMENT', 'address must be host:port'), ExitCode.INVALID, 'cairn: INVALID_ARGUMENT: address must be host:port\n'],
-    [error(401, 'UNAUTHENTICATED', 'no token'), ExitCode.AUTH, 'cairn: UNAUTHENTICATED: no token\n'],
-    [error(403, 'PERMISSION_DENIED', 'nope'), ExitCode.AUTH, 'cairn: PERMISSION_DENIED: nope\n'],
+    [error(401, 'UNAUTHENTICATED', 'no token'), ExitCode.AUTH, 'cairn: UNAUTHENTICATED: no token; no token was sent: set CAIRN_TOKEN or --token (or --token-file)\n'],
+    [error(403, 'PERMISSION_DENIED', 'nope'), ExitCode.AUTH, 'cairn: PERMISSION_DENIED: nope; no token was sent, so the request ran as anonymous: set CAIRN_TOKEN or --token (or --token-file)\n'],
+    [error(429, 'RATE_LIMITED', 'over the rate'), ExitCode.UNAVAILABLE, 'cairn: RATE_LIMITED: over the rate; retry later\n'],
+    [error(507, 'NO_SPACE', 'the data quota is reached'), ExitCode.CONFLICT, 'cairn: NO_SPACE: the data quota is reached\n'],
     [error(404, 'NOT_FOUND', 'n9 is not a member'), ExitCode.NOT_FOUND, 'cairn: NOT_FOUND: n9 is not a member\n'],
     [error(409, 'CAS_FAILED', 'version 3, not 2'), ExitCode.CONFLICT, 'cairn: CAS_FAILED: version 3, not 2\n'],
     [error(409, 'UID_MISMATCH', 'other uid'), ExitCode.CONFLICT, 'cairn: UID_MISMATCH: other uid\n'],
@@ -197,6 +199,7 @@ t.test('exit codes fall back to the HTTP status for unknown codes', async (t) =>
   t.equal(exitCodeFor(undefined, 504), ExitCode.UNAVAILABLE);
   t.equal(exitCodeFor('NOT_LEADER', 503), ExitCode.UNAVAILABLE);
   t.equal(exitCodeFor('COMPACTED', 410), ExitCode.NOT_FOUND);
+  t.equal(exitCodeFor(undefined, 429), ExitCode.UNAVAILABLE, 'a bare 429: try later');
 });
 
 // ---- cairn agent, with a fake agent and fake signals ---------------------------------------
