@@ -134,7 +134,10 @@ async function harness(t: Test): Promise<Harness> {
   });
   let coordinator: Coordinator | undefined = leader.coordinator;
   // A node that stops running (set to undefined) refuses as a stopped node does.
-  const node = { coordinator: (): Promise<Coordinator> => (coordinator ? Promise.resolve(coordinator) : Promise.reject(new CairnError(ErrorCode.UNAVAILABLE, 'node n1 is stopped'))) };
+  const node = {
+    coordinator: (): Promise<Coordinator> => (coordinator ? Promise.resolve(coordinator) : Promise.reject(new CairnError(ErrorCode.UNAVAILABLE, 'node n1 is stopped'))),
+    coordinatorNow: (): Coordinator | undefined => coordinator,
+  };
   const svc = new ResourceService(node, registry, testClock);
   const logged: Array<{ obj: object; msg: string }> = [];
   const logger: Logger = { debug: () => {}, info: () => {}, warn: () => {}, error: (obj, msg) => logged.push({ obj, msg }) };

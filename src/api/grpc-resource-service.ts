@@ -1,5 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import protobuf from 'protobufjs/minimal.js';
+import { callIdentity, type PeerIdentity } from '../auth/index.js';
 import { CairnError, ErrorCode, silentLogger, type Logger } from '../base/index.js';
 import { cairn } from '../gen/resource.js';
 import type { Consistency } from '../replica/index.js';
@@ -256,7 +257,17 @@ function context(call: grpc.ServerUnaryCall<unknown, unknown>, requestId = ''): 
   const deadline = call.getDeadline();
   const at = deadline instanceof Date ? deadline.getTime() : deadline;
   const timeoutMs = Number.isFinite(at) ? Math.max(1, Math.floor(at - Date.now() - DEADLINE_MARGIN_MS)) : undefined;
-  return { requestId: checkRequestId(requestId), token, timeoutMs };
+  return { requestId: checkRequestId(requestId), token, timeoutMs, peer: peerOf(call) };
+}
+
+/** The caller's verified client certificate, if any (a node's makes it a node of the cluster: docs/security.md). */
+function peerOf(call: { getAuthContext?: () => unknown }): PeerIdentity | undefined {
+  if (typeof call.getAuthContext !== 'function') return undefined;
+  try {
+    return callIdentity(call as Parameters<typeof callIdentity>[0]);
+  } catch {
+    return undefined;
+  }
 }
 
 type Handler<Req, Res> = (req: Req, call: grpc.ServerUnaryCall<unknown, unknown>) => Promise<{ response: Res; metadata?: grpc.Metadata }>;
@@ -321,7 +332,7 @@ function watchList(watches: WatchService | undefined, logger: Logger): grpc.hand
           atTail: w.atTail === true,
           snapshotOnCompacted: w.snapshotOnCompacted === true,
         })),
-        { token },
+        { token, peer: peerOf(call) },
         {
           send(events) {
             let ok = true;

@@ -24,10 +24,10 @@ function send(port: number, method: string, path: string, headers: Record<string
 
 async function serve(t: Test, allowed?: HostAllowList): Promise<number> {
   const router = new Router();
-  router.add('GET', '/v1/x', () => ({ status: 200, json: { ok: true } }));
-  router.add('PUT', '/v1/x', (req) => ({ status: 200, json: { got: req.json() } }));
-  router.add('POST', '/v1/empty', () => ({ status: 200, json: { ok: true } }));
-  router.add('PUT', '/v1/bin', (req) => ({ status: 200, json: { bytes: req.body.length } }), { contentType: 'application/octet-stream' });
+  router.add('GET', '/v1/x', () => ({ status: 200, json: { ok: true } }), { access: 'public' });
+  router.add('PUT', '/v1/x', (req) => ({ status: 200, json: { got: req.json() } }), { access: 'public' });
+  router.add('POST', '/v1/empty', () => ({ status: 200, json: { ok: true } }), { access: 'public' });
+  router.add('PUT', '/v1/bin', (req) => ({ status: 200, json: { bytes: req.body.length } }), { contentType: 'application/octet-stream', access: 'public' });
   const server = createHttpServer({ router, logger: silentLogger, ...(allowed ? { allowedHosts: allowed } : {}) });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   t.teardown(() => new Promise<void>((r) => server.close(() => r())));

@@ -3,6 +3,7 @@ import * as https from 'node:https';
 import { CairnError, ErrorCode, type Logger } from '../base/index.js';
 import { errorBody, httpStatusOf, RETRY_AFTER_SECONDS, toCairnError } from './errors.js';
 import { HostAllowList, isMediaType } from './host-check.js';
+import type { AclTarget, AclVerb } from '../auth/index.js';
 
 /** Request bodies are at most 1 MiB (API.md); more is TOO_LARGE (413). */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -35,7 +36,16 @@ export interface RouteOptions {
    * `application/json`); anything else is 415 (host-check.ts says why).
    */
   readonly contentType?: string;
+  /**
+   * Who may call this route (issue 16: every door checks). `public`: anyone (probes, ACL
+   * bootstrap, leader status); `service`: the handler's service checks each operation itself
+   * (the resource API, watches, ACL objects); `{verb, target}`: the server checks the caller holds
+   * that grant before the handler runs. Routes that do not say are refused at registration.
+   */
+  readonly access: RouteAccess;
 }
+
+export type RouteAccess = 'public' | 'service' | { readonly verb: AclVerb; readonly target: AclTarget };
 
 interface Route {
   readonly method: string;
@@ -48,9 +58,15 @@ interface Route {
 export class Router {
   private readonly routes: Route[] = [];
 
-  add(method: string, pattern: string, handler: Handler, options: RouteOptions = {}): this {
+  add(method: string, pattern: string, handler: Handler, options: RouteOptions): this {
+    if (options.access === undefined) throw new Error(`route ${method} ${pattern} does not say who may call it`);
     this.routes.push({ method, parts: pattern.split('/').filter((p) => p !== ''), handler, options });
     return this;
+  }
+
+  /** Every route with who may call it (for the test that every door checks). */
+  list(): Array<{ method: string; pattern: string; access: RouteAccess }> {
+    return this.routes.map((r) => ({ method: r.method, pattern: `/${r.parts.join('/')}`, access: r.options.access }));
   }
 
   match(method: string, path: string): { handler: Handler; params: Record<string, string>; options: RouteOptions } | 'method-not-allowed' | undefined {
@@ -184,6 +200,8 @@ export interface HttpServerOptions {
   readonly tls?: { readonly cert: Buffer; readonly key: Buffer; readonly ca: Buffer };
   /** The Host headers answered (default: loopback names and IP literals only). */
   readonly allowedHosts?: HostAllowList;
+  /** Checks a route's `{verb, target}` grant for a request (throws UNAUTHENTICATED or PERMISSION_DENIED). Absent: nothing to check (no access control). */
+  readonly authorize?: (req: HttpRequest, verb: AclVerb, target: AclTarget) => Promise<void>;
 }
 
 /** The HTTP API's server: plain or TLS, the same handlers. */
@@ -277,6 +295,8 @@ export function createHttpServer(opts: HttpServerOptions): ApiHttpServer {
     };
     let out: HttpResponse;
     try {
+      const access = m.options.access;
+      if (typeof access === 'object' && opts.authorize !== undefined) await opts.authorize(request, access.verb, access.target);
       out = await m.handler(request, res);
     } catch (e) {
       await answerError(req, res, e);

@@ -1,6 +1,10 @@
 import { CairnError, ErrorCode, NO_NODE, nodeId, type NodeId } from '../base/index.js';
 import type { Coordinator } from '../replica/index.js';
-import type { Router } from './http-server.js';
+import type { RouteAccess, Router } from './http-server.js';
+import { METRICS_TARGET as METRICS, OPERATOR_TARGET, type AclTarget } from '../auth/index.js';
+
+/** Operator routes as an authorization target: `read` for status, `admin` for changes. */
+const OPERATOR: AclTarget = { ...OPERATOR_TARGET, partition: '', namespace: '', name: '' };
 import type { Metrics } from './metrics.js';
 import { START_WAIT_DEFAULT_MS, type ServedNode } from './served-node.js';
 
@@ -15,8 +19,10 @@ export interface OperatorDeps {
    * known (`/v1/status/leader` answers `http_address: null`).
    */
   readonly httpAddressOf?: (id: NodeId, grpcAddress: string) => Promise<string | undefined>;
+  /** Who may read `/metrics` (default: `read` on cairn.v1.Metrics; `public` with --metrics-anonymous). */
+  readonly metricsAccess?: RouteAccess;
   /** How the node serves (docs/security.md): with TLS, or without it off loopback (`--insecure`). */
-  readonly security?: { readonly tls: boolean; readonly insecure: boolean };
+  readonly security?: { readonly tls: boolean; readonly insecure: boolean; readonly acl?: boolean };
 }
 
 /** The coordinator; a request that arrives while the node starts waits for it (starting is not failing). */
@@ -54,7 +60,7 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
     const failed = c?.status().failed;
     if (failed !== undefined) return { status: 503, json: { status: 'failed', reason: failed } };
     return { status: 200, json: { status: 'ok' } };
-  });
+  }, { access: 'public' });
 
   router.add('GET', '/readyz', () => {
     const c = deps.node.coordinatorNow();
@@ -65,12 +71,12 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
     const lag = st.commit - st.applied;
     if (lag > (deps.readyLagEntries ?? 100)) return { status: 503, json: { ready: false, reason: `applying: ${lag} entries behind the commit index` } };
     return { status: 200, json: { ready: true, leader: st.leader, term: st.term } };
-  });
+  }, { access: 'public' });
 
   router.add('GET', '/metrics', async () => {
     const text = await deps.metrics.registry.metrics();
     return { status: 200, bytes: Buffer.from(text), contentType: deps.metrics.registry.contentType };
-  });
+  }, { access: deps.metricsAccess ?? { verb: 'read', target: { ...METRICS, partition: '', namespace: '', name: '' } } });
 
   router.add('GET', '/v1/agent/self', async () => {
     const st = (await serving(deps)).status();
@@ -89,9 +95,10 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
         failed: st.failed ?? null,
         tls: deps.security?.tls ?? false,
         insecure: deps.security?.insecure ?? false,
+        acl: deps.security?.acl ?? false,
       },
     };
-  });
+  }, { access: { verb: 'read', target: OPERATOR } });
 
   // `address` is the gRPC address (kept from the first wave, which answered only that one);
   // `grpc_address` says so by name; `http_address` is null when this node cannot learn it
@@ -102,7 +109,7 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
     if (st.leader === NO_NODE || !leader) throw new CairnError(ErrorCode.UNAVAILABLE, 'no leader is known right now');
     const http = (await deps.httpAddressOf?.(leader.id, leader.address)) ?? null;
     return { status: 200, json: { id: leader.id, address: leader.address, grpc_address: leader.address, http_address: http } };
-  });
+  }, { access: 'public' });
 
   router.add('GET', '/v1/operator/raft/configuration', async () => {
     const st = (await serving(deps)).status();
@@ -113,7 +120,7 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
         servers: st.config.members.map((m) => ({ id: m.id, address: m.address, suffrage: m.suffrage, leader: m.id === st.leader })),
       },
     };
-  });
+  }, { access: { verb: 'read', target: OPERATOR } });
 
   router.add('POST', '/v1/operator/raft/peers', async (req) => {
     const o = obj(req.json(), 'the peer');
@@ -127,7 +134,7 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
     // `voter: true` asks the leader to promote it once caught up.
     const index = await (await serving(deps)).changeMembership({ type: 'add-learner', id, address, ...(voter ? { autoPromote: true } : {}) });
     return { status: 200, json: { index, id, address, suffrage: 'learner', promote_when_caught_up: voter } };
-  });
+  }, { access: { verb: 'admin', target: OPERATOR } });
 
   router.add('DELETE', '/v1/operator/raft/peers/:id', async (req) => {
     const id = parseNodeId(req.params['id'], 'id');
@@ -137,7 +144,7 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
     }
     const index = await c.changeMembership({ type: 'remove', id });
     return { status: 200, json: { index, removed: id } };
-  });
+  }, { access: { verb: 'admin', target: OPERATOR } });
 
   router.add('POST', '/v1/operator/raft/transfer-leader', async (req) => {
     const o = req.body.length === 0 ? {} : obj(req.json(), 'the request');
@@ -146,5 +153,5 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
     const c = await serving(deps);
     await c.transferLeadership(target);
     return { status: 200, json: { requested: target === '' ? 'most up-to-date voter' : target } };
-  });
+  }, { access: { verb: 'admin', target: OPERATOR } });
 }

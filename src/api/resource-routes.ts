@@ -44,7 +44,7 @@ function optString(o: Record<string, unknown>, k: string): string | undefined {
 }
 
 /** Per-request context: idempotency key (Idempotency-Key header) and bearer token. */
-function context(req: HttpRequest): CallContext {
+export function httpCallContext(req: HttpRequest): CallContext {
   const key = req.headers['idempotency-key'];
   const requestId = checkRequestId(typeof key === 'string' ? key : undefined);
   const auth = req.headers['authorization'];
@@ -77,28 +77,28 @@ export function addResourceRoutes(router: Router, svc: ResourceService): void {
         status: o['status'],
         uid: optString(o, 'uid'),
       },
-      context(req),
+      httpCallContext(req),
     );
     return { status: 200, json: resource };
-  });
+  }, { access: 'service' });
 
   router.add('GET', '/v1/resource/:type/:name', async (req) => {
     queryOnly(req, ['partition', 'namespace', 'uid', 'consistency']);
     const r = await svc.read(
       { type: req.params['type'] ?? '', partition: q(req, 'partition'), namespace: q(req, 'namespace'), name: req.params['name'] ?? '', uid: q(req, 'uid'), consistency: consistency(req) },
-      context(req),
+      httpCallContext(req),
     );
     return { status: 200, json: r.resource, headers: freshness(r.revision, r.lastLeaderContactMs) };
-  });
+  }, { access: 'service' });
 
   router.add('DELETE', '/v1/resource/:type/:name', async (req) => {
     queryOnly(req, ['partition', 'namespace', 'version', 'uid']);
     const r = await svc.delete(
       { type: req.params['type'] ?? '', partition: q(req, 'partition'), namespace: q(req, 'namespace'), name: req.params['name'] ?? '', version: q(req, 'version'), uid: q(req, 'uid') },
-      context(req),
+      httpCallContext(req),
     );
     return { status: 200, json: r.resource ? { deleted: r.deleted, resource: r.resource } : { deleted: r.deleted } };
-  });
+  }, { access: 'service' });
 
   router.add('PUT', '/v1/resource/:type/:name/status/:key', async (req) => {
     queryOnly(req, ['partition', 'namespace']);
@@ -117,10 +117,10 @@ export function addResourceRoutes(router: Router, svc: ResourceService): void {
         conditions: o['conditions'] ?? [],
         version: optString(o, 'version'),
       },
-      context(req),
+      httpCallContext(req),
     );
     return { status: 200, json: resource };
-  });
+  }, { access: 'service' });
 
   router.add('GET', '/v1/resources/:type', async (req) => {
     queryOnly(req, ['partition', 'namespace', 'name_prefix', 'owner_uid', 'consistency']);
@@ -133,8 +133,8 @@ export function addResourceRoutes(router: Router, svc: ResourceService): void {
         ownerUid: q(req, 'owner_uid'),
         consistency: consistency(req),
       },
-      context(req),
+      httpCallContext(req),
     );
     return { status: 200, json: { resources: r.resources, revision: String(r.revision) }, headers: freshness(r.revision, r.lastLeaderContactMs) };
-  });
+  }, { access: 'service' });
 }

@@ -8,6 +8,8 @@ import type { AccessVerb, ProposedResource, RegisteredType, TypeRegistry } from 
 import { formatTypeRef, parseTypeString } from './registry.js';
 import { MAX_RESTORE_BYTES } from './snapshot-routes.js';
 import { resourceToJson, type ResourceIdJson, type ResourceJson } from './resource-json.js';
+import { AccessControl, isAclType, targetOf } from './acl.js';
+import { authorize, type AclTarget, type AclVerb, type Identity, type PeerIdentity } from '../auth/index.js';
 
 /** Limits on what a resource may carry (API.md "limits"). */
 export const LIMITS = {
@@ -225,8 +227,23 @@ export type ListFilter = Omit<ListQuery, 'ownerUid'>;
 export interface CallContext {
   /** Idempotency key: a retried call with the same id is applied once. */
   readonly requestId?: string | undefined;
+  /** The bearer token the caller presented (its secret). */
   readonly token?: string | undefined;
   readonly timeoutMs?: number | undefined;
+  /** The verified client certificate of a gRPC caller (a node certificate is a node of the cluster). */
+  readonly peer?: PeerIdentity | undefined;
+  /**
+   * Server code acting on its own authority (bootstrap, the initial management token): never
+   * set from anything a client sends.
+   */
+  readonly asIdentity?: Identity | undefined;
+}
+
+/** What a list or watch may show its caller: the identity, and a per-item check. */
+export interface ListAccess {
+  readonly identity: Identity;
+  /** Whether the caller may see this item (`list` or `watch` on it). */
+  visible(r: Resource): boolean;
 }
 
 export interface ReadResult {
@@ -248,11 +265,49 @@ export interface ListResult {
  * translating the FSM's verdict.
  */
 export class ResourceService {
+  /** Access control (docs/security.md); off unless the node was given one. */
+  readonly access: AccessControl;
+
   constructor(
-    private readonly node: Pick<ServedNode, 'coordinator'>,
+    private readonly node: Pick<ServedNode, 'coordinator' | 'coordinatorNow'>,
     private readonly registry: TypeRegistry,
     private readonly clock: Clock,
-  ) {}
+    opts: { readonly access?: AccessControl } = {},
+  ) {
+    this.access = opts.access ?? new AccessControl({ enabled: false, clock });
+  }
+
+  /** Who is calling, from this node's replicated tokens and roles (UNAUTHENTICATED for a bad token). */
+  async identify(c: Coordinator, ctx: CallContext): Promise<Identity> {
+    if (ctx.asIdentity !== undefined) return ctx.asIdentity;
+    if (!this.access.enabled) return { kind: 'open' };
+    return (await c.read('stale', (s) => this.access.identify(s, ctx.token, ctx.peer))).value;
+  }
+
+  /**
+   * The identity now, without waiting (a watch's periodic re-check): undefined while the node
+   * does not run. Throws UNAUTHENTICATED for a token no longer valid.
+   */
+  identifyNow(ctx: CallContext): Identity | undefined {
+    if (ctx.asIdentity !== undefined) return ctx.asIdentity;
+    if (!this.access.enabled) return { kind: 'open' };
+    const c = this.node.coordinatorNow();
+    return c === undefined ? undefined : this.access.identify(c.storeNow(), ctx.token, ctx.peer);
+  }
+
+  /** The caller's identity, waiting for a starting node within the call's deadline. */
+  async identifyCall(ctx: CallContext): Promise<Identity> {
+    const [c] = await this.coord(ctx);
+    return this.identify(c, ctx);
+  }
+
+  /** For routes outside the resource API (operator, snapshot, ACL, metrics): the caller must hold `verb` on `target`. */
+  async authorizeCall(ctx: CallContext, verb: AclVerb, target: AclTarget): Promise<Identity> {
+    const [c] = await this.coord(ctx);
+    const identity = await this.identify(c, ctx);
+    this.access.check(identity, verb, target);
+    return identity;
+  }
 
   /**
    * The coordinator, waiting for a starting node within the call's deadline (starting is not
@@ -266,10 +321,40 @@ export class ResourceService {
     return [c, waitedMs < 1 ? ctx : { ...ctx, timeoutMs: Math.max(1, Math.floor(ctx.timeoutMs - waitedMs)) }];
   }
 
-  private authorize(t: RegisteredType, verb: AccessVerb, target: { partition: string; namespace: string; name: string }, ctx: CallContext): void {
+  /**
+   * Every door's check (issue 16 item 2): the caller's grants (ACL verbs; the ACL types need
+   * `admin`), then the type's own access hook, if it has one.
+   */
+  private authorize(identity: Identity, t: RegisteredType, verb: AccessVerb, target: { partition: string; namespace: string; name: string }, ctx: CallContext): void {
+    this.access.check(identity, aclVerb(t.group, t.kind, verb), { group: t.group, groupVersion: t.groupVersion, kind: t.kind, ...target });
     if (t.access && !t.access(verb, target, ctx.token)) {
       throw new CairnError(ErrorCode.PERMISSION_DENIED, `not allowed to ${verb} ${t.group}.${t.groupVersion}.${t.kind} ${target.name}`);
     }
+  }
+
+  /** Whether a caller may be held to the cascade guard (a grant that is not everything). */
+  private restricted(identity: Identity): boolean {
+    return identity.kind === 'anonymous' || (identity.kind === 'token' && !identity.management);
+  }
+
+  /**
+   * The cascade a delete of `root` would make now, checked against the caller's grants: every
+   * owned resource it would remove or mark needs `delete` on it. Returns the uids, which the
+   * command carries so the state machine refuses it if the cascade has grown since
+   * (docs/security.md "Cascades"). Undefined when the caller may delete anything.
+   */
+  private checkCascade(identity: Identity, store: StoreReader, root: Resource): string[] | undefined {
+    if (!this.restricted(identity)) return undefined;
+    const uids: string[] = [];
+    for (const r of store.cascadeOf(root)) {
+      const target = targetOf(r);
+      if (!authorize(identity, aclVerb(target.group, target.kind, 'delete'), target)) {
+        // Says that something owned is out of reach, not what: the caller may not even see it.
+        throw new CairnError(ErrorCode.PERMISSION_DENIED, `deleting ${root.id.name} would also delete owned resources this token may not delete`, { missing_grant: 'delete on owned resources' });
+      }
+      uids.push(r.id.uid);
+    }
+    return uids;
   }
 
   private typeRef(t: RegisteredType): TypeRef {
@@ -320,7 +405,6 @@ export class ResourceService {
     const t = this.registry.resolve(req.type);
     const tenancy = normalizeTenancy(t, req.partition, req.namespace);
     const name = checkDnsLabel(req.name, 'name');
-    this.authorize(t, 'write', { ...tenancy, name }, ctx);
     if (req.data === undefined) throw invalid('data is required');
     if (checkJson(req.data, 'data') > LIMITS.dataBytes) throw new CairnError(ErrorCode.TOO_LARGE, `data is over ${LIMITS.dataBytes} bytes`);
     const metadata = req.metadata === undefined ? undefined : checkMetadata(req.metadata);
@@ -332,6 +416,8 @@ export class ResourceService {
     const uid = req.uid === undefined || req.uid === '' ? undefined : req.uid;
     let c: Coordinator;
     [c, ctx] = await this.coord(ctx);
+    const identity = await this.identify(c, ctx);
+    this.authorize(identity, t, 'write', { ...tenancy, name }, ctx);
     const header = this.header(ctx);
     const key = { group: t.group, kind: t.kind, tenancy, name };
     // Unconditional writes run hooks against the current state and propose a CAS on it,
@@ -350,6 +436,11 @@ export class ResourceService {
       t.mutate?.(proposed, current);
       checkProposed(t, req.type, proposed, current);
       const expectedVersion = expected ?? ((current?.version ?? 0) as Revision);
+      // Removing the last finalizer of a resource being deleted deletes it, with its cascade.
+      const cascadeAllowed =
+        current !== undefined && current.deletionTimestamp !== null && finalizers !== undefined && finalizers.length === 0
+          ? (await c.read('stale', (s) => this.checkCascade(identity, s, current as Resource))).value
+          : undefined;
       const cmd: WriteCommand = {
         ...header,
         id: { type: this.typeRef(t), tenancy, name, ...(uid !== undefined ? { uid } : {}) },
@@ -359,12 +450,14 @@ export class ResourceService {
         ...(finalizers !== undefined ? { finalizers } : {}),
         ...(status !== undefined ? { status } : {}),
         expectedVersion,
+        ...(cascadeAllowed !== undefined ? { cascadeAllowed } : {}),
       };
       const result = await c.propose(CommandType.ResourceWrite, cmd, ctx.timeoutMs);
       try {
         return resourceToJson(expectWrite(result));
       } catch (e) {
-        if (expected === undefined && isCairnError(e, ErrorCode.CAS_FAILED) && attempt + 1 < LIMITS.casRetries) {
+        const retry = isCairnError(e, ErrorCode.CAS_FAILED) && (expected === undefined || e.details['cascade_changed'] === true);
+        if (retry && attempt + 1 < LIMITS.casRetries) {
           // Someone else wrote between our read and our proposal; the request id must change
           // so the retry is not mistaken for a repeat of the refused attempt.
           header.requestId = `${header.requestId}.${attempt + 1}`;
@@ -379,9 +472,9 @@ export class ResourceService {
     const t = this.registry.resolve(req.type);
     const tenancy = normalizeTenancy(t, req.partition, req.namespace);
     const name = checkDnsLabel(req.name, 'name');
-    this.authorize(t, 'read', { ...tenancy, name }, ctx);
     const uid = req.uid === undefined || req.uid === '' ? undefined : req.uid;
     const [c] = await this.coord(ctx);
+    this.authorize(await this.identify(c, ctx), t, 'read', { ...tenancy, name }, ctx);
     const out = await c.read(req.consistency ?? 'linearizable', (s) => s.read({ type: this.typeRef(t), tenancy, name, ...(uid !== undefined ? { uid } : {}) }));
     if (!out.value.ok) throw out.value.error;
     return { resource: resourceToJson(out.value.value), revision: out.revision, lastLeaderContactMs: out.lastLeaderContactMs };
@@ -391,17 +484,37 @@ export class ResourceService {
     const t = this.registry.resolve(req.type);
     const tenancy = normalizeTenancy(t, req.partition, req.namespace);
     const name = checkDnsLabel(req.name, 'name');
-    this.authorize(t, 'delete', { ...tenancy, name }, ctx);
     const expectedVersion = parseVersion(req.version);
     const uid = req.uid === undefined || req.uid === '' ? undefined : req.uid;
-    const cmd: DeleteCommand = {
-      ...this.header(ctx),
-      id: { type: this.typeRef(t), tenancy, name, ...(uid !== undefined ? { uid } : {}) },
-      ...(expectedVersion !== undefined ? { expectedVersion } : {}),
-    };
     let c: Coordinator;
     [c, ctx] = await this.coord(ctx);
-    const r = await c.propose(CommandType.ResourceDelete, cmd, ctx.timeoutMs);
+    const identity = await this.identify(c, ctx);
+    this.authorize(identity, t, 'delete', { ...tenancy, name }, ctx);
+    const header = this.header(ctx);
+    let r: ApplyResult;
+    for (let attempt = 0; ; attempt++) {
+      // A restricted caller's delete carries the cascade it was allowed (docs/security.md "Cascades").
+      const cascadeAllowed = this.restricted(identity)
+        ? (
+            await c.read(attempt === 0 ? 'stale' : 'linearizable', (s) => {
+              const stored = s.get({ group: t.group, kind: t.kind, tenancy, name });
+              return stored === undefined || stored.finalizers.length > 0 ? [] : this.checkCascade(identity, s, stored);
+            })
+          ).value
+        : undefined;
+      const cmd: DeleteCommand = {
+        ...header,
+        id: { type: this.typeRef(t), tenancy, name, ...(uid !== undefined ? { uid } : {}) },
+        ...(expectedVersion !== undefined ? { expectedVersion } : {}),
+        ...(cascadeAllowed !== undefined ? { cascadeAllowed } : {}),
+      };
+      r = await c.propose(CommandType.ResourceDelete, cmd, ctx.timeoutMs);
+      if (!r.ok && r.error.details['cascade_changed'] === true && attempt + 1 < LIMITS.casRetries) {
+        header.requestId = `${header.requestId}.${attempt + 1}`;
+        continue;
+      }
+      break;
+    }
     if (!r.ok) throw fromApplyError(r);
     if (r.kind !== 'delete') throw new CairnError(ErrorCode.INTERNAL, `unexpected ${r.kind} result for a delete`);
     return { deleted: r.deleted, resource: r.resource ? resourceToJson(r.resource) : null };
@@ -411,7 +524,6 @@ export class ResourceService {
     const t = this.registry.resolve(req.type);
     const tenancy = normalizeTenancy(t, req.partition, req.namespace);
     const name = checkDnsLabel(req.name, 'name');
-    this.authorize(t, 'status', { ...tenancy, name }, ctx);
     if (typeof req.key !== 'string' || !QUALIFIED.test(req.key)) throw invalid(`status key ${JSON.stringify(req.key)} must be a qualified name (e.g. demo.v1.artist-controller)`);
     if (typeof req.uid !== 'string' || req.uid === '') throw invalid('uid is required for a status write');
     if (typeof req.observedGeneration !== 'string') throw invalid('observed_generation must be a string');
@@ -425,6 +537,7 @@ export class ResourceService {
     };
     let c: Coordinator;
     [c, ctx] = await this.coord(ctx);
+    this.authorize(await this.identify(c, ctx), t, 'status', { ...tenancy, name }, ctx);
     const r = await c.propose(CommandType.ResourceStatus, cmd, ctx.timeoutMs);
     if (!r.ok) throw fromApplyError(r);
     if (r.kind !== 'status') throw new CairnError(ErrorCode.INTERNAL, `unexpected ${r.kind} result for a status write`);
@@ -506,12 +619,11 @@ export class ResourceService {
    * The filter of a List or a Watch: the type with or without its group version, the tenancy
    * with `*` wildcards, and a name prefix; checks the caller may list it.
    */
-  listFilter(req: { type: string; partition?: string | undefined; namespace?: string | undefined; namePrefix?: string | undefined }, ctx: CallContext = {}): ListFilter {
+  listFilter(req: { type: string; partition?: string | undefined; namespace?: string | undefined; namePrefix?: string | undefined }): ListFilter {
     if (typeof req.type !== 'string') throw invalid('type must be a string');
     const p = parseTypeString(req.type, true);
     const t = p.groupVersion === undefined ? this.registry.resolveGroupKind(p.group, p.kind) : this.registry.resolve(req.type);
     const tenancy = normalizeTenancy(t, req.partition, req.namespace, true);
-    this.authorize(t, 'list', { ...tenancy, name: '' }, ctx);
     const namePrefix = req.namePrefix === undefined || req.namePrefix === '' ? undefined : req.namePrefix;
     if (namePrefix !== undefined && (typeof namePrefix !== 'string' || !/^[a-z0-9-]{1,63}$/.test(namePrefix))) throw invalid('name_prefix must be a prefix of a DNS label');
     return {
@@ -524,11 +636,39 @@ export class ResourceService {
     };
   }
 
+  /**
+   * What a list or watch with `filter` may show this caller: refused (UNAUTHENTICATED or
+   * PERMISSION_DENIED) when no grant covers any of it; otherwise each item is checked on its
+   * own, so a namespace-scoped token may list `*` and see its namespace only.
+   */
+  listAccess(identity: Identity, filter: ListFilter, verb: 'list' | 'watch'): ListAccess {
+    const v = aclVerb(filter.group, filter.kind, verb);
+    this.access.checkList(identity, v, {
+      group: filter.group,
+      groupVersion: filter.groupVersion,
+      kind: filter.kind,
+      partition: filter.partition,
+      namespace: filter.namespace,
+      name: '',
+      ...(filter.namePrefix !== undefined ? { namePrefix: filter.namePrefix } : {}),
+    });
+    const everything = identity.kind === 'open' || identity.kind === 'node' || (identity.kind === 'token' && identity.management);
+    return {
+      identity,
+      visible: everything ? () => true : (r) => authorize(identity, aclVerb(r.id.type.group, r.id.type.kind, verb), targetOf(r)),
+    };
+  }
+
   async list(req: ListRequest, ctx: CallContext = {}): Promise<ListResult> {
-    const filter = this.listFilter(req, ctx);
+    const filter = this.listFilter(req);
     const ownerUid = req.ownerUid === undefined || req.ownerUid === '' ? undefined : req.ownerUid;
     const [c] = await this.coord(ctx);
-    const out = await c.read(req.consistency ?? 'linearizable', (s) => s.list({ ...filter, ...(ownerUid !== undefined ? { ownerUid } : {}) }));
+    const access = this.listAccess(await this.identify(c, ctx), filter, 'list');
+    const t = this.registry.resolveGroupKind(filter.group, filter.kind);
+    if (t.access && !t.access('list', { partition: filter.partition, namespace: filter.namespace, name: '' }, ctx.token)) {
+      throw new CairnError(ErrorCode.PERMISSION_DENIED, `not allowed to list ${t.group}.${t.kind}`);
+    }
+    const out = await c.read(req.consistency ?? 'linearizable', (s) => s.list({ ...filter, ...(ownerUid !== undefined ? { ownerUid } : {}) }).filter((r) => access.visible(r)));
     return { resources: out.value.map(resourceToJson), revision: out.revision, lastLeaderContactMs: out.lastLeaderContactMs };
   }
 
@@ -536,9 +676,12 @@ export class ResourceService {
   async listByOwner(ownerUid: string, consistency: Consistency = 'linearizable', ctx: CallContext = {}): Promise<ListResult> {
     if (typeof ownerUid !== 'string' || ownerUid === '') throw invalid('owner uid is required');
     const [c] = await this.coord(ctx);
+    const identity = await this.identify(c, ctx);
     const out = await c.read(consistency, (s) => s.listByOwner(ownerUid));
-    // The children may be of any type: each type's access hook decides what this caller sees.
+    // The children may be of any type: the caller's grants (`list` on each item) and each
+    // type's access hook decide what this caller sees.
     const visible = out.value.filter((r) => {
+      if (!authorize(identity, aclVerb(r.id.type.group, r.id.type.kind, 'list'), targetOf(r))) return false;
       let t: RegisteredType;
       try {
         t = this.registry.resolve(`${r.id.type.group}.${r.id.type.groupVersion}.${r.id.type.kind}`);
@@ -580,4 +723,10 @@ function expectWrite(r: ApplyResult): Resource {
   if (!r.ok) throw fromApplyError(r);
   if (r.kind !== 'write') throw new CairnError(ErrorCode.INTERNAL, `unexpected ${r.kind} result for a write`);
   return r.resource;
+}
+
+/** The ACL verb of an operation: the ACL types themselves need `admin` for anything. */
+export function aclVerb(group: string, kind: string, verb: AccessVerb | 'watch'): AclVerb {
+  if (isAclType(group, kind)) return 'admin';
+  return verb === 'status' ? 'write-status' : verb;
 }

@@ -4,6 +4,10 @@ import { CairnError, ErrorCode, type Clock } from '../base/index.js';
 import { CommandType } from '../fsm/index.js';
 import type { Coordinator } from '../replica/index.js';
 import type { Router } from './http-server.js';
+import { SNAPSHOT_TARGET, type AclTarget } from '../auth/index.js';
+
+/** Snapshots as an authorization target: save and restore are `admin` only. */
+const SNAPSHOT: AclTarget = { ...SNAPSHOT_TARGET, partition: '', namespace: '', name: '' };
 import { START_WAIT_DEFAULT_MS, type ServedNode } from './served-node.js';
 
 /**
@@ -34,7 +38,7 @@ export function addSnapshotRoutes(router: Router, node: Pick<ServedNode, 'coordi
     trailer.writeUInt32BE(crc >>> 0);
     res.end(trailer);
     return { status: 'streamed' };
-  });
+  }, { access: { verb: 'admin', target: SNAPSHOT } });
 
   router.add(
     'PUT',
@@ -59,6 +63,6 @@ export function addSnapshotRoutes(router: Router, node: Pick<ServedNode, 'coordi
       return { status: 200, json: { restored: true, revision: String(result.revision), resources: result.resources } };
     },
     // The file as saved (GET /v1/snapshot answers this type; `cairn snapshot restore` sends it).
-    { maxBodyBytes: MAX_RESTORE_BYTES, contentType: 'application/octet-stream' },
+    { maxBodyBytes: MAX_RESTORE_BYTES, contentType: 'application/octet-stream', access: { verb: 'admin', target: SNAPSHOT } },
   );
 }

@@ -110,5 +110,5 @@ export function addWatchRoutes(router: Router, watches: WatchService): void {
     res.writeHead(200, { 'content-type': 'application/json;stream=watch', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
     res.flushHeaders();
     return { status: 'streamed' };
-  });
+  }, { access: 'service' });
 }

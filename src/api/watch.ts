@@ -2,7 +2,7 @@ import { CairnError, ErrorCode, type Clock, type Revision } from '../base/index.
 import type { Resource } from '../store/index.js';
 import type { EndCode, EventPublisher, Subscription } from '../stream/index.js';
 import { resourceToJson } from './resource-json.js';
-import { parseVersion, type CallContext, type ListFilter, type ResourceService } from './resource-service.js';
+import { parseVersion, type CallContext, type ListAccess, type ListFilter, type ResourceService } from './resource-service.js';
 import { START_WAIT_DEFAULT_MS, type ServedNode } from './served-node.js';
 
 /** Limits of one watch stream. */
@@ -123,6 +123,8 @@ export interface WatchServiceOptions {
 interface WatchState {
   readonly index: number;
   readonly filter: ListFilter;
+  /** What the caller may see of it (re-checked on every tick: a revoked grant ends the watch). */
+  access: ListAccess | undefined;
   /** The reader wants no tail marker (at_tail); a fresh initial state after framing's new-snapshot-to-follow still ends with its marker. */
   atTail: boolean;
   readonly framed: boolean;
@@ -159,17 +161,44 @@ export class WatchSession {
     private readonly publisher: EventPublisher,
     private readonly sink: WatchSink,
     nowMs: number,
+    private readonly ctx: CallContext = {},
   ) {
     this.lastSentMs = nowMs;
   }
 
+  /**
+   * @internal The caller's grants again (the service's tick): a token deleted, expired or no
+   * longer granted `watch` on a watch's filter ends the stream with PERMISSION_DENIED; a narrower
+   * grant narrows what is sent from now on.
+   */
+  recheck(resources: ResourceService): void {
+    if (this.closed || this.states.every((s) => s.access === undefined)) return;
+    let identity;
+    try {
+      identity = resources.identifyNow(this.ctx);
+    } catch {
+      this.finish(new CairnError(ErrorCode.PERMISSION_DENIED, "the watch's token is no longer valid (revoked or expired)"), undefined);
+      return;
+    }
+    if (identity === undefined) return;
+    for (const st of this.states) {
+      try {
+        st.access = resources.listAccess(identity, st.filter, 'watch');
+      } catch (e) {
+        const message = e instanceof CairnError ? e.message : String(e);
+        this.finish(new CairnError(ErrorCode.PERMISSION_DENIED, `watch ${st.index}: ${message}`, { watch: st.index }), st.index);
+        return;
+      }
+    }
+  }
+
   /** @internal */
-  add(index: number, filter: ListFilter, spec: WatchSpec, gtRevision: Revision | undefined): void {
+  add(index: number, filter: ListFilter, spec: WatchSpec, gtRevision: Revision | undefined, access?: ListAccess): void {
     // With gt_revision the publisher replays the changes after it and then tails; at_tail only
     // keeps that tail from the reader (Nexodus's resume request).
     const atTail = spec.atTail === true;
     const sub = this.publisher.subscribe(filter, gtRevision !== undefined ? { gtRevision } : { atTail });
-    const st: WatchState = { index, filter, atTail, framed: spec.snapshotOnCompacted === true, sub, fresh: gtRevision === undefined && !atTail, pastTail: false };
+    const st: WatchState = { index, filter, access, atTail, framed: spec.snapshotOnCompacted === true, sub, fresh: gtRevision === undefined && !atTail, pastTail: false };
     this.watchReadable(st);
     this.states.push(st);
   }
@@ -242,6 +271,8 @@ export class WatchSession {
       switch (ev.type) {
         case 'change':
         case 'delete': {
+          // An item the caller may not see is never sent (issue 16 item 2).
+          if (st.access !== undefined && !st.access.visible(ev.resource)) break;
           const out = sharedChangeEvent(ev.type, st.index, ev.revision, ev.resource);
           batch.push(out);
           if (this.sink.sizeOf) bytes += this.sink.sizeOf(out);
@@ -348,7 +379,7 @@ export class WatchService {
     if (specs.length > WATCH_LIMITS.watchesPerStream) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `at most ${WATCH_LIMITS.watchesPerStream} watches per stream, got ${specs.length}`);
     const checked = specs.map((s, i) => {
       try {
-        const filter = this.resources.listFilter(s, ctx);
+        const filter = this.resources.listFilter(s);
         const gtRevision = parseVersion(s.gtRevision, 'gt_revision');
         return { filter, gtRevision };
       } catch (e) {
@@ -358,10 +389,20 @@ export class WatchService {
     });
     const stopping = (): CairnError => new CairnError(ErrorCode.UNAVAILABLE, 'this node is shutting down; watch through another node');
     if (this.closing) throw stopping();
+    const identity = await this.resources.identifyCall(ctx);
+    const accesses = checked.map((c, i) => {
+      try {
+        return this.resources.listAccess(identity, c.filter, 'watch');
+      } catch (e) {
+        if (e instanceof CairnError) throw new CairnError(e.code, `watch ${i}: ${e.message}`, { ...e.details, watch: i });
+        throw e;
+      }
+    });
+    const limited = identity.kind !== 'open';
     const pub = this.node.publisherNow() ?? (await this.node.publisher(ctx.timeoutMs ?? START_WAIT_DEFAULT_MS));
     if (this.closing) throw stopping();
-    const session = new WatchSession(this, pub, sink, this.clock.monotonicMs());
-    checked.forEach((c, i) => session.add(i, c.filter, specs[i] as WatchSpec, c.gtRevision));
+    const session = new WatchSession(this, pub, sink, this.clock.monotonicMs(), ctx);
+    checked.forEach((c, i) => session.add(i, c.filter, specs[i] as WatchSpec, c.gtRevision, limited ? accesses[i] : undefined));
     this.sessions.add(session);
     session.schedule();
     return session;
@@ -412,7 +453,10 @@ export class WatchService {
   tick(): void {
     this.node.publisherNow()?.tick();
     const now = this.clock.monotonicMs();
-    for (const s of this.sessions) s.maybeBookmark(now, this.bookmarkIntervalMs);
+    for (const s of this.sessions) {
+      s.recheck(this.resources);
+      s.maybeBookmark(now, this.bookmarkIntervalMs);
+    }
   }
 }
 

@@ -1,7 +1,35 @@
 /**
  * The auth module's front door (README.md): TLS material (making, loading, reloading), peer
- * identity, and the gRPC credentials built on them. Later: tokens, roles and `authorize`.
+ * identity, the gRPC credentials built on them, and access control: tokens, roles and the one
+ * decision `authorize(identity, verb, target)`.
  */
+export {
+  ACL_GROUP,
+  ACL_LIMITS,
+  ACL_VERBS,
+  ANONYMOUS_ROLE,
+  MANAGEMENT_ROLE,
+  METRICS_TARGET,
+  OPERATOR_TARGET,
+  ROLE_KIND,
+  SNAPSHOT_TARGET,
+  TOKEN_KIND,
+  authorize,
+  describeGrant,
+  formatIdentityForLog,
+  hashSecret,
+  mayListSome,
+  newSecret,
+  parseRules,
+  ruleToJson,
+  secretAccessor,
+  secretMatches,
+  typePatternMatches,
+  type AclRule,
+  type AclTarget,
+  type AclVerb,
+  type Identity,
+} from './acl.js';
 export {
   createCa,
   createClientCert,

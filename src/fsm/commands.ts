@@ -32,11 +32,15 @@ export interface WriteCommand extends CommandHeader {
   readonly data: JsonValue;
   readonly status?: Readonly<Record<string, StatusEntry>>;
   readonly expectedVersion?: Revision;
+  /** The owned resources (uids) the caller may delete, when access control limits it (store `WriteInput.cascadeAllowed`). */
+  readonly cascadeAllowed?: readonly string[];
 }
 
 export interface DeleteCommand extends CommandHeader {
   readonly id: NameRef;
   readonly expectedVersion?: Revision;
+  /** As on WriteCommand. */
+  readonly cascadeAllowed?: readonly string[];
 }
 
 export interface WriteStatusCommand extends CommandHeader {

@@ -228,11 +228,16 @@ function toStoreWrite(c: WriteCommand): Parameters<ResourceStore['write']>[0] {
     ...(c.finalizers !== undefined ? { finalizers: c.finalizers } : {}),
     ...(c.status !== undefined ? { status: c.status } : {}),
     ...(c.expectedVersion !== undefined ? { expectedVersion: c.expectedVersion } : {}),
+    ...(c.cascadeAllowed !== undefined ? { cascadeAllowed: c.cascadeAllowed } : {}),
   } as Parameters<ResourceStore['write']>[0];
 }
 
 function toStoreDelete(c: DeleteCommand): Parameters<ResourceStore['delete']>[0] {
-  return { id: c.id, ...(c.expectedVersion !== undefined ? { expectedVersion: c.expectedVersion } : {}) } as Parameters<ResourceStore['delete']>[0];
+  return {
+    id: c.id,
+    ...(c.expectedVersion !== undefined ? { expectedVersion: c.expectedVersion } : {}),
+    ...(c.cascadeAllowed !== undefined ? { cascadeAllowed: c.cascadeAllowed } : {}),
+  } as Parameters<ResourceStore['delete']>[0];
 }
 
 function toStoreStatus(c: WriteStatusCommand): Parameters<ResourceStore['writeStatus']>[0] {

@@ -128,6 +128,7 @@ export function validateWrite(body: unknown): Checked | string {
       ...(o['finalizers'] !== undefined ? { finalizers: strings(o['finalizers'], 'finalizers') } : {}),
       ...(o['status'] !== undefined ? { status: statusMap(o['status']) } : {}),
       ...(expectedVersion !== undefined ? { expectedVersion } : {}),
+      ...(o['cascadeAllowed'] !== undefined ? { cascadeAllowed: strings(o['cascadeAllowed'], 'cascadeAllowed') } : {}),
     };
     return { kind: 'write', cmd };
   });
@@ -137,7 +138,15 @@ export function validateDelete(body: unknown): Checked | string {
   return guard(() => {
     const o = rec(body, 'delete command');
     const expectedVersion = optVersion(o['expectedVersion']);
-    return { kind: 'delete', cmd: { ...header(o), id: nameRef(o['id']), ...(expectedVersion !== undefined ? { expectedVersion } : {}) } };
+    return {
+      kind: 'delete',
+      cmd: {
+        ...header(o),
+        id: nameRef(o['id']),
+        ...(expectedVersion !== undefined ? { expectedVersion } : {}),
+        ...(o['cascadeAllowed'] !== undefined ? { cascadeAllowed: strings(o['cascadeAllowed'], 'cascadeAllowed') } : {}),
+      },
+    };
   });
 }
 

@@ -105,6 +105,11 @@ export class Coordinator {
     return { value: fn(store), revision: store.revision, lastLeaderContactMs: this.replica.basicStatus().lastLeaderContactMs };
   }
 
+  /** The local state as it is now, synchronously (access control's periodic re-checks); never a linearizable read. */
+  storeNow(): StoreReader {
+    return this.fsm.store;
+  }
+
   /**
    * A point-in-time copy of the state for a user's backup: after a read barrier, so it holds
    * every write acknowledged before the call. Cheap to take; serialized lazily in chunks.

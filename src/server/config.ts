@@ -89,6 +89,20 @@ export interface AgentConfig {
    * /v1/agent/self and in the metric `cairn_insecure`.
    */
   readonly insecure: boolean;
+  /**
+   * Access control (docs/security.md "Tokens and roles"): default deny; callers present tokens.
+   * Default: on whenever the node has TLS material (runs securely), off otherwise; a `--dev` or
+   * loopback node may turn it on.
+   */
+  readonly acl: boolean;
+  /**
+   * A file holding a token secret (`cairn_<accessor>_<64 hex>`) that becomes a management token
+   * when this node leads and no token of that accessor exists (as Consul's
+   * `initial_management`): how automation starts a secure cluster without `cairn acl bootstrap`.
+   */
+  readonly aclInitialManagementTokenFile?: string;
+  /** `/metrics` answers without a token (ACLs on): for a scraper on a trusted network. Default false. */
+  readonly metricsAnonymous: boolean;
 }
 
 /** The Raft log stores a node can use (src/platform: WalLogStore, LevelLogStore). */
@@ -123,4 +137,6 @@ export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertise
   httpAllowedHosts: [],
   plantedBugs: [],
   insecure: false,
+  acl: false,
+  metricsAnonymous: false,
 };

@@ -1,3 +1,4 @@
+import * as fs from 'node:fs';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -105,6 +106,8 @@ t.test('--config beats CAIRN_CONFIG; an empty variable counts as unset', async (
 });
 
 t.test('every option can be set from flags, env and file with the same names', async (t) => {
+  const tokenFile = path.join(tmp, 'initial-token');
+  fs.writeFileSync(tokenFile, `cairn_ops_${'ab'.repeat(32)}\n`);
   const values: Record<keyof AgentConfig, { flag: string; file: unknown; want: unknown }> = {
     nodeId: { flag: 'n2', file: 'n2', want: 'n2' },
     dataDir: { flag: '/d', file: '/d', want: '/d' },
@@ -136,6 +139,9 @@ t.test('every option can be set from flags, env and file with the same names', a
     tlsCertFile: { flag: '/tls/n2.pem', file: '/tls/n2.pem', want: '/tls/n2.pem' },
     tlsKeyFile: { flag: '/tls/n2-key.pem', file: '/tls/n2-key.pem', want: '/tls/n2-key.pem' },
     insecure: { flag: 'false', file: false, want: false },
+    acl: { flag: 'true', file: true, want: true },
+    aclInitialManagementTokenFile: { flag: tokenFile, file: tokenFile, want: tokenFile },
+    metricsAnonymous: { flag: 'true', file: true, want: true },
   };
   const keys = Object.keys(values) as (keyof AgentConfig)[];
   const want = Object.fromEntries(keys.map((k) => [k, values[k].want]));

@@ -7,6 +7,7 @@
  * the host name, so tests need no process.
  */
 import { readFileSync } from 'node:fs';
+import { secretAccessor } from '../auth/index.js';
 import { isIP } from 'node:net';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
@@ -74,6 +75,9 @@ const OPTIONS: readonly OptionSpec[] = [
   { key: 'tlsCertFile', kind: 'string' },
   { key: 'tlsKeyFile', kind: 'string' },
   { key: 'insecure', kind: 'boolean' },
+  { key: 'acl', kind: 'boolean' },
+  { key: 'aclInitialManagementTokenFile', kind: 'string' },
+  { key: 'metricsAnonymous', kind: 'boolean' },
 ];
 
 const kebab = (key: string): string => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
@@ -286,7 +290,7 @@ function typed(raw: Map<keyof AgentConfig, Raw>, problems: string[]): Typed {
         break;
     }
     if (value === undefined) continue;
-    if ((spec.key === 'dataDir' || spec.key === 'tlsCaFile' || spec.key === 'tlsCertFile' || spec.key === 'tlsKeyFile') && typeof value === 'string') value = path.resolve(r.baseDir, value);
+    if ((spec.key === 'dataDir' || spec.key === 'tlsCaFile' || spec.key === 'tlsCertFile' || spec.key === 'tlsKeyFile' || spec.key === 'aclInitialManagementTokenFile') && typeof value === 'string') value = path.resolve(r.baseDir, value);
     out[spec.key] = { value, source: r.source };
   }
   return out as Typed;
@@ -483,6 +487,17 @@ function resolve(raw: Map<keyof AgentConfig, Raw>, input: LoadAgentConfigInput, 
     }
   }
 
+  // Access control: on whenever the node runs securely (TLS), unless turned off on purpose.
+  const acl = t.acl?.value ?? tlsGiven === 3;
+  const aclInitialManagementTokenFile = t.aclInitialManagementTokenFile?.value;
+  if (aclInitialManagementTokenFile !== undefined) {
+    if (!acl) problems.push(`--acl-initial-management-token-file (${where(t.aclInitialManagementTokenFile)}) needs access control on (TLS material, or --acl)`);
+    else {
+      const problem = checkInitialTokenFile(aclInitialManagementTokenFile);
+      if (problem !== undefined) problems.push(`--acl-initial-management-token-file ${aclInitialManagementTokenFile} (${where(t.aclInitialManagementTokenFile)}): ${problem}`);
+    }
+  }
+
   if (problems.length > 0 || nodeId === undefined || dataDir === undefined || advertiseAddr === undefined) return undefined;
   return {
     nodeId,
@@ -513,5 +528,27 @@ function resolve(raw: Map<keyof AgentConfig, Raw>, input: LoadAgentConfigInput, 
     plantedBugs,
     ...(tlsGiven === 3 ? { tlsCaFile: tlsCaFile as string, tlsCertFile: tlsCertFile as string, tlsKeyFile: tlsKeyFile as string } : {}),
     insecure,
+    acl,
+    ...(aclInitialManagementTokenFile !== undefined ? { aclInitialManagementTokenFile } : {}),
+    metricsAnonymous: t.metricsAnonymous?.value ?? AGENT_DEFAULTS.metricsAnonymous,
   };
+}
+
+/** The secret in an initial management token file, or undefined with the reason in `problem`. */
+export function readInitialTokenFile(file: string): { secret: string; accessor: string } | { problem: string } {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    return { problem: `cannot be read: ${e instanceof Error ? e.message : String(e)}` };
+  }
+  const secret = text.trim();
+  const accessor = secretAccessor(secret);
+  if (accessor === undefined) return { problem: 'does not hold a token secret of the form cairn_<accessor>_<64 hex digits> (make one with: cairn acl token generate)' };
+  return { secret, accessor };
+}
+
+function checkInitialTokenFile(file: string): string | undefined {
+  const r = readInitialTokenFile(file);
+  return 'problem' in r ? r.problem : undefined;
 }

@@ -1,5 +1,17 @@
 import { CairnError, ErrorCode, NO_NODE, SeededRandom, nodeId, type NodeId } from '../base/index.js';
-import { Metrics, ResourceService, TypeRegistry, WatchService, registerDemoTypes, registerLeaseType, type NodeState, type ServedNode } from '../api/index.js';
+import {
+  AccessControl,
+  Metrics,
+  ResourceService,
+  TypeRegistry,
+  WatchService,
+  createManagementToken,
+  registerAclTypes,
+  registerDemoTypes,
+  registerLeaseType,
+  type NodeState,
+  type ServedNode,
+} from '../api/index.js';
 import { demoArtistController, streamingControllers, type ControllerManager, type ControllerSpec } from '../controller/index.js';
 import { callIdentity, nodeChannelCredentials, TlsMaterialStore } from '../auth/index.js';
 import { ClientPool, GrpcForwarder, GrpcTransport, type HelloResponseMsg, type PeerCall } from '../forwarding/index.js';
@@ -13,6 +25,7 @@ import { readClusterId } from './cluster-id.js';
 import type { AgentConfig } from './config.js';
 import { askToJoin, formCluster, type FormClusterContext, type Formation } from './form-cluster.js';
 import { LeaderControllers } from './leader-controllers.js';
+import { readInitialTokenFile } from './load-config.js';
 import { AckBeforeFsyncLogStore, parsePlantedBugs, skipNthChange, WATCH_SKIP_NTH, type AgentPlantedBugs } from './planted-bugs.js';
 import { TimedLogStore } from './timed-log-store.js';
 
@@ -105,6 +118,9 @@ export class Node implements ServedNode {
   private readonly waiters = new Set<Waiter>();
   private controllers: LeaderControllers | undefined;
   private lastLeader: string = NO_NODE;
+  /** `--acl-initial-management-token-file`: created while this node leads, once. */
+  private initialToken: { readonly secret: string; readonly accessor: string } | undefined;
+  private initialTokenState: 'todo' | 'creating' | 'done' = 'todo';
   private readonly promoter: ReturnType<typeof setInterval>;
   private readonly watchTicker: ReturnType<typeof setInterval>;
   private stopped: Promise<void> | undefined;
@@ -175,7 +191,17 @@ export class Node implements ServedNode {
     if (config.demoTypes || config.dev) registerDemoTypes(this.registry);
     registerStreamingTypes(this.registry); // built-in: the streaming.v1 domain (src/types)
     registerLeaseType(this.registry);
-    this.resources = new ResourceService(this, this.registry, systemClock);
+    registerAclTypes(this.registry);
+    this.resources = new ResourceService(this, this.registry, systemClock, {
+      access: new AccessControl({ enabled: config.acl, clock: systemClock, metricsAnonymous: config.metricsAnonymous }),
+    });
+    if (config.aclInitialManagementTokenFile !== undefined) {
+      const r = readInitialTokenFile(config.aclInitialManagementTokenFile);
+      // loadAgentConfig checked the file; one that changed since is reported, not fatal.
+      if ('problem' in r) logger.error({ file: config.aclInitialManagementTokenFile, problem: r.problem }, 'the initial management token file is not usable');
+      else this.initialToken = r;
+    }
+    if (config.tlsCaFile !== undefined && !config.acl) logger.warn({}, 'access control is off (--acl=false) on a TLS node: every client that reaches the API may do everything');
     this.watches = new WatchService(this, this.resources, {
       clock: systemClock,
       bookmarkIntervalMs: config.watchBookmarkMs,
@@ -399,6 +425,7 @@ export class Node implements ServedNode {
         if (leader !== NO_NODE && leader !== this.lastLeader) metrics.leaderChanges.inc();
         if (leader !== NO_NODE) this.lastLeader = leader;
         if (this.lifecycle === 'running') this.controllers?.setLeader(role === 'leader');
+        if (this.lifecycle === 'running' && role === 'leader') this.maybeCreateInitialToken();
       },
       ...(formation.bootstrap ? { bootstrap: formation.bootstrap } : {}),
     });
@@ -418,7 +445,35 @@ export class Node implements ServedNode {
     this.lifecycle = 'running';
     this.settleWaiters();
     this.controllers?.setLeader(replica.status().role === 'leader');
+    if (replica.status().role === 'leader') this.maybeCreateInitialToken();
     logger.info({ cluster: this.clusterIdValue }, 'replica running');
+  }
+
+  /**
+   * Creates the initial management token (`--acl-initial-management-token-file`) while this
+   * node leads, unless a token of its accessor exists (then it never does: a revoked one stays
+   * revoked). Retries while it leads; a later leader with the same file finishes the job.
+   */
+  private maybeCreateInitialToken(): void {
+    const token = this.initialToken;
+    if (token === undefined || this.initialTokenState !== 'todo') return;
+    this.initialTokenState = 'creating';
+    const leading = (): boolean => this.lifecycle === 'running' && this.opened?.replica.status().role === 'leader';
+    const run = async (): Promise<void> => {
+      while (leading()) {
+        try {
+          const created = await createManagementToken(this.resources, token.secret, token.accessor, 'initial management token (--acl-initial-management-token-file)', systemClock, 5_000);
+          this.logger.info({ accessor: token.accessor, created }, created ? 'created the initial management token' : 'the initial management token exists');
+          this.initialTokenState = 'done';
+          return;
+        } catch (e) {
+          this.logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'could not create the initial management token yet; retrying');
+          await new Promise<void>((resolve) => setTimeout(resolve, 500).unref());
+        }
+      }
+      this.initialTokenState = 'todo';
+    };
+    void run();
   }
 
   /**

@@ -15,6 +15,8 @@ import {
   addSnapshotRoutes,
   addWatchRoutes,
   createHttpServer,
+  addAclRoutes,
+  httpCallContext,
   type ServedNode,
 } from '../api/index.js';
 import { serverCredentials } from '../auth/index.js';
@@ -122,7 +124,14 @@ export async function serveNode(node: Node, config: AgentConfig, extend?: Extend
     ...(node.tls !== undefined ? { peerNodeId: (call: PeerCall) => node.peerNodeId(call) } : {}),
   });
   const router = new Router();
-  addOperatorRoutes(router, { node, metrics, httpAddressOf: (id, grpcAddr) => peerHttp.lookup(id, grpcAddr), security: { tls: node.tls !== undefined, insecure: config.insecure } });
+  addOperatorRoutes(router, {
+    node,
+    metrics,
+    httpAddressOf: (id, grpcAddr) => peerHttp.lookup(id, grpcAddr),
+    security: { tls: node.tls !== undefined, insecure: config.insecure, acl: config.acl },
+    ...(config.metricsAnonymous ? { metricsAccess: 'public' as const } : {}),
+  });
+  addAclRoutes(router, { resources: node.resources, clock: systemClock });
   addResourceRoutes(router, node.resources);
   addWatchRoutes(router, node.watches);
   addSnapshotRoutes(router, node, systemClock);
@@ -135,6 +144,11 @@ export async function serveNode(node: Node, config: AgentConfig, extend?: Extend
     onResponse: (method, status) => metrics.httpRequests.inc({ method, status: String(status) }),
     allowedHosts: new HostAllowList([config.httpAddr, config.advertiseAddr, ...config.httpAllowedHosts]),
     ...(tlsNow !== undefined ? { tls: { cert: tlsNow.cert, key: tlsNow.key, ca: tlsNow.ca } } : {}),
+    // Routes that name a grant (operator, snapshot, metrics) are checked here; the resource API,
+    // watches and ACL objects check each operation in their services.
+    authorize: async (req, verb, target) => {
+      await node.resources.authorizeCall(httpCallContext(req), verb, target);
+    },
   });
 
   let grpcAddress: string;

@@ -96,6 +96,23 @@ export abstract class IndexReader implements StoreReader {
     return out;
   }
 
+  cascadeOf(root: Resource): Resource[] {
+    const out: Resource[] = [];
+    const stack: Resource[] = [root];
+    for (let r = stack.pop(); r !== undefined; r = stack.pop()) {
+      if (r !== root) {
+        out.push(r);
+        if (r.finalizers.length > 0) continue;
+      }
+      const children: Resource[] = [];
+      scanPrefix(this.indexes.byOwner, r.id.uid + SEP, (_k, childKey) => {
+        children.push(this.stored(childKey));
+      });
+      for (let i = children.length - 1; i >= 0; i--) stack.push(children[i] as Resource);
+    }
+    return out;
+  }
+
   all(): IterableIterator<Resource> {
     return this.indexes.byKey.values();
   }

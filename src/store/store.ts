@@ -109,7 +109,7 @@ export class ResourceStore extends IndexReader {
     }
     const key = resourceKey(w.ref.type.group, w.ref.type.kind, w.ref.tenancy, w.ref.name);
     const stored = this.ix.byKey.get(key);
-    return stored === undefined ? this.create(w, key, ctx) : this.update(w, key, stored, ctx);
+    return stored === undefined ? this.create(w, key, ctx) : this.update(w, key, stored, ctx, input);
   }
 
   private create(w: CheckedWrite, key: string, ctx: ApplyContext): Result<WriteResult, CairnError> {
@@ -156,7 +156,7 @@ export class ResourceStore extends IndexReader {
     return ok({ resource, changed: true, changes: [upsert(ctx, resource)] });
   }
 
-  private update(w: CheckedWrite, key: string, stored: Resource, ctx: ApplyContext): Result<WriteResult, CairnError> {
+  private update(w: CheckedWrite, key: string, stored: Resource, ctx: ApplyContext, input: WriteInput): Result<WriteResult, CairnError> {
     const what = `write ${formatName(w.ref.type, w.ref.tenancy, w.ref.name)}`;
     if (w.ref.uid !== '' && w.ref.uid !== stored.id.uid) {
       return err(
@@ -217,6 +217,8 @@ export class ResourceStore extends IndexReader {
     });
     if (next.deletionTimestamp !== null && next.finalizers.length === 0) {
       // The last finalizer is gone: the resource is deleted by this same command.
+      const refused = this.checkCascade(input.cascadeAllowed, stored, what);
+      if (refused !== undefined) return err(refused);
       const changes: ChangeRecord[] = [];
       this.removeCascade(key, stored, next, ctx, changes);
       return ok({ resource: next, changed: true, changes });
@@ -256,9 +258,27 @@ export class ResourceStore extends IndexReader {
       this.ix.replace(key, stored, marked);
       return ok({ deleted: false, resource: marked, changes: [upsert(ctx, marked)] });
     }
+    const refused = this.checkCascade(input.cascadeAllowed, stored, `delete ${formatName(ref.type, ref.tenancy, ref.name)}`);
+    if (refused !== undefined) return err(refused);
     const changes: ChangeRecord[] = [];
     this.removeCascade(key, stored, stored, ctx, changes);
     return ok({ deleted: true, resource: stored, changes });
+  }
+
+  /**
+   * The cascade guard (docs/security.md "Cascades"): the API authorized deleting the uids in
+   * `allowed`; if the cascade now reaches anything else (a child created since), refuse, so the
+   * caller re-checks. Deterministic: it compares the command with the state, never a token.
+   */
+  private checkCascade(allowed: readonly string[] | undefined, root: Resource, what: string): CairnError | undefined {
+    if (allowed === undefined) return undefined;
+    if (!Array.isArray(allowed) || !allowed.every((u) => typeof u === 'string')) {
+      return new CairnError(ErrorCode.INVALID_ARGUMENT, `${what}: cascadeAllowed must be an array of uids`);
+    }
+    const ok = new Set(allowed);
+    const outside = this.cascadeOf(root).filter((r) => !ok.has(r.id.uid)).length;
+    if (outside === 0) return undefined;
+    return new CairnError(ErrorCode.CAS_FAILED, `${what}: the resources it would cascade to changed since the request was authorized`, { cascade_changed: true });
   }
 
   /**

@@ -123,6 +123,13 @@ export interface WriteInput {
   readonly status?: Readonly<Record<string, StatusEntry>>;
   /** Absent: unconditional. 0: create only. N: applied only if the stored version is N. */
   readonly expectedVersion?: Revision;
+  /**
+   * When set: the uids the caller was authorized to delete. If this write removes the last
+   * finalizer of a resource being deleted, and the cascade would remove or mark anything not
+   * listed, the write is refused (CAS_FAILED, `cascade_changed`): the API checked a cascade
+   * that has changed since (docs/security.md "Cascades").
+   */
+  readonly cascadeAllowed?: readonly string[];
 }
 
 export interface WriteResult {
@@ -136,6 +143,8 @@ export interface WriteResult {
 export interface DeleteInput {
   readonly id: ResourceRef;
   readonly expectedVersion?: Revision;
+  /** As `WriteInput.cascadeAllowed`: the owned resources this delete may remove or mark. */
+  readonly cascadeAllowed?: readonly string[];
 }
 
 export interface DeleteResult {
@@ -203,4 +212,10 @@ export interface StoreReader {
   listByOwner(ownerUid: string): Resource[];
   /** Every resource in key order (group, kind, partition, namespace, name). */
   all(): IterableIterator<Resource>;
+  /**
+   * What deleting `root` now would remove or mark besides `root` itself: its children,
+   * recursively, except below a child with finalizers (that child is marked, its own children
+   * stay). In the order the delete's change records would list them.
+   */
+  cascadeOf(root: Resource): Resource[];
 }
