@@ -159,22 +159,23 @@ t.test('a secret given where an accessor id goes is refused, not sent and not pr
   t.equal(bad.requests.length, 0);
 });
 
-t.test('role create: checks it is absent, then PUTs the rules; refuses to overwrite', async (t) => {
+t.test('role create: PUTs the rules create-only (version "0"); an existing role is not overwritten', async (t) => {
   const r = await run(
     ['acl', 'role', 'create', 'team-a-writer', '--rule', 'verbs=read,list,watch,write;types=demo.*;namespaces=team-a', '--rule', 'verb=read;type=demo.v1.RecordLabel;partition=default;name_prefix=a-', '--description', 'writes team-a'],
-    (req) => (req.method === 'GET' ? notFound : { status: 200, body: JSON.parse(req.body.toString()) === null ? {} : { name: 'team-a-writer', ...JSON.parse(req.body.toString()) } }),
+    (req) => ({ status: 200, body: { name: 'team-a-writer', ...(bodyOf(req) as object), version: '5' } }),
   );
   t.equal(r.code, 0, r.err);
   t.same(
     r.requests.map((q) => `${q.method} ${q.url}`),
-    ['GET /v1/acl/roles/team-a-writer', 'PUT /v1/acl/roles/team-a-writer'],
+    ['PUT /v1/acl/roles/team-a-writer'],
   );
-  t.same(bodyOf(r.requests[1]), {
+  t.same(bodyOf(r.requests[0]), {
     rules: [
       { verbs: ['read', 'list', 'watch', 'write'], types: ['demo.*'], namespaces: ['team-a'] },
       { verbs: ['read'], types: ['demo.v1.RecordLabel'], partitions: ['default'], name_prefix: 'a-' },
     ],
     description: 'writes team-a',
+    version: '0',
   });
   t.equal(
     r.out,
@@ -188,14 +189,9 @@ t.test('role create: checks it is absent, then PUTs the rules; refuses to overwr
     ].join('\n'),
   );
 
-  const exists = await run(['acl', 'role', 'create', 'team-a-writer', '--rule', 'verbs=read;types=*'], { status: 200, body: ROLE });
+  const exists = await run(['acl', 'role', 'create', 'team-a-writer', '--rule', 'verbs=read;types=*'], { status: 409, body: { error: { code: 'CAS_FAILED', message: 'version 5, not 0', expected: '0', actual: '5' } } });
   t.equal(exists.code, ExitCode.CONFLICT);
-  t.match(exists.err, /role team-a-writer already exists: use `cairn acl role update team-a-writer`/);
-  t.same(
-    exists.requests.map((q) => q.method),
-    ['GET'],
-    'nothing written',
-  );
+  t.equal(exists.err, 'cairn: role team-a-writer already exists: use `cairn acl role update team-a-writer` to change it; nothing was changed\n');
 });
 
 t.test('role create/update refuse bad rules before sending anything', async (t) => {
@@ -222,17 +218,22 @@ t.test('role create/update refuse bad rules before sending anything', async (t) 
 });
 
 t.test('role update keeps what is not given; --rules-file takes a list or {rules, description}', async (t) => {
-  const echo = (req: Recorded): Canned => (req.method === 'GET' ? { status: 200, body: ROLE } : { status: 200, body: { name: 'team-a-writer', ...(bodyOf(req) as object) } });
+  const echo = (req: Recorded): Canned => (req.method === 'GET' ? { status: 200, body: { ...ROLE, version: '7' } } : { status: 200, body: { name: 'team-a-writer', ...(bodyOf(req) as object) } });
   const desc = await run(['acl', 'role', 'update', 'team-a-writer', '--description', 'new words'], echo);
   t.equal(desc.code, 0, desc.err);
-  t.same(bodyOf(desc.requests[1]), { rules: [{ verbs: ['read', 'list', 'watch', 'write'], types: ['demo.*'], partitions: ['*'], namespaces: ['team-a'] }], description: 'new words' });
+  t.same(bodyOf(desc.requests[1]), { rules: [{ verbs: ['read', 'list', 'watch', 'write'], types: ['demo.*'], partitions: ['*'], namespaces: ['team-a'] }], description: 'new words', version: '7' }, 'CAS on the version read');
+  const raced = await run(['acl', 'role', 'update', 'team-a-writer', '--description', 'x'], (req) =>
+    req.method === 'GET' ? { status: 200, body: { ...ROLE, version: '7' } } : { status: 409, body: { error: { code: 'CAS_FAILED', message: 'version 8, not 7' } } },
+  );
+  t.equal(raced.code, ExitCode.CONFLICT);
+  t.match(raced.err, /role team-a-writer changed while it was being updated/);
   t.match(desc.out, /^updated role team-a-writer\n/);
 
   const file = path.join(tmp, 'rules.json');
   writeFileSync(file, JSON.stringify({ description: 'from the file', rules: [{ verbs: ['admin'], types: ['*'] }] }));
   const fromFile = await run(['acl', 'role', 'update', 'team-a-writer', '--rules-file', file, '--json'], echo);
-  t.same(bodyOf(fromFile.requests[1]), { rules: [{ verbs: ['admin'], types: ['*'] }], description: 'from the file' });
-  t.same(JSON.parse(fromFile.out), { name: 'team-a-writer', rules: [{ verbs: ['admin'], types: ['*'] }], description: 'from the file' });
+  t.same(bodyOf(fromFile.requests[1]), { rules: [{ verbs: ['admin'], types: ['*'] }], description: 'from the file', version: '7' });
+  t.same(JSON.parse(fromFile.out), { name: 'team-a-writer', rules: [{ verbs: ['admin'], types: ['*'] }], description: 'from the file', version: '7' });
 
   const missing = await run(['acl', 'role', 'update', 'nope', '--description', 'x'], notFound);
   t.equal(missing.code, ExitCode.NOT_FOUND);

@@ -37,6 +37,8 @@ export interface Role {
   readonly name: string;
   readonly description: string;
   readonly rules: readonly RoleRule[];
+  /** The stored version, for a compare-and-swap update (absent from older servers). */
+  readonly version?: string;
 }
 
 export interface TokenInfo {
@@ -45,6 +47,8 @@ export interface TokenInfo {
   readonly description: string;
   readonly expires_at: string | null;
   readonly created_at: string;
+  /** A token deleted but kept by a finalizer (the bootstrap token): refused like a deleted one. */
+  readonly revoked: boolean;
   /** Only in the answers of bootstrap and create. */
   readonly secret_id?: string;
 }
@@ -202,6 +206,7 @@ function asToken(v: unknown): TokenInfo | undefined {
     description: typeof description === 'string' ? description : '',
     expires_at: typeof expiresAt === 'string' && expiresAt !== '' ? expiresAt : null,
     created_at: typeof createdAt === 'string' ? createdAt : '',
+    revoked: v['revoked'] === true,
     ...(typeof secret === 'string' ? { secret_id: secret } : {}),
   };
 }
@@ -219,7 +224,12 @@ function asRole(v: unknown): Role | undefined {
       ...(typeof r['name_prefix'] === 'string' && r['name_prefix'] !== '' ? { name_prefix: r['name_prefix'] } : {}),
     });
   }
-  return { name: v['name'], description: typeof v['description'] === 'string' ? v['description'] : '', rules };
+  return {
+    name: v['name'],
+    description: typeof v['description'] === 'string' ? v['description'] : '',
+    rules,
+    ...(typeof v['version'] === 'string' ? { version: v['version'] } : {}),
+  };
 }
 
 function listOf<T>(body: unknown, key: string, item: (v: unknown) => T | undefined, req: RequestOptions): T[] {
@@ -257,6 +267,7 @@ export function formatToken(t: TokenInfo): string {
     ['description', orDash(t.description)],
     ['expires', t.expires_at ?? 'never'],
     ['created', orDash(t.created_at)],
+    ...(t.revoked ? ([['revoked', 'yes: deleted, refused on every call']] as const) : []),
   ]);
 }
 
@@ -267,7 +278,7 @@ export function formatTokens(tokens: readonly TokenInfo[]): string {
     [
       { header: 'accessor', cell: (t: TokenInfo) => t.accessor_id },
       { header: 'roles', cell: (t) => orDash(t.roles.join(',')) },
-      { header: 'expires', cell: (t) => t.expires_at ?? 'never' },
+      { header: 'expires', cell: (t) => (t.revoked ? 'revoked' : (t.expires_at ?? 'never')) },
       { header: 'created', cell: (t) => orDash(t.created_at) },
       { header: 'description', cell: (t) => orDash(t.description) },
     ],
@@ -421,6 +432,7 @@ export function registerAclCommands(program: Command, io: CliIo): void {
         ['accessor', accessor ?? (body['anonymous'] === true ? 'anonymous (no token)' : '-')],
         ['roles', orDash(body['roles'].join(', '))],
         ['management', body['management'] === true ? 'yes' : 'no'],
+        ...(body['acl'] === false ? ([['access control', 'off on this node: every call is allowed']] as const) : []),
       ]),
     );
   });
@@ -465,11 +477,23 @@ export function registerAclCommands(program: Command, io: CliIo): void {
       const given = fromFlags(cmd.opts<RoleFlags>());
       if (given.rules === undefined || given.rules.length === 0) throw usageError('give the role its rules: --rule ... (repeatable) or --rules-file FILE');
       const options = clientOptions(cmd, io);
-      const p = `/v1/acl/roles/${encodeURIComponent(name)}`;
-      // PUT replaces; create must not overwrite a role someone else made.
-      if (await roleExists(options, p)) throw new CliError(ExitCode.CONFLICT, `role ${name} already exists: use \`cairn acl role update ${name}\` to change it; nothing was changed`);
-      const r = req(options, 'PUT', p, true, { rules: given.rules, ...(given.description !== undefined ? { description: given.description } : {}) });
-      printRole(options, r, await requestJson(r), 'created');
+      // version "0": create only, decided by the server (a compare-and-swap), so a role someone
+      // else made is never overwritten.
+      const r = req(options, 'PUT', `/v1/acl/roles/${encodeURIComponent(name)}`, true, {
+        rules: given.rules,
+        ...(given.description !== undefined ? { description: given.description } : {}),
+        version: '0',
+      });
+      let body: unknown;
+      try {
+        body = await requestJson(r);
+      } catch (e) {
+        if (e instanceof CliError && e.message.startsWith('CAS_FAILED')) {
+          throw new CliError(ExitCode.CONFLICT, `role ${name} already exists: use \`cairn acl role update ${name}\` to change it; nothing was changed`);
+        }
+        throw e;
+      }
+      printRole(options, r, body, 'created');
     },
   );
 
@@ -485,8 +509,22 @@ export function registerAclCommands(program: Command, io: CliIo): void {
     const p = `/v1/acl/roles/${encodeURIComponent(name)}`;
     const readReq = req(options, 'GET', p, false);
     const current = one(await requestJson(readReq), asRole, readReq, 'a role');
-    const r = req(options, 'PUT', p, true, { rules: given.rules ?? current.rules, description: given.description ?? current.description });
-    printRole(options, r, await requestJson(r), 'updated');
+    // A compare-and-swap on the version read: a change made in between is not lost.
+    const r = req(options, 'PUT', p, true, {
+      rules: given.rules ?? current.rules,
+      description: given.description ?? current.description,
+      ...(current.version !== undefined ? { version: current.version } : {}),
+    });
+    let body: unknown;
+    try {
+      body = await requestJson(r);
+    } catch (e) {
+      if (e instanceof CliError && e.message.startsWith('CAS_FAILED')) {
+        throw new CliError(ExitCode.CONFLICT, `role ${name} changed while it was being updated (or was deleted); nothing was changed: run the command again`);
+      }
+      throw e;
+    }
+    printRole(options, r, body, 'updated');
   });
 
   withClientOptions(role.command('list').description('list the roles'), io, TIMEOUT_MS).action(async (_opts: unknown, cmd: Command) => {
@@ -522,15 +560,4 @@ export function registerAclCommands(program: Command, io: CliIo): void {
       io.stdout(deleted ? `deleted role ${name}\n` : `no role ${name}: nothing deleted\n`);
     },
   );
-}
-
-/** Whether GET `p` finds the role (NOT_FOUND: no); other failures are thrown. */
-async function roleExists(options: ClientOptions, p: string): Promise<boolean> {
-  try {
-    await requestJson(req(options, 'GET', p, false));
-    return true;
-  } catch (e) {
-    if (e instanceof CliError && e.exitCode === ExitCode.NOT_FOUND) return false;
-    throw e;
-  }
 }
