@@ -332,7 +332,7 @@ export function registerAclCommands(program: Command, io: CliIo): void {
     try {
       body = await requestJson(r);
     } catch (e) {
-      if (e instanceof CliError && e.message.startsWith('PERMISSION_DENIED')) {
+      if (e instanceof CliError && e.message.startsWith('PERMISSION_DENIED') && !/already/.test(e.message)) {
         throw new CliError(e.exitCode, `${e.message}; the cluster's ACLs are already bootstrapped (bootstrap works once): use the management token, or a token from its holder`);
       }
       throw e;

@@ -87,7 +87,7 @@ export const SECRET_FORMAT = /^cairn_[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?_[0-9a-
  * What to add to a 401/403 message: how to give a token, or why the one given was refused.
  * `sent` is the token the request carried (undefined: none).
  */
-export function authHint(code: string, sent: string | undefined): string {
+export function authHint(code: string, sent: string | undefined, message = ''): string {
   if (code === 'UNAUTHENTICATED') {
     if (sent === undefined) return `; no token was sent: set CAIRN_TOKEN or --token (or --token-file)`;
     if (!SECRET_FORMAT.test(sent)) return '; the token given is not a token secret (cairn_<accessor>_<64 hex>): an accessor id is not a secret. Set CAIRN_TOKEN or --token';
@@ -95,6 +95,8 @@ export function authHint(code: string, sent: string | undefined): string {
   }
   if (code === 'PERMISSION_DENIED') {
     if (sent === undefined) return `; no token was sent, so the request ran as anonymous: set CAIRN_TOKEN or --token (or --token-file)`;
+    // A watch whose token is deleted or expires while it runs ends this way.
+    if (/no longer valid|revoked|expired/.test(message)) return `; the token was deleted or expired: set CAIRN_TOKEN or --token to a current one`;
     return "; the token's roles do not grant this (`cairn acl token self` lists them)";
   }
   return '';

@@ -159,7 +159,7 @@ async function responseError(response: Response, opts: RequestOptions): Promise<
   let line = `${printed}: ${message}`;
   if (leader !== undefined) line += ` (leader: ${leader})`;
   const authCode = code ?? (response.status === 401 ? 'UNAUTHENTICATED' : response.status === 403 ? 'PERMISSION_DENIED' : undefined);
-  if (authCode !== undefined && opts.authHint !== false) line += authHint(authCode, opts.token);
+  if (authCode !== undefined && opts.authHint !== false) line += authHint(authCode, opts.token, message);
   if (code === 'RATE_LIMITED' || (code === undefined && response.status === 429)) {
     const after = response.headers.get('retry-after');
     line += after !== null && /^\d+$/.test(after.trim()) ? `; retry after ${after.trim()} s` : '; retry later';

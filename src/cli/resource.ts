@@ -465,7 +465,7 @@ export function clientFailure(e: CairnClientError, call: Call): CliError {
   } else if (e.code === 'TIMEOUT') {
     hint = ` (--timeout ${timeoutMs} ms)`;
   } else if (e.code === 'UNAUTHENTICATED' || e.code === 'PERMISSION_DENIED') {
-    hint = authHint(e.code, call.options.token);
+    hint = authHint(e.code, call.options.token, e.message);
   }
   return new CliError(exitCodeFor(e.code, 0), `${e.code}: ${e.message}${hint}`);
 }
