@@ -9,7 +9,6 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { cairn as pbRoot } from '../gen/resource.js';
 import type { AgentDeps } from './agent.js';
 import { ExitCode } from './errors.js';
 import { redact, runCli } from './program.js';
@@ -155,15 +154,12 @@ t.test('resource commands send the token over gRPC; UNAUTHENTICATED gets the hin
       read: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
         const a = call.metadata.get('authorization')[0];
         seen.push(typeof a === 'string' ? a : undefined);
-        if (a === `Bearer ${FLAG}`) {
-          const resource = { id: { type: 'demo.v1.Artist', tenancy: { partition: 'default', namespace: 'default' }, name: 'korn', uid: 'u' }, version: '3', generation: 'g', dataJson: '{}' };
-          cb(null, Buffer.from(pbRoot.resource.v1.ReadResponse.encode({ resource, revision: '3' }).finish()));
-          return;
-        }
+        // The known token gets past authentication (to a NOT_FOUND); any other is refused.
+        const known = a === `Bearer ${FLAG}`;
         const metadata = new grpc.Metadata();
-        metadata.set('cairn-error-code', 'UNAUTHENTICATED');
+        metadata.set('cairn-error-code', known ? 'NOT_FOUND' : 'UNAUTHENTICATED');
         metadata.set('cairn-error-details-json', '{}');
-        cb({ code: grpc.status.UNAUTHENTICATED, details: `unknown token ${String(a)}`, metadata });
+        cb({ code: known ? grpc.status.NOT_FOUND : grpc.status.UNAUTHENTICATED, details: known ? 'no demo.v1.Artist korn' : `unknown token ${String(a)}`, metadata });
       },
     },
   );
@@ -175,7 +171,7 @@ t.test('resource commands send the token over gRPC; UNAUTHENTICATED gets the hin
     return { code, out: io.out(), err: io.err() };
   };
   const ok = await cairn(['resource', 'read', 'demo.v1.Artist', 'korn', '--json'], { CAIRN_TOKEN: FLAG });
-  t.equal(ok.code, 0, ok.err);
+  t.equal(ok.code, ExitCode.NOT_FOUND, ok.err);
   t.equal(seen.at(-1), `Bearer ${FLAG}`);
   const refused = await cairn(['resource', 'read', 'demo.v1.Artist', 'korn', '--token-file', tokenFile('grpc', ENV)]);
   t.equal(refused.code, ExitCode.AUTH);
