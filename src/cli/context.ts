@@ -189,6 +189,23 @@ export function withClientOptions(cmd: Command, io: CliIo, defaultTimeoutMs: num
     .addHelpText('after', fromEnv === undefined || fromEnv === '' ? '' : `\n$${ENDPOINT_ENV} is set: the default endpoint is ${fromEnv}.`);
 }
 
+/** Whether a host (of a URL or host:port; IPv6 in brackets) is this machine's loopback. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h === '::1' || /^127(\.\d{1,3}){3}$/.test(h);
+}
+
+/**
+ * Warns (stderr, once per command) when a token is about to travel in the clear to another
+ * machine: anyone on the path could read and reuse it.
+ */
+export function warnPlaintextToken(io: CliIo, hosts: readonly string[], tls: boolean, token: string | undefined): void {
+  if (token === undefined || tls) return;
+  const remote = hosts.filter((h) => !isLoopbackHost(h));
+  if (remote.length === 0) return;
+  io.stderr(`cairn: warning: the token is sent without TLS to ${remote.join(', ')}: anyone on the path can read it; give --ca-file (or CAIRN_CA_FILE)\n`);
+}
+
 /** The request options every HTTP call of a command carries: endpoint, deadline, TLS, token. */
 export function connection(o: ClientOptions): { endpoint: string; timeoutMs: number; tls?: ClientTls; token?: string } {
   return { endpoint: o.endpoint, timeoutMs: o.timeoutMs, ...(o.tls !== undefined ? { tls: o.tls } : {}), ...(o.token !== undefined ? { token: o.token } : {}) };
@@ -209,6 +226,8 @@ export function clientOptions(cmd: Command, io: CliIo): ClientOptions {
   // With a CA, a bare host:port means HTTPS (an explicit http:// URL stays as it is).
   const hasScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(value);
   const endpoint = parseEndpoint(tls !== undefined && !hasScheme ? `https://${value}` : value, what);
+  const url = new URL(endpoint);
+  warnPlaintextToken(io, [url.hostname], url.protocol === 'https:', token);
   return { endpoint, json: opts.json === true, timeoutMs: opts.timeout, ...(tls !== undefined ? { tls } : {}), ...(token !== undefined ? { token } : {}) };
 }
 

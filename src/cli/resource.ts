@@ -19,7 +19,7 @@ import path from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import type { CairnClient, CairnClientError, Condition, ConditionState, Resource, ResourceId, ResourceRef, Status, WriteBody } from '../client/index.js';
-import { clientTls, clientToken, printJson, withTlsOptions, type CliIo, type ClientTls } from './context.js';
+import { clientTls, clientToken, printJson, warnPlaintextToken, withTlsOptions, type CliIo, type ClientTls } from './context.js';
 import { CliError, ExitCode, authHint, exitCodeFor, usageError } from './errors.js';
 import { runWatch, watchSpecOf, type WatchFlags } from './resource-watch.js';
 import { formatFields, formatTable } from './table.js';
@@ -129,6 +129,12 @@ export function resourceOptions(cmd: Command, io: CliIo): ResourceOptions {
         : [DEFAULT_GRPC_ENDPOINT];
   const tls = clientTls(cmd, io);
   const token = clientToken(cmd, io);
+  warnPlaintextToken(
+    io,
+    endpoints.map((e) => e.slice(0, e.lastIndexOf(':'))),
+    tls !== undefined,
+    token,
+  );
   return { endpoints, json: opts.json === true, timeoutMs: opts.timeout, ...(tls !== undefined ? { tls } : {}), ...(token !== undefined ? { token } : {}) };
 }
 

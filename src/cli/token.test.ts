@@ -226,3 +226,21 @@ t.test('--ca-file and CAIRN_CA_FILE are aliases of --tls-ca-file: HTTPS checked 
   const untrusted = await cairn(['--ca-file', path.join(dir, 'node-n1.pem')]);
   t.equal(untrusted.code, ExitCode.UNAVAILABLE, 'a CA the server certificate does not chain to is refused');
 });
+
+t.test('a token about to travel in the clear to another machine gets a warning; loopback does not', async (t) => {
+  const cairn = async (args: string[], env: Record<string, string> = {}) => {
+    const io = memoryIo(env, tmp);
+    const code = await runCli([...args, '--timeout', '200'], io, noAgent);
+    return { code, err: io.err() };
+  };
+  // 192.0.2.0/24 is TEST-NET-1: never routed, so these requests fail (quickly, by --timeout).
+  const http = await cairn(['acl', 'token', 'self', '--endpoint', '192.0.2.1:7501'], { CAIRN_TOKEN: ENV });
+  t.match(http.err, /^cairn: warning: the token is sent without TLS to 192\.0\.2\.1: anyone on the path can read it; give --ca-file/);
+  t.notOk(http.err.includes(ENV));
+  const grpcRemote = await cairn(['resource', 'read', 'demo.v1.Artist', 'korn', '--endpoint', '192.0.2.1:7500,127.0.0.1:1'], { CAIRN_TOKEN: ENV });
+  t.match(grpcRemote.err, /^cairn: warning: the token is sent without TLS to 192\.0\.2\.1:/, 'only the remote endpoint is named');
+  const noToken = await cairn(['acl', 'token', 'self', '--endpoint', '192.0.2.1:7501']);
+  t.notMatch(noToken.err, /warning/, 'no token, nothing to warn about');
+  const local = await run(['acl', 'token', 'self'], { status: 200, body: SELF }, { CAIRN_TOKEN: ENV });
+  t.equal(local.err, '', 'loopback: no warning');
+});
