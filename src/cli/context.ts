@@ -92,8 +92,8 @@ function caFileOf(opts: { tlsCaFile?: string; caFile?: string }, io: CliIo): { f
 export function clientTls(cmd: Command, io: CliIo): ClientTls | undefined {
   const opts = cmd.opts<{ tlsCaFile?: string; caFile?: string; tlsCertFile?: string; tlsKeyFile?: string }>();
   const named: Partial<Record<'caFile' | 'certFile' | 'keyFile', { file: string; what: string }>> = {};
-  const ca = caFileOf(opts, io);
-  if (ca !== undefined) named.caFile = ca;
+  const caFile = caFileOf(opts, io);
+  if (caFile !== undefined) named.caFile = caFile;
   for (const [key, flag, env] of TLS_OPTIONS) {
     const flagValue = key === 'certFile' ? opts.tlsCertFile : opts.tlsKeyFile;
     const envValue = io.env[env];
@@ -112,8 +112,13 @@ export function clientTls(cmd: Command, io: CliIo): ClientTls | undefined {
       throw usageError(`cannot read ${n.what} ${n.file}: ${e instanceof Error ? e.message : String(e)}`);
     }
   };
+  const ca = read(named.caFile);
+  // An empty or non-PEM file would otherwise surface as a TLS failure far from its cause.
+  if (!ca.toString('latin1').includes('-----BEGIN CERTIFICATE-----')) {
+    throw usageError(`${named.caFile.what} ${named.caFile.file} holds no PEM certificate (-----BEGIN CERTIFICATE-----): give the cluster CA, cairn-ca.pem`);
+  }
   return {
-    ca: read(named.caFile),
+    ca,
     ...(named.certFile !== undefined && named.keyFile !== undefined ? { cert: read(named.certFile), key: read(named.keyFile) } : {}),
   };
 }

@@ -482,7 +482,14 @@ type ClientModule = typeof import('../client/index.js');
 export async function withClient<T>(call: Call, fn: (client: CairnClient) => Promise<T>): Promise<T> {
   const mod: ClientModule = await import('../client/index.js');
   const { endpoints, timeoutMs, tls, token } = call.options;
-  const client = new mod.CairnClient({ endpoints, timeoutMs, ...(tls !== undefined ? { tls } : {}), ...(token !== undefined ? { token } : {}) });
+  let client: CairnClient;
+  try {
+    client = new mod.CairnClient({ endpoints, timeoutMs, ...(tls !== undefined ? { tls } : {}), ...(token !== undefined ? { token } : {}) });
+  } catch (e) {
+    // Options the client refuses (bad TLS material): nothing was sent.
+    if (mod.isCairnClientError(e)) throw usageError(`${e.message}; nothing was sent`);
+    throw e;
+  }
   try {
     return await fn(client);
   } catch (e) {
