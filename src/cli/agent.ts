@@ -71,9 +71,9 @@ export const AGENT_FLAG_HELP: readonly (readonly [string, string])[] = [
   ['--tls-cert-file <file>', "this node's certificate (PEM), from cairn tls cert create --node ID; SIGHUP reloads the three files"],
   ['--tls-key-file <file>', "this node's private key (PEM)"],
   ['--insecure', 'serve without TLS on an address other than loopback (anyone who can reach the ports can join and write); refused otherwise'],
-  ['--acl', 'access control: tokens and roles, default deny (on whenever the node runs with TLS; --acl=false turns it off); cairn acl bootstrap makes the first token'],
-  ['--acl-initial-management-token-file <file>', 'with ACLs on: a file holding the secret of a management token to create if absent (automation instead of cairn acl bootstrap)'],
-  ['--metrics-anonymous', 'with ACLs on: /metrics answers without a token (for a scraper on a trusted network)'],
+  ['--acl', 'access control: every request needs a token granting it (default: on with TLS, off without; --acl=false turns it off); docs/security.md'],
+  ['--acl-initial-management-token-file <file>', 'a file holding a token secret (cairn_<accessor>_<64 hex>) that becomes a management token once a node leads, if absent'],
+  ['--metrics-anonymous', '/metrics answers without a token when ACLs are on (default: needs read on cairn.v1.Metrics)'],
   ['--planted-bugs <names>', 'test-only planted bugs, comma-separated; never in production: double-vote, commit-old-term, read-index-without-heartbeat (Raft), stale-follower-read, ack-before-fsync, watch-skip-event (cluster-test/jepsen/README.md)'],
 ];
 
