@@ -244,3 +244,16 @@ t.test('a token about to travel in the clear to another machine gets a warning; 
   const local = await run(['acl', 'token', 'self'], { status: 200, body: SELF }, { CAIRN_TOKEN: ENV });
   t.equal(local.err, '', 'loopback: no warning');
 });
+
+t.test('a CA file that holds no certificate is a usage error, for HTTP and gRPC commands alike', async (t) => {
+  const empty = tokenFile('empty-ca.pem', '');
+  for (const args of [
+    ['acl', 'token', 'self', '--ca-file', empty, '--endpoint', '127.0.0.1:1'],
+    ['resource', 'read', 'demo.v1.Artist', 'korn', '--ca-file', empty, '--endpoint', '127.0.0.1:1'],
+  ]) {
+    const io = memoryIo({}, tmp);
+    const code = await runCli(args, io, noAgent);
+    t.equal(code, ExitCode.USAGE, args.join(' '));
+    t.equal(io.err(), `cairn: --ca-file ${empty} holds no PEM certificate (-----BEGIN CERTIFICATE-----): give the cluster CA, cairn-ca.pem\n`);
+  }
+});
