@@ -129,6 +129,9 @@ t.test('token list, read, delete, self', async (t) => {
     ].join('\n'),
   );
   t.equal((await run(['acl', 'token', 'list'], { status: 200, body: { tokens: [] } })).out, 'no tokens\n');
+  const revoked = { ...older, accessor_id: 'bootstrap', revoked: true };
+  t.match((await run(['acl', 'token', 'list'], { status: 200, body: { tokens: [revoked] } })).out, /^bootstrap +global-management +revoked /m, 'a revoked bootstrap token says so');
+  t.match((await run(['acl', 'token', 'read', 'bootstrap'], { status: 200, body: revoked })).out, /^revoked: +yes: deleted, refused on every call\n$/m);
   const malformed = await run(['acl', 'token', 'list'], { status: 200, body: { tokens: [{ roles: 'x' }] } });
   t.equal(malformed.code, ExitCode.GENERIC);
   t.match(malformed.err, /unexpected response .*tokens\[0\] is malformed/);
