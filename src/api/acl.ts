@@ -137,7 +137,7 @@ export class AccessControl {
   identify(store: StoreReader, token: string | undefined, peer: PeerIdentity | undefined): Identity {
     if (!this.enabled) return { kind: 'open' };
     if (peer?.kind === 'node' && token === undefined) return { kind: 'node', nodeId: peer.id };
-    if (token === undefined || token === '') {
+    if (token === undefined) {
       const role = store.get(ACL_KEY('ACLRole', ANONYMOUS_ROLE));
       return { kind: 'anonymous', rules: role === undefined ? [] : storedRules(role) };
     }

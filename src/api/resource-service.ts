@@ -67,9 +67,15 @@ export function parseVersion(v: unknown, what = 'version'): Revision | undefined
   return n as Revision;
 }
 
-/** The token of an `authorization: Bearer <token>` header or metadata value; undefined otherwise. */
+/**
+ * The token of an `authorization: Bearer <token>` header or metadata value; undefined when there
+ * is none. A header of another form is not ignored (that would run the request as anonymous):
+ * it is handed on as it is, and access control refuses it as a token that is not valid.
+ */
 export function bearerToken(auth: unknown): string | undefined {
-  return typeof auth === 'string' && auth.startsWith('Bearer ') ? auth.slice(7) : undefined;
+  if (auth === undefined || auth === null) return undefined;
+  if (typeof auth !== 'string') return '\u0000not-a-token';
+  return /^bearer /i.test(auth) ? auth.slice(7).trim() : auth === '' ? '\u0000not-a-token' : auth;
 }
 
 /** An idempotency key (HTTP Idempotency-Key, gRPC request_id): empty means none. */
