@@ -6,6 +6,7 @@ import {
   describeGrant,
   mayListSome,
   parseRules,
+  hashSecret,
   secretAccessor,
   secretMatches,
   type AclRule,
@@ -90,6 +91,12 @@ export interface AccessControlOptions {
   readonly clock: Clock;
   /** `/metrics` answers without a token (for a scraper on a trusted network). Default false. */
   readonly metricsAnonymous?: boolean;
+  /**
+   * A secret known only to this process, which makes its bearer this node (built-in controllers
+   * calling their own node on loopback where there is no TLS certificate to prove it). Never
+   * stored, never replicated: other nodes refuse it like any unknown token.
+   */
+  readonly internalSecret?: string;
 }
 
 /** Parsed rules per stored role version (stored resources are frozen: a new version is a new object). */
@@ -141,6 +148,8 @@ export class AccessControl {
       const role = store.get(ACL_KEY('ACLRole', ANONYMOUS_ROLE));
       return { kind: 'anonymous', rules: role === undefined ? [] : storedRules(role) };
     }
+    const internal = this.opts.internalSecret;
+    if (internal !== undefined && token.length === internal.length && secretMatches(token, hashSecret(internal))) return { kind: 'node', nodeId: 'self' };
     const accessor = secretAccessor(token);
     const rec = accessor === undefined ? undefined : store.get(ACL_KEY('ACLToken', accessor));
     if (rec === undefined || rec.deletionTimestamp !== null) throw new CairnError(ErrorCode.UNAUTHENTICATED, BAD_TOKEN);

@@ -13,7 +13,7 @@ import {
   type ServedNode,
 } from '../api/index.js';
 import { demoArtistController, streamingControllers, type ControllerManager, type ControllerSpec } from '../controller/index.js';
-import { callIdentity, nodeChannelCredentials, TlsMaterialStore } from '../auth/index.js';
+import { callIdentity, newSecret, nodeChannelCredentials, TlsMaterialStore } from '../auth/index.js';
 import { ClientPool, GrpcForwarder, GrpcTransport, type HelloResponseMsg, type PeerCall } from '../forwarding/index.js';
 import { Fsm, type ApplyResult } from '../fsm/index.js';
 import { FileSnapshotStore, createLogger, openDataDir, openLogStore, systemClock, systemTimers, type DataDir, type PinoLogger } from '../platform/index.js';
@@ -121,6 +121,11 @@ export class Node implements ServedNode {
   /** `--acl-initial-management-token-file`: created while this node leads, once. */
   private initialToken: { readonly secret: string; readonly accessor: string } | undefined;
   private initialTokenState: 'todo' | 'creating' | 'done' = 'todo';
+  /**
+   * The built-in controllers' credential on a node with ACLs but no TLS (no node certificate to
+   * present): random per process, known only here (AccessControlOptions.internalSecret).
+   */
+  private readonly internalSecret = newSecret('internal');
   private readonly promoter: ReturnType<typeof setInterval>;
   private readonly watchTicker: ReturnType<typeof setInterval>;
   private stopped: Promise<void> | undefined;
@@ -193,7 +198,7 @@ export class Node implements ServedNode {
     registerLeaseType(this.registry);
     registerAclTypes(this.registry);
     this.resources = new ResourceService(this, this.registry, systemClock, {
-      access: new AccessControl({ enabled: config.acl, clock: systemClock, metricsAnonymous: config.metricsAnonymous }),
+      access: new AccessControl({ enabled: config.acl, clock: systemClock, metricsAnonymous: config.metricsAnonymous, internalSecret: this.internalSecret }),
     });
     if (config.aclInitialManagementTokenFile !== undefined) {
       const r = readInitialTokenFile(config.aclInitialManagementTokenFile);
@@ -357,6 +362,8 @@ export class Node implements ServedNode {
         clock: systemClock,
         timers: systemTimers,
         ...(tls !== undefined ? { tls: () => ({ ca: tls.current.ca, cert: tls.current.cert, key: tls.current.key }) } : {}),
+        // With TLS the node certificate proves the controllers are this node; without, a secret only this process knows.
+        ...(tls === undefined && this.config.acl ? { token: () => this.internalSecret } : {}),
       });
     }
     const formCtx: FormClusterContext = {
