@@ -65,10 +65,8 @@ export function parseVersion(v: unknown, what = 'version'): Revision | undefined
   return n as Revision;
 }
 
-/** The token of an `authorization: Bearer <token>` header or metadata value; undefined otherwise. */
-export function bearerToken(auth: unknown): string | undefined {
-  return typeof auth === 'string' && auth.startsWith('Bearer ') ? auth.slice(7) : undefined;
-}
+// The bearer token parser lives in limits.ts (the HTTP server needs it too, without a cycle).
+export { bearerToken } from './limits.js';
 
 /** An idempotency key (HTTP Idempotency-Key, gRPC request_id): empty means none. */
 export function checkRequestId(v: string | undefined): string | undefined {

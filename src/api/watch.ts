@@ -1,6 +1,7 @@
 import { CairnError, ErrorCode, type Clock, type Revision } from '../base/index.js';
 import type { Resource } from '../store/index.js';
 import type { EndCode, EventPublisher, Subscription } from '../stream/index.js';
+import { StreamCounter } from './limits.js';
 import { resourceToJson } from './resource-json.js';
 import { parseVersion, type CallContext, type ListFilter, type ResourceService } from './resource-service.js';
 import { START_WAIT_DEFAULT_MS, type ServedNode } from './served-node.js';
@@ -118,6 +119,10 @@ export interface WatchServiceOptions {
   readonly metrics?: WatchMetricsHooks;
   /** Events handed to transports per event-loop turn, over all streams, before yielding. Default 4,096. */
   readonly fanoutEventsPerTurn?: number;
+  /** Watch streams open at once on this node, over HTTP and gRPC (0 = no cap). Default 0. */
+  readonly maxStreams?: number;
+  /** Watch streams open at once on one connection (0 = no cap). Default 0. */
+  readonly maxStreamsPerConnection?: number;
 }
 
 interface WatchState {
@@ -159,6 +164,8 @@ export class WatchSession {
     private readonly publisher: EventPublisher,
     private readonly sink: WatchSink,
     nowMs: number,
+    /** Gives back this stream's place under the watch caps (once, on close). */
+    private readonly release: () => void = () => {},
   ) {
     this.lastSentMs = nowMs;
   }
@@ -303,6 +310,7 @@ export class WatchSession {
     if (this.closed) return;
     this.closed = true;
     for (const st of this.states) st.sub.close();
+    this.release();
     this.service.forget(this);
   }
 }
@@ -322,6 +330,8 @@ export class WatchService {
   readonly fanoutEventsPerTurn: number;
   readonly clock: Clock;
   readonly bookmarkIntervalMs: number;
+  /** The watch-stream caps (per node, per connection). */
+  readonly streams: StreamCounter;
 
   constructor(
     private readonly node: Pick<ServedNode, 'publisher' | 'publisherNow'>,
@@ -331,6 +341,7 @@ export class WatchService {
     this.clock = opts.clock;
     this.bookmarkIntervalMs = opts.bookmarkIntervalMs ?? 5_000;
     this.fanoutEventsPerTurn = opts.fanoutEventsPerTurn ?? 4_096;
+    this.streams = new StreamCounter(opts.maxStreams ?? 0, opts.maxStreamsPerConnection ?? 0, 'watch streams');
   }
 
   get activeSessions(): number {
@@ -343,7 +354,7 @@ export class WatchService {
    * the node starts waits for it (at most `ctx.timeoutMs`, default START_WAIT_DEFAULT_MS): its
    * initial state is then the started node's.
    */
-  async open(specs: readonly WatchSpec[], ctx: CallContext, sink: WatchSink): Promise<WatchSession> {
+  async open(specs: readonly WatchSpec[], ctx: CallContext, sink: WatchSink, origin: { readonly connection?: unknown } = {}): Promise<WatchSession> {
     if (specs.length === 0) throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'a watch request needs at least one watch');
     if (specs.length > WATCH_LIMITS.watchesPerStream) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `at most ${WATCH_LIMITS.watchesPerStream} watches per stream, got ${specs.length}`);
     const checked = specs.map((s, i) => {
@@ -358,9 +369,17 @@ export class WatchService {
     });
     const stopping = (): CairnError => new CairnError(ErrorCode.UNAVAILABLE, 'this node is shutting down; watch through another node');
     if (this.closing) throw stopping();
-    const pub = this.node.publisherNow() ?? (await this.node.publisher(ctx.timeoutMs ?? START_WAIT_DEFAULT_MS));
-    if (this.closing) throw stopping();
-    const session = new WatchSession(this, pub, sink, this.clock.monotonicMs());
+    // The place is taken before waiting for a starting node, so waiting watches count too.
+    const release = this.streams.acquire(origin.connection);
+    let pub: EventPublisher;
+    try {
+      pub = this.node.publisherNow() ?? (await this.node.publisher(ctx.timeoutMs ?? START_WAIT_DEFAULT_MS));
+      if (this.closing) throw stopping();
+    } catch (e) {
+      release();
+      throw e;
+    }
+    const session = new WatchSession(this, pub, sink, this.clock.monotonicMs(), release);
     checked.forEach((c, i) => session.add(i, c.filter, specs[i] as WatchSpec, c.gtRevision));
     this.sessions.add(session);
     session.schedule();
