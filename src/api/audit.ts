@@ -115,7 +115,7 @@ export class AuditLog {
       {
         base: { node: opts.nodeId, audit: true },
         timestamp: pino.stdTimeFunctions.isoTime,
-        formatters: { level: () => ({}) },
+        formatters: { level: (label) => ({ level: label }) },
         messageKey: 'event',
       },
       stream,
