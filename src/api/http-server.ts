@@ -379,10 +379,15 @@ export function createHttpServer(opts: HttpServerOptions): ApiHttpServer {
       return;
     }
     const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
-    const body = JSON.stringify(
-      errorBody(new CairnError(tooLarge ? ErrorCode.TOO_LARGE : ErrorCode.INVALID_ARGUMENT, tooLarge ? 'request headers are too large' : `malformed HTTP request (${err.code ?? 'parse error'})`)),
-    );
-    const status = tooLarge ? '431 Request Header Fields Too Large' : '400 Bad Request';
+    // Node's headersTimeout / requestTimeout: the request did not arrive in time (a slow client).
+    const timedOut = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
+    const cairnErr = tooLarge
+      ? new CairnError(ErrorCode.TOO_LARGE, 'request headers are too large')
+      : timedOut
+        ? new CairnError(ErrorCode.TIMEOUT, 'the request did not arrive within the header or request timeout (--http-headers-timeout-ms, --http-request-timeout-ms)')
+        : new CairnError(ErrorCode.INVALID_ARGUMENT, `malformed HTTP request (${err.code ?? 'parse error'})`);
+    const body = JSON.stringify(errorBody(cairnErr));
+    const status = tooLarge ? '431 Request Header Fields Too Large' : timedOut ? '408 Request Timeout' : '400 Bad Request';
     socket.end(`HTTP/1.1 ${status}\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
   });
   return server;
