@@ -38,9 +38,6 @@ type Decoded<T> = { readonly ok: true; readonly value: T } | { readonly ok: fals
  */
 export const MAX_PUBLIC_MESSAGE_BYTES = 4 * 1024 * 1024;
 
-/** The public request limit in force (set by addResourceGrpcService; one value per process). */
-let publicMessageLimit = MAX_PUBLIC_MESSAGE_BYTES;
-
 /** The slices of a generated message class a method needs. */
 interface Decoder<M> {
   decode(r: protobuf.Reader): M;
@@ -71,9 +68,9 @@ function firstUnknownField(m: unknown, path: string): string | undefined {
   return undefined;
 }
 
-function decodeRequest<T>(codec: Decoder<T>, what: string, bytes: Buffer): Decoded<T> {
+function decodeRequest<T>(codec: Decoder<T>, what: string, bytes: Buffer, limit: number): Decoded<T> {
   // Checked before decoding: a message over the limit is never parsed.
-  if (bytes.length > publicMessageLimit) return { ok: false, error: `the ${what} message is ${bytes.length} bytes; at most ${publicMessageLimit}`, tooLarge: publicMessageLimit };
+  if (bytes.length > limit) return { ok: false, error: `the ${what} message is ${bytes.length} bytes; at most ${limit}`, tooLarge: limit };
   try {
     const reader = protobuf.Reader.create(bytes);
     reader.discardUnknown = false;
@@ -86,13 +83,13 @@ function decodeRequest<T>(codec: Decoder<T>, what: string, bytes: Buffer): Decod
   }
 }
 
-function method<Req, Res>(name: string, req: Decoder<Req>, res: Encoder<Res>): grpc.MethodDefinition<Decoded<Req>, Res> {
+function method<Req, Res>(name: string, req: Decoder<Req>, res: Encoder<Res>, limit: number): grpc.MethodDefinition<Decoded<Req>, Res> {
   return {
     path: `/${SERVICE}/${name}`,
     requestStream: false,
     responseStream: false,
     // Never throws: grpc-js would answer a throwing deserializer with INTERNAL.
-    requestDeserialize: (b: Buffer) => decodeRequest(req, `${name}Request`, b),
+    requestDeserialize: (b: Buffer) => decodeRequest(req, `${name}Request`, b, limit),
     requestSerialize: () => {
       throw new Error('server-side definition');
     },
@@ -103,28 +100,34 @@ function method<Req, Res>(name: string, req: Decoder<Req>, res: Encoder<Res>): g
   };
 }
 
-export const resourceServiceDefinition = {
-  read: method('Read', pb.ReadRequest, pb.ReadResponse),
-  write: method('Write', pb.WriteRequest, pb.WriteResponse),
-  writeStatus: method('WriteStatus', pb.WriteStatusRequest, pb.WriteStatusResponse),
-  delete: method('Delete', pb.DeleteRequest, pb.DeleteResponse),
-  list: method('List', pb.ListRequest, pb.ListResponse),
-  listByOwner: method('ListByOwner', pb.ListByOwnerRequest, pb.ListByOwnerResponse),
-  watchList: {
-    path: `/${SERVICE}/WatchList`,
-    requestStream: false,
-    responseStream: true,
-    requestDeserialize: (b: Buffer) => decodeRequest(pb.WatchListRequest, 'WatchListRequest', b),
-    requestSerialize: () => {
-      throw new Error('server-side definition');
-    },
-    // Events are encoded by encodeWatchEvent (resources once per version, for every watcher).
-    responseSerialize: (b: Buffer) => b,
-    responseDeserialize: () => {
-      throw new Error('server-side definition');
-    },
-  } satisfies grpc.MethodDefinition<Decoded<pb.WatchListRequest>, Buffer>,
-} satisfies grpc.ServiceDefinition;
+/** The service's method definitions, public requests bounded by `limit` bytes. */
+function serviceDefinition(limit: number) {
+  return {
+    read: method('Read', pb.ReadRequest, pb.ReadResponse, limit),
+    write: method('Write', pb.WriteRequest, pb.WriteResponse, limit),
+    writeStatus: method('WriteStatus', pb.WriteStatusRequest, pb.WriteStatusResponse, limit),
+    delete: method('Delete', pb.DeleteRequest, pb.DeleteResponse, limit),
+    list: method('List', pb.ListRequest, pb.ListResponse, limit),
+    listByOwner: method('ListByOwner', pb.ListByOwnerRequest, pb.ListByOwnerResponse, limit),
+    watchList: {
+      path: `/${SERVICE}/WatchList`,
+      requestStream: false,
+      responseStream: true,
+      requestDeserialize: (b: Buffer) => decodeRequest(pb.WatchListRequest, 'WatchListRequest', b, limit),
+      requestSerialize: () => {
+        throw new Error('server-side definition');
+      },
+      // Events are encoded by encodeWatchEvent (resources once per version, for every watcher).
+      responseSerialize: (b: Buffer) => b,
+      responseDeserialize: () => {
+        throw new Error('server-side definition');
+      },
+    } satisfies grpc.MethodDefinition<Decoded<pb.WatchListRequest>, Buffer>,
+  } satisfies grpc.ServiceDefinition;
+}
+
+/** The service with the default public request limit. */
+export const resourceServiceDefinition = serviceDefinition(MAX_PUBLIC_MESSAGE_BYTES);
 
 /** A stored resource's encoded cairn.resource.v1.Resource, built once per stored version. */
 const encodedResources = new WeakMap<Resource, Uint8Array>();
@@ -418,7 +421,6 @@ function watchList(watches: WatchService | undefined, edge: Edge): grpc.handleSe
 export function addResourceGrpcService(server: grpc.Server, svc: ResourceService, opts: ResourceGrpcServiceOptions = {}): void {
   const logger = opts.logger ?? silentLogger;
   const edge: Edge = { logger, limits: opts.limits, audit: opts.audit };
-  publicMessageLimit = opts.maxMessageBytes ?? MAX_PUBLIC_MESSAGE_BYTES;
   const impl: grpc.UntypedServiceImplementation = {
     read: unary<pb.ReadRequest, pb.ReadResponse.$Properties>('Read', edge, async (req, call) => {
       const id = requireId(req.id);
@@ -495,5 +497,5 @@ export function addResourceGrpcService(server: grpc.Server, svc: ResourceService
     }),
   };
   impl['watchList'] = watchList(opts.watches, edge);
-  server.addService(resourceServiceDefinition, impl);
+  server.addService(serviceDefinition(opts.maxMessageBytes ?? MAX_PUBLIC_MESSAGE_BYTES), impl);
 }

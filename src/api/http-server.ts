@@ -243,7 +243,13 @@ export type ApiHttpServer = http.Server | https.Server;
 export function createHttpServer(opts: HttpServerOptions): ApiHttpServer {
   const limit = opts.maxBodyBytes ?? MAX_BODY_BYTES;
   const allowedHosts = opts.allowedHosts ?? new HostAllowList([]);
+  /** Connections over the cap: answered 503 at once; a request Node still parses on one is never run. */
+  const refused = new WeakSet<object>();
   const listener = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+    if (refused.has(req.socket)) {
+      req.socket.destroy();
+      return;
+    }
     if (opts.onResponse) res.once('finish', () => opts.onResponse?.(req.method ?? 'GET', res.statusCode));
     void handle(req, res).catch((e: unknown) => answerError(req, res, e));
   };
@@ -260,6 +266,7 @@ export function createHttpServer(opts: HttpServerOptions): ApiHttpServer {
     connections++;
     socket.once('close', () => connections--);
     if (maxConnections > 0 && connections > maxConnections) {
+      refused.add(socket);
       // Answer and close rather than leave the client hanging: the socket's request (if any)
       // is never read.
       const body = JSON.stringify(errorBody(new CairnError(ErrorCode.UNAVAILABLE, `this node already has ${maxConnections} open HTTP connections, its limit; retry later or use another node`, { limit: maxConnections })));
