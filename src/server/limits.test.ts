@@ -41,7 +41,7 @@ function client(address: string, options: grpc.ChannelOptions = {}): grpc.Client
   return new grpc.Client(address, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1, ...options });
 }
 
-function unary(c: grpc.Client, method: 'Read' | 'Write', req: object, metadata = new grpc.Metadata()): Promise<Answer> {
+function unary(c: grpc.Client, method: 'Read' | 'Write', req: object, metadata = new grpc.Metadata(), deadlineMs = 10_000): Promise<Answer> {
   const codecs = method === 'Read' ? { req: codec(pb.ReadRequest), res: codec(pb.ReadResponse) } : { req: codec(pb.WriteRequest), res: codec(pb.WriteResponse) };
   return new Promise((resolve) => {
     c.makeUnaryRequest(
@@ -50,7 +50,7 @@ function unary(c: grpc.Client, method: 'Read' | 'Write', req: object, metadata =
       (b: Buffer) => codecs.res.decode(b),
       req,
       metadata,
-      { deadline: Date.now() + 10_000 },
+      { deadline: Date.now() + deadlineMs },
       (err, res) => resolve({ err: err ?? undefined, res }),
     );
   });
@@ -356,4 +356,39 @@ t.test('audit log: a denied request (PERMISSION_DENIED) with the accessor and no
   );
   const file = await readFile(path.join(agent.node.config.dataDir, 'audit.log'), 'utf8');
   t.notMatch(file, SECRET, 'no secret in the audit log');
+});
+
+t.test('concurrent gRPC streams per connection: the 101st call on one connection does not start while 100 run', async (t) => {
+  const agents = new Agents(t);
+  const agent = await agents.dev({ grpcMaxConcurrentStreams: 100, watchMaxStreamsPerConnection: 0 });
+  const c = client(agent.grpcAddress);
+  t.teardown(() => c.close());
+  const watches = Array.from({ length: 100 }, () => watchList(c));
+  await until(() => watches.every((w) => w.messages > 0), 10_000, '100 watches to run');
+  t.equal(agent.watches.streams.open, 100);
+  const extra = watchList(c);
+  // grpc-js queues a call over the server's SETTINGS_MAX_CONCURRENT_STREAMS until a stream ends.
+  const over = await unary(c, 'Read', readReq('x'), new grpc.Metadata(), 2_000);
+  t.equal(over.err?.code, grpc.status.DEADLINE_EXCEEDED, `the call waits, unserved, until its deadline: ${over.err?.details ?? ''}`);
+  t.equal(agent.watches.streams.open, 100, 'no 101st watch on the node');
+  t.equal(extra.messages, 0);
+  // Another connection is not affected.
+  const d = client(agent.grpcAddress);
+  t.teardown(() => d.close());
+  t.equal((await unary(d, 'Read', readReq('x'))).err?.code, grpc.status.NOT_FOUND, 'another connection is served');
+  for (const w of watches) w.call.cancel();
+  extra.call.cancel();
+});
+
+t.test('a three-node cluster with a gRPC connection cap of 1 still forms and replicates: peers are never counted', async (t) => {
+  const agents = new Agents(t);
+  const nodes = await agents.three({ grpcMaxConnections: 1 });
+  const leader = nodes.find((a) => a.coordinator()?.status().role === 'leader') as Agent;
+  const follower = nodes.find((a) => a !== leader) as Agent;
+  const put = await fetch(`http://${follower.httpAddress}/v1/resource/${ARTIST}/peers?partition=default&namespace=default`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ data: { name: 'Peers' } }) });
+  t.equal(put.status, 200, 'a write through a follower (forwarded to the leader) commits');
+  for (const n of nodes) {
+    const r = await fetch(`http://${n.httpAddress}/v1/resource/${ARTIST}/peers?partition=default&namespace=default`);
+    t.equal(r.status, 200, `readable on ${n.nodeId}`);
+  }
 });
