@@ -217,6 +217,8 @@ export interface HttpServerOptions {
   readonly audit?: AuditLog;
   /** Open connections at most (0 = no cap; default 0); over it a new connection is answered 503 and closed. */
   readonly maxConnections?: number;
+  /** Told of each connection refused by the cap (for metrics). */
+  readonly onConnectionRefused?: () => void;
   /** Slow-client timeouts (docs/security.md "Limits"); each defaults to Node's. */
   readonly timeouts?: HttpTimeouts;
 }
@@ -267,6 +269,7 @@ export function createHttpServer(opts: HttpServerOptions): ApiHttpServer {
     socket.once('close', () => connections--);
     if (maxConnections > 0 && connections > maxConnections) {
       refused.add(socket);
+      opts.onConnectionRefused?.();
       // Answer and close rather than leave the client hanging: the socket's request (if any)
       // is never read.
       const body = JSON.stringify(errorBody(new CairnError(ErrorCode.UNAVAILABLE, `this node already has ${maxConnections} open HTTP connections, its limit; retry later or use another node`, { limit: maxConnections })));

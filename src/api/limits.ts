@@ -121,6 +121,8 @@ export interface RequestLimitsOptions {
   /** Buckets kept per limiter (addresses, tokens). Default 100,000. */
   readonly maxKeys?: number;
   readonly clock: Pick<Clock, 'monotonicMs'>;
+  /** Told of each refusal (for metrics). */
+  readonly onRefused?: (limit: 'address' | 'token') => void;
 }
 
 /** Defaults (docs/security.md "Limits"): far above what the benchmarks and the fault harness do. */
@@ -142,8 +144,10 @@ export interface Caller {
 export class RequestLimits {
   readonly byAddress: KeyedRateLimiter;
   readonly byToken: KeyedRateLimiter;
+  private readonly onRefused: ((limit: 'address' | 'token') => void) | undefined;
 
   constructor(opts: RequestLimitsOptions) {
+    this.onRefused = opts.onRefused;
     const maxKeys = opts.maxKeys ?? RATE_LIMIT_DEFAULTS.maxKeys;
     this.byAddress = new KeyedRateLimiter(opts.perAddress, maxKeys, opts.clock);
     this.byToken = new KeyedRateLimiter(opts.perToken, maxKeys, opts.clock);
@@ -156,10 +160,16 @@ export class RequestLimits {
    */
   check(caller: Caller): void {
     const addrWait = this.byAddress.take(normalizeIp(caller.address));
-    if (addrWait > 0) throw rateLimited('address', caller.address, addrWait, this.byAddress.limit);
+    if (addrWait > 0) {
+      this.onRefused?.('address');
+      throw rateLimited('address', caller.address, addrWait, this.byAddress.limit);
+    }
     if (caller.token === undefined || caller.token === '') return;
     const tokWait = this.byToken.take(tokenKey(caller.token));
-    if (tokWait > 0) throw rateLimited('token', accessorOf(caller.token) ?? 'this token', tokWait, this.byToken.limit);
+    if (tokWait > 0) {
+      this.onRefused?.('token');
+      throw rateLimited('token', accessorOf(caller.token) ?? 'this token', tokWait, this.byToken.limit);
+    }
   }
 }
 
@@ -192,6 +202,8 @@ export class StreamCounter {
     /** Streams per connection; 0 = no cap. */
     readonly maxPerConnection: number,
     private readonly what: string,
+    /** Told of each refusal (for metrics). */
+    private readonly onRefused?: (limit: 'node' | 'connection') => void,
   ) {}
 
   get open(): number {
@@ -200,11 +212,13 @@ export class StreamCounter {
 
   acquire(connection: unknown): () => void {
     if (this.maxPerNode > 0 && this.total >= this.maxPerNode) {
+      this.onRefused?.('node');
       throw new CairnError(ErrorCode.RATE_LIMITED, `this node already serves ${this.total} ${this.what}, its limit; retry later or use another node`, { limit: 'node', retryAfterSeconds: 1 });
     }
     const key = connection ?? 'unknown';
     const n = this.perConnection.get(key) ?? 0;
     if (this.maxPerConnection > 0 && n >= this.maxPerConnection) {
+      this.onRefused?.('connection');
       throw new CairnError(ErrorCode.RATE_LIMITED, `this connection already has ${n} ${this.what}, its limit; close one or open another connection`, { limit: 'connection', retryAfterSeconds: 1 });
     }
     this.total++;

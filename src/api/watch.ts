@@ -110,6 +110,8 @@ export interface WatchSink {
 export interface WatchMetricsHooks {
   onEvents?(n: number): void;
   onEnded?(code: string): void;
+  /** A new watch refused by a cap. */
+  onRefused?(limit: 'node' | 'connection'): void;
 }
 
 export interface WatchServiceOptions {
@@ -341,7 +343,7 @@ export class WatchService {
     this.clock = opts.clock;
     this.bookmarkIntervalMs = opts.bookmarkIntervalMs ?? 5_000;
     this.fanoutEventsPerTurn = opts.fanoutEventsPerTurn ?? 4_096;
-    this.streams = new StreamCounter(opts.maxStreams ?? 0, opts.maxStreamsPerConnection ?? 0, 'watch streams');
+    this.streams = new StreamCounter(opts.maxStreams ?? 0, opts.maxStreamsPerConnection ?? 0, 'watch streams', (limit) => opts.metrics?.onRefused?.(limit));
   }
 
   get activeSessions(): number {

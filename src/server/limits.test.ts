@@ -86,6 +86,11 @@ async function auditLines(agent: Agent): Promise<Record<string, unknown>[]> {
     .map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
+/** cairn_limit_refusals_total{limit} of an agent. */
+async function refusals(agent: Agent, limit: string): Promise<number> {
+  return (await agent.metrics.limitRefusals.get()).values.find((v) => v.labels['limit'] === limit)?.value ?? 0;
+}
+
 const get = (agent: Agent, p: string, headers: Record<string, string> = {}): Promise<Response> => fetch(`http://${agent.httpAddress}${p}`, { headers });
 
 t.test('per-address rate limit: HTTP 429 with Retry-After, then served after waiting; gRPC RESOURCE_EXHAUSTED with retry-after; probes exempt; denials audited', async (t) => {
@@ -132,6 +137,7 @@ t.test('per-address rate limit: HTTP 429 with Retry-After, then served after wai
   const denied = (await auditLines(agent)).filter((l) => l['kind'] === 'denied');
   t.ok(denied.some((l) => l['transport'] === 'http' && l['code'] === 'RATE_LIMITED' && l['method'] === `GET /v1/resources/${ARTIST}` && l['address'] === '127.0.0.1'), 'the HTTP denial is audited');
   t.ok(denied.some((l) => l['transport'] === 'grpc' && l['code'] === 'RATE_LIMITED' && l['method'] === `${SERVICE}/Read`), 'the gRPC denial is audited');
+  t.ok((await refusals(agent, 'rate-address')) >= 2, 'counted in cairn_limit_refusals_total{limit="rate-address"}');
 });
 
 t.test('per-token rate limit: keyed by the accessor id; other callers from the address are not limited by it; the audit record has no secret', async (t) => {
@@ -173,6 +179,7 @@ t.test('watch caps: per connection (gRPC) and per node (HTTP and gRPC together);
   t.same(w3.error?.metadata.get('cairn-error-code'), ['RATE_LIMITED']);
   t.match(w3.error?.details, /this connection already has 2 watch streams/);
   t.equal(agent.watches.streams.open, 2);
+  t.equal(await refusals(agent, 'watch-connection'), 1);
 
   // Another connection (HTTP) may open one more: the node's cap is 3.
   const base = `http://${agent.httpAddress}`;
@@ -250,6 +257,7 @@ t.test('HTTP connection cap: over it, a new connection is answered 503 and close
   t.match(c.data(), /retry-after: 1/);
   t.match(c.data(), /"code":"UNAVAILABLE".*open HTTP connections, its limit/);
   t.notOk(a.closed() || b.closed(), 'the first two stay open');
+  t.ok((await refusals(agent, 'http-connections')) >= 1);
   a.socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
   await until(() => a.data().includes('"status":"ok"'), 5_000, 'a connection under the cap to be served');
   b.socket.destroy();
@@ -277,6 +285,7 @@ t.test('public gRPC messages: 5 MiB is TOO_LARGE (RESOURCE_EXHAUSTED), 9 MiB is 
   t.match(five.err?.details, /WriteRequest message is \d+ bytes; at most 4194304/);
   const nine = await unary(client(agent.grpcAddress), 'Write', writeReq('bigger', JSON.stringify('x'.repeat(9 * 1024 * 1024))));
   t.equal(nine.err?.code, grpc.status.RESOURCE_EXHAUSTED, `cut: ${nine.err?.details ?? 'no error'}`);
+  t.equal(await refusals(agent, 'grpc-message-cut'), 1);
   const ok = await unary(c, 'Write', writeReq('small', '{"name":"Small"}'));
   t.equal(ok.err, undefined, 'a normal write on the same connection works');
   const read = await unary(c, 'Read', readReq('small'));
@@ -298,6 +307,7 @@ t.test('gRPC connection cap: a client over it is refused; peers are never counte
   t.equal((await unary(a, 'Read', readReq('x'))).err?.code, grpc.status.NOT_FOUND, 'the first connection is served');
   const refused = await unary(b, 'Read', readReq('x'));
   t.equal(refused.err?.code, grpc.status.UNAVAILABLE, `the second is refused: ${refused.err?.details ?? ''}`);
+  t.equal(await refusals(agent, 'grpc-connections'), 1);
   b.close();
   a.close();
   const c = client(agent.grpcAddress);

@@ -168,6 +168,7 @@ export class Node implements ServedNode {
       perToken: { perSecond: config.rateLimitPerToken, burst: config.rateLimitPerTokenBurst },
       maxKeys: config.rateLimitMaxKeys,
       clock: systemClock,
+      onRefused: (limit) => this.metrics.limitRefusals.inc({ limit: `rate-${limit}` }),
     });
     this.tls = tls;
     this.pool = tls !== undefined ? new ClientPool(() => nodeChannelCredentials(tls)) : new ClientPool();
@@ -201,7 +202,11 @@ export class Node implements ServedNode {
       bookmarkIntervalMs: config.watchBookmarkMs,
       maxStreams: config.watchMaxStreams,
       maxStreamsPerConnection: config.watchMaxStreamsPerConnection,
-      metrics: { onEvents: (n) => this.metrics.watchEvents.inc(n), onEnded: (code) => this.metrics.watchEnded.inc({ code }) },
+      metrics: {
+        onEvents: (n) => this.metrics.watchEvents.inc(n),
+        onEnded: (code) => this.metrics.watchEnded.inc({ code }),
+        onRefused: (limit) => this.metrics.limitRefusals.inc({ limit: `watch-${limit}` }),
+      },
     });
     this.metrics.watchGauges(() => {
       const pub = this.publisherNow();

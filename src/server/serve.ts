@@ -151,6 +151,7 @@ export async function serveNode(node: Node, config: AgentConfig, extend?: Extend
     limits: node.limits,
     audit: node.audit,
     maxConnections: config.httpMaxConnections,
+    onConnectionRefused: () => metrics.limitRefusals.inc({ limit: 'http-connections' }),
     timeouts: { headersMs: config.httpHeadersTimeoutMs, requestMs: config.httpRequestTimeoutMs, keepAliveMs: config.httpKeepAliveTimeoutMs },
     ...(tlsNow !== undefined ? { tls: { cert: tlsNow.cert, key: tlsNow.key, ca: tlsNow.ca } } : {}),
   });
@@ -169,6 +170,7 @@ export async function serveNode(node: Node, config: AgentConfig, extend?: Extend
       publicPathPrefix: `/${resourceServiceName}/`,
       peerHosts: () => node.peerHosts(),
       logger,
+      onRefused: (reason) => metrics.limitRefusals.inc({ limit: reason === 'connections' ? 'grpc-connections' : 'grpc-message-cut' }),
     });
     httpAddress = await listen(httpServer, config.httpAddr);
   } catch (e) {
