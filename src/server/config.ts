@@ -105,7 +105,11 @@ export interface AgentConfig {
   readonly grpcMaxConcurrentStreams: number;
   /** The largest request message of a public gRPC method (bytes). Default 4 MiB. */
   readonly grpcMaxMessageBytes: number;
-  /** The gRPC port pings a connection quiet this long (ms) and drops it if the ping is not answered within 20 s. Default 60,000. */
+  /**
+   * The gRPC port pings a connection quiet this long (ms) and drops it if the ping is not
+   * answered within 20 s. Default 0 (off): it would also drop a paused peer's Raft stream,
+   * which the cluster service takes as the peer's death (src/forwarding/cluster-service.ts).
+   */
   readonly grpcKeepaliveMs: number;
   /** A gRPC connection with no call for this long (ms) is sent GOAWAY (clients reconnect when needed). Default 1,800,000. */
   readonly grpcIdleTimeoutMs: number;
@@ -168,7 +172,7 @@ export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertise
   grpcMaxConnections: 4096,
   grpcMaxConcurrentStreams: 2048,
   grpcMaxMessageBytes: 4 * 1024 * 1024,
-  grpcKeepaliveMs: 60_000,
+  grpcKeepaliveMs: 0,
   grpcIdleTimeoutMs: 1_800_000,
   watchMaxStreams: 50_000,
   watchMaxStreamsPerConnection: 1_000,

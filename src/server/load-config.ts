@@ -81,7 +81,7 @@ const OPTIONS: readonly OptionSpec[] = [
   { key: 'grpcMaxConnections', kind: 'count' },
   { key: 'grpcMaxConcurrentStreams', kind: 'positive' },
   { key: 'grpcMaxMessageBytes', kind: 'positive' },
-  { key: 'grpcKeepaliveMs', kind: 'positive' },
+  { key: 'grpcKeepaliveMs', kind: 'count' },
   { key: 'grpcIdleTimeoutMs', kind: 'count' },
   { key: 'watchMaxStreams', kind: 'count' },
   { key: 'watchMaxStreamsPerConnection', kind: 'count' },

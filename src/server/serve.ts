@@ -113,9 +113,10 @@ export async function serveNode(node: Node, config: AgentConfig, extend?: Extend
     'grpc.max_receive_message_length': 64 * 1024 * 1024,
     'grpc.max_send_message_length': 64 * 1024 * 1024,
     'grpc.max_concurrent_streams': config.grpcMaxConcurrentStreams,
-    // Ping a quiet connection; drop it if the ping goes unanswered (a vanished client).
-    'grpc.keepalive_time_ms': config.grpcKeepaliveMs,
-    'grpc.keepalive_timeout_ms': GRPC_KEEPALIVE_TIMEOUT_MS,
+    // Ping a quiet connection; drop it if the ping goes unanswered (a vanished client). Off by
+    // default: peers share this server, and a paused peer's dropped Raft stream would read as
+    // its death (src/forwarding/cluster-service.ts).
+    ...(config.grpcKeepaliveMs > 0 ? { 'grpc.keepalive_time_ms': config.grpcKeepaliveMs, 'grpc.keepalive_timeout_ms': GRPC_KEEPALIVE_TIMEOUT_MS } : {}),
     ...(config.grpcIdleTimeoutMs > 0 ? { 'grpc.max_connection_idle_ms': config.grpcIdleTimeoutMs } : {}),
   });
   // This node's HTTP address as peers should use it (known once it listens), answered in Hello;
