@@ -403,7 +403,7 @@ function watchList(watches: WatchService | undefined, edge: Edge): grpc.handleSe
           },
         },
         // One HTTP/2 connection per client address and port: the per-connection watch cap's key.
-        { connection: call.getPeer() },
+        { connection: call.getPeer(), caller: { transport: 'grpc', method: `/${SERVICE}/WatchList`, ...callerOf(call) } },
       ).then(
         (s) => {
           session = s;

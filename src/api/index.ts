@@ -12,7 +12,7 @@ export { addResourceRoutes } from './resource-routes.js';
 export { addResourceGrpcService, resourceServiceDefinition, type ResourceGrpcServiceOptions } from './grpc-resource-service.js';
 export { addSnapshotRoutes, SNAPSHOT_MAGIC, MAX_RESTORE_BYTES } from './snapshot-routes.js';
 export type { RouteOptions } from './http-server.js';
-export { WatchService, WatchSession, WATCH_LIMITS, resourceJsonText, type WatchSpec, type WatchEvent, type WatchSink, type WatchServiceOptions } from './watch.js';
+export { WatchService, WatchSession, WATCH_LIMITS, resourceJsonText, type WatchSpec, type WatchEvent, type WatchSink, type WatchServiceOptions, type WatchOrigin } from './watch.js';
 export { addWatchRoutes, parseWatchBody, watchEventLine } from './watch-routes.js';
 export { encodeWatchEvent } from './grpc-resource-service.js';
 export { HostAllowList, LOOPBACK_HOSTS, normalizeHostHeader, isMediaType } from './host-check.js';

@@ -105,7 +105,7 @@ export function addWatchRoutes(router: Router, watches: WatchService): void {
         }
       },
       },
-      { connection: req.connection },
+      { connection: req.connection, caller: { transport: 'http', method: 'POST /v1/watch', address: req.remoteAddress, token } },
     );
     if (gone) {
       session.close();

@@ -1,6 +1,7 @@
 import { CairnError, ErrorCode, type Clock, type Revision } from '../base/index.js';
 import type { Resource } from '../store/index.js';
 import type { EndCode, EventPublisher, Subscription } from '../stream/index.js';
+import type { AuditLog, DeniedRecord } from './audit.js';
 import { StreamCounter } from './limits.js';
 import { resourceToJson } from './resource-json.js';
 import { parseVersion, type CallContext, type ListFilter, type ResourceService } from './resource-service.js';
@@ -125,6 +126,14 @@ export interface WatchServiceOptions {
   readonly maxStreams?: number;
   /** Watch streams open at once on one connection (0 = no cap). Default 0. */
   readonly maxStreamsPerConnection?: number;
+  /** Where a stream ended with UNAUTHENTICATED or PERMISSION_DENIED (a revoked token) is recorded. */
+  readonly audit?: AuditLog;
+}
+
+/** Where a watch comes from: its connection (for the per-connection cap) and who asked (for the audit log). */
+export interface WatchOrigin {
+  readonly connection?: unknown;
+  readonly caller?: Omit<DeniedRecord, 'code' | 'message'>;
 }
 
 interface WatchState {
@@ -168,6 +177,7 @@ export class WatchSession {
     nowMs: number,
     /** Gives back this stream's place under the watch caps (once, on close). */
     private readonly release: () => void = () => {},
+    private readonly origin: WatchOrigin = {},
   ) {
     this.lastSentMs = nowMs;
   }
@@ -303,6 +313,8 @@ export class WatchSession {
   private finish(error: CairnError | undefined, watch: number | undefined): void {
     if (this.closed) return;
     this.service.opts.metrics?.onEnded?.(error?.code ?? 'OK');
+    // A stream the node ends because its caller lost the right to it is a denied request.
+    if (error !== undefined && this.origin.caller !== undefined) this.service.opts.audit?.denied({ ...this.origin.caller, code: error.code, message: error.message });
     this.close();
     this.sink.end(error, watch);
   }
@@ -356,7 +368,7 @@ export class WatchService {
    * the node starts waits for it (at most `ctx.timeoutMs`, default START_WAIT_DEFAULT_MS): its
    * initial state is then the started node's.
    */
-  async open(specs: readonly WatchSpec[], ctx: CallContext, sink: WatchSink, origin: { readonly connection?: unknown } = {}): Promise<WatchSession> {
+  async open(specs: readonly WatchSpec[], ctx: CallContext, sink: WatchSink, origin: WatchOrigin = {}): Promise<WatchSession> {
     if (specs.length === 0) throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'a watch request needs at least one watch');
     if (specs.length > WATCH_LIMITS.watchesPerStream) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `at most ${WATCH_LIMITS.watchesPerStream} watches per stream, got ${specs.length}`);
     const checked = specs.map((s, i) => {
@@ -381,7 +393,7 @@ export class WatchService {
       release();
       throw e;
     }
-    const session = new WatchSession(this, pub, sink, this.clock.monotonicMs(), release);
+    const session = new WatchSession(this, pub, sink, this.clock.monotonicMs(), release, origin);
     checked.forEach((c, i) => session.add(i, c.filter, specs[i] as WatchSpec, c.gtRevision));
     this.sessions.add(session);
     session.schedule();

@@ -202,6 +202,7 @@ export class Node implements ServedNode {
       bookmarkIntervalMs: config.watchBookmarkMs,
       maxStreams: config.watchMaxStreams,
       maxStreamsPerConnection: config.watchMaxStreamsPerConnection,
+      audit,
       metrics: {
         onEvents: (n) => this.metrics.watchEvents.inc(n),
         onEnded: (code) => this.metrics.watchEnded.inc({ code }),
