@@ -86,9 +86,10 @@ t.test('RequestLimits: the address first, then the token; RATE_LIMITED says when
   t.same(grpcErrorOf(new CairnError(ErrorCode.TOO_LARGE, 'x')).metadata.get(GRPC_RETRY_AFTER_KEY), [], 'only RATE_LIMITED has retry-after');
 });
 
-t.test('token keys: the accessor of a cairn token, else a hash; never the secret', async (t) => {
+t.test('token keys: a hash of the whole token, never the secret; a forged token with the same accessor has its own bucket', async (t) => {
   t.equal(accessorOf(TOKEN), 'ops1');
-  t.equal(tokenKey(TOKEN), 'accessor:ops1');
+  t.match(tokenKey(TOKEN), /^sha256:[0-9a-f]{32}$/);
+  t.not(tokenKey(TOKEN), tokenKey(`cairn_ops1_${'b'.repeat(64)}`), 'the accessor alone is not the key');
   t.equal(accessorOf('cairn_ops1_short'), undefined, 'not the cairn form');
   const k = tokenKey('s3cr3t-value');
   t.match(k, /^sha256:[0-9a-f]{32}$/);

@@ -22,13 +22,12 @@ export function accessorOf(token: string | undefined): string | undefined {
 }
 
 /**
- * The rate limiter's key for a bearer token, never the secret: `accessor:<id>` for a Cairn
- * token, else `sha256:<first 32 hex of its SHA-256>` (a hash, so no secret is kept in memory
- * or written anywhere).
+ * The rate limiter's key for a bearer token: `sha256:<first 32 hex of its SHA-256>`, so no
+ * secret is kept in memory. The whole token is hashed, not just a Cairn token's accessor id:
+ * the limit runs before the token is verified, and keying by the (public) accessor would let
+ * anyone empty a token holder's bucket with forged `cairn_<their accessor>_<garbage>` tokens.
  */
 export function tokenKey(token: string): string {
-  const accessor = accessorOf(token);
-  if (accessor !== undefined) return `accessor:${accessor}`;
   return `sha256:${createHash('sha256').update(token).digest('hex').slice(0, 32)}`;
 }
 

@@ -140,7 +140,7 @@ t.test('per-address rate limit: HTTP 429 with Retry-After, then served after wai
   t.ok((await refusals(agent, 'rate-address')) >= 2, 'counted in cairn_limit_refusals_total{limit="rate-address"}');
 });
 
-t.test('per-token rate limit: keyed by the accessor id; other callers from the address are not limited by it; the audit record has no secret', async (t) => {
+t.test('per-token rate limit: keyed by a hash of the token; other callers from the address are not limited by it; the audit record has no secret', async (t) => {
   const agents = new Agents(t);
   const agent = await agents.dev({ rateLimitPerToken: 1, rateLimitPerTokenBurst: 2 });
   const auth = { authorization: `Bearer ${TOKEN}` };
@@ -160,6 +160,8 @@ t.test('per-token rate limit: keyed by the accessor id; other callers from the a
   t.notMatch(text, SECRET);
   t.equal((await get(agent, `/v1/resources/${ARTIST}`)).status, 200, 'no token: only the (generous) address limit');
   t.equal((await get(agent, `/v1/resources/${ARTIST}`, { authorization: 'Bearer some-other-token' })).status, 200, 'another token has its own bucket');
+  const forged = `cairn_tok1_${'0'.repeat(64)}`;
+  t.equal((await get(agent, `/v1/resources/${ARTIST}`, { authorization: `Bearer ${forged}` })).status, 200, 'a forged token naming the same accessor does not share its bucket');
   const file = await readFile(path.join(agent.node.config.dataDir, 'audit.log'), 'utf8');
   t.notMatch(file, SECRET, 'the audit log never holds the secret');
   t.ok((await auditLines(agent)).some((l) => l['kind'] === 'denied' && l['accessor'] === 'tok1' && l['code'] === 'RATE_LIMITED'));
