@@ -73,8 +73,6 @@ function parseExpiry(v: unknown, nowMs: number): string | undefined {
 export interface AclRouteDeps {
   readonly resources: ResourceService;
   readonly clock: Clock;
-  /** Told about each admin action on ACL objects (the audit log). */
-  readonly onAdmin?: (action: string, req: HttpRequest, detail: Record<string, unknown>) => void;
 }
 
 /**
@@ -125,10 +123,9 @@ export function addAclRoutes(router: Router, deps: AclRouteDeps): void {
       if (existing.resources.length > 0) throw done;
       const secret = newSecret(BOOTSTRAP_ACCESSOR);
       if (!(await createManagementToken(resources, secret, BOOTSTRAP_ACCESSOR, 'bootstrap token (cairn acl bootstrap)', clock))) throw done;
-      deps.onAdmin?.('acl.bootstrap', req, { accessor_id: BOOTSTRAP_ACCESSOR });
       return { status: 200, json: { accessor_id: BOOTSTRAP_ACCESSOR, secret_id: secret, roles: [MANAGEMENT_ROLE], description: 'bootstrap token (cairn acl bootstrap)' } };
     },
-    { access: 'public' },
+    { access: 'public', audit: 'acl.bootstrap' },
   );
 
   router.add(
@@ -158,10 +155,9 @@ export function addAclRoutes(router: Router, deps: AclRouteDeps): void {
         },
         httpCallContext(req),
       );
-      deps.onAdmin?.('acl.token.create', req, { accessor_id: accessor, roles });
       return { status: 200, json: { ...tokenToJson(r), secret_id: secret } };
     },
-    { access: 'service' },
+    { access: 'service', audit: 'acl.token.create' },
   );
 
   router.add(
@@ -193,12 +189,11 @@ export function addAclRoutes(router: Router, deps: AclRouteDeps): void {
       noQuery(req);
       const accessor = req.params['accessor'] ?? '';
       const r = await resources.delete({ type: TOKEN_TYPE, name: accessor }, httpCallContext(req));
-      deps.onAdmin?.('acl.token.delete', req, { accessor_id: accessor });
       // The bootstrap token is marked (revoked) rather than removed: say it is gone all the same.
       const revoked = r.deleted || (r.resource !== null && r.resource.deletion_timestamp !== null);
       return { status: 200, json: { deleted: revoked } };
     },
-    { access: 'service' },
+    { access: 'service', audit: (req) => ({ action: 'acl.token.delete', target: { accessor_id: req.params['accessor'] ?? '' } }) },
   );
 
   router.add(
@@ -237,10 +232,9 @@ export function addAclRoutes(router: Router, deps: AclRouteDeps): void {
         { type: ROLE_TYPE, name, data: { ...(description !== undefined ? { description } : {}), rules: rules.map(ruleToJson) }, ...(version !== undefined ? { version } : {}) },
         httpCallContext(req),
       );
-      deps.onAdmin?.('acl.role.write', req, { role: name });
       return { status: 200, json: roleToJson(r) };
     },
-    { access: 'service' },
+    { access: 'service', audit: (req) => ({ action: 'acl.role.write', target: { role: req.params['name'] ?? '' } }) },
   );
 
   router.add(
@@ -272,9 +266,8 @@ export function addAclRoutes(router: Router, deps: AclRouteDeps): void {
       noQuery(req);
       const name = req.params['name'] ?? '';
       const r = await resources.delete({ type: ROLE_TYPE, name }, httpCallContext(req));
-      deps.onAdmin?.('acl.role.delete', req, { role: name });
       return { status: 200, json: { deleted: r.deleted } };
     },
-    { access: 'service' },
+    { access: 'service', audit: (req) => ({ action: 'acl.role.delete', target: { role: req.params['name'] ?? '' } }) },
   );
 }

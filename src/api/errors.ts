@@ -1,5 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { CairnError, ErrorCode, isCairnError } from '../base/index.js';
+import { retryAfterSecondsOf } from './limits.js';
 
 /**
  * The one place that maps error codes to HTTP and gRPC statuses (API.md "Errors"). Internal
@@ -83,6 +84,8 @@ export function errorBody(e: CairnError): { error: Record<string, unknown> } {
 /** Trailing metadata of a failed gRPC call (proto/cairn/resource/v1/resource.proto, "Errors"). */
 export const GRPC_ERROR_CODE_KEY = 'cairn-error-code';
 export const GRPC_ERROR_DETAILS_KEY = 'cairn-error-details-json';
+/** Trailing metadata of a RATE_LIMITED gRPC answer: seconds to wait before retrying. */
+export const GRPC_RETRY_AFTER_KEY = 'retry-after';
 /** Bounds on what an error puts in gRPC headers (HTTP/2 header lists are limited, typically to 8-64 KiB). */
 const GRPC_DETAILS_MAX_BYTES = 8 * 1024;
 const GRPC_MESSAGE_MAX_CHARS = 4 * 1024;
@@ -109,6 +112,8 @@ export function grpcErrorOf(e: CairnError): { code: grpc.status; details: string
   let details = asciiJson(publicDetails(e.details));
   if (details.length > GRPC_DETAILS_MAX_BYTES) details = '{"truncated":true}';
   metadata.set(GRPC_ERROR_DETAILS_KEY, details);
+  // RATE_LIMITED says when to come back, as HTTP's Retry-After header does (seconds).
+  if (e.code === ErrorCode.RATE_LIMITED) metadata.set(GRPC_RETRY_AFTER_KEY, String(retryAfterSecondsOf(e)));
   const message = e.message.length > GRPC_MESSAGE_MAX_CHARS ? `${e.message.slice(0, GRPC_MESSAGE_MAX_CHARS)}...` : e.message;
   return { code: row.grpc, details: message, metadata };
 }

@@ -4,7 +4,10 @@ import { callIdentity, type PeerIdentity } from '../auth/index.js';
 import { CairnError, ErrorCode, silentLogger, type Logger } from '../base/index.js';
 import { cairn } from '../gen/resource.js';
 import type { Consistency } from '../replica/index.js';
+import type { AuditLog } from './audit.js';
+import { ACL_TYPES } from './audit.js';
 import { grpcErrorOf, toCairnError } from './errors.js';
+import { ipOfGrpcPeer, type RequestLimits } from './limits.js';
 import type { Resource } from '../store/index.js';
 import { resourceToJson, type ResourceIdJson, type ResourceJson, type StatusJson } from './resource-json.js';
 import { bearerToken, checkRequestId, LIMITS, type CallContext, type ResourceService } from './resource-service.js';
@@ -27,7 +30,14 @@ const SERVICE = 'cairn.resource.v1.ResourceService';
 // defaults.
 
 /** A request as the handler receives it: decoded, or why it could not be. */
-type Decoded<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
+type Decoded<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string; readonly tooLarge?: number };
+
+/**
+ * The largest public request message (bytes): a resource's data (1 MiB of JSON) plus its
+ * envelope, with room to spare. The cluster port's server-wide limit stays high for Raft
+ * snapshots and forwarded restores; public methods check this one (docs/security.md "Limits").
+ */
+export const MAX_PUBLIC_MESSAGE_BYTES = 4 * 1024 * 1024;
 
 /** The slices of a generated message class a method needs. */
 interface Decoder<M> {
@@ -59,7 +69,9 @@ function firstUnknownField(m: unknown, path: string): string | undefined {
   return undefined;
 }
 
-function decodeRequest<T>(codec: Decoder<T>, what: string, bytes: Buffer): Decoded<T> {
+function decodeRequest<T>(codec: Decoder<T>, what: string, bytes: Buffer, limit: number): Decoded<T> {
+  // Checked before decoding: a message over the limit is never parsed.
+  if (bytes.length > limit) return { ok: false, error: `the ${what} message is ${bytes.length} bytes; at most ${limit}`, tooLarge: limit };
   try {
     const reader = protobuf.Reader.create(bytes);
     reader.discardUnknown = false;
@@ -72,13 +84,13 @@ function decodeRequest<T>(codec: Decoder<T>, what: string, bytes: Buffer): Decod
   }
 }
 
-function method<Req, Res>(name: string, req: Decoder<Req>, res: Encoder<Res>): grpc.MethodDefinition<Decoded<Req>, Res> {
+function method<Req, Res>(name: string, req: Decoder<Req>, res: Encoder<Res>, limit: number): grpc.MethodDefinition<Decoded<Req>, Res> {
   return {
     path: `/${SERVICE}/${name}`,
     requestStream: false,
     responseStream: false,
     // Never throws: grpc-js would answer a throwing deserializer with INTERNAL.
-    requestDeserialize: (b: Buffer) => decodeRequest(req, `${name}Request`, b),
+    requestDeserialize: (b: Buffer) => decodeRequest(req, `${name}Request`, b, limit),
     requestSerialize: () => {
       throw new Error('server-side definition');
     },
@@ -89,28 +101,34 @@ function method<Req, Res>(name: string, req: Decoder<Req>, res: Encoder<Res>): g
   };
 }
 
-export const resourceServiceDefinition = {
-  read: method('Read', pb.ReadRequest, pb.ReadResponse),
-  write: method('Write', pb.WriteRequest, pb.WriteResponse),
-  writeStatus: method('WriteStatus', pb.WriteStatusRequest, pb.WriteStatusResponse),
-  delete: method('Delete', pb.DeleteRequest, pb.DeleteResponse),
-  list: method('List', pb.ListRequest, pb.ListResponse),
-  listByOwner: method('ListByOwner', pb.ListByOwnerRequest, pb.ListByOwnerResponse),
-  watchList: {
-    path: `/${SERVICE}/WatchList`,
-    requestStream: false,
-    responseStream: true,
-    requestDeserialize: (b: Buffer) => decodeRequest(pb.WatchListRequest, 'WatchListRequest', b),
-    requestSerialize: () => {
-      throw new Error('server-side definition');
-    },
-    // Events are encoded by encodeWatchEvent (resources once per version, for every watcher).
-    responseSerialize: (b: Buffer) => b,
-    responseDeserialize: () => {
-      throw new Error('server-side definition');
-    },
-  } satisfies grpc.MethodDefinition<Decoded<pb.WatchListRequest>, Buffer>,
-} satisfies grpc.ServiceDefinition;
+/** The service's method definitions, public requests bounded by `limit` bytes. */
+function serviceDefinition(limit: number) {
+  return {
+    read: method('Read', pb.ReadRequest, pb.ReadResponse, limit),
+    write: method('Write', pb.WriteRequest, pb.WriteResponse, limit),
+    writeStatus: method('WriteStatus', pb.WriteStatusRequest, pb.WriteStatusResponse, limit),
+    delete: method('Delete', pb.DeleteRequest, pb.DeleteResponse, limit),
+    list: method('List', pb.ListRequest, pb.ListResponse, limit),
+    listByOwner: method('ListByOwner', pb.ListByOwnerRequest, pb.ListByOwnerResponse, limit),
+    watchList: {
+      path: `/${SERVICE}/WatchList`,
+      requestStream: false,
+      responseStream: true,
+      requestDeserialize: (b: Buffer) => decodeRequest(pb.WatchListRequest, 'WatchListRequest', b, limit),
+      requestSerialize: () => {
+        throw new Error('server-side definition');
+      },
+      // Events are encoded by encodeWatchEvent (resources once per version, for every watcher).
+      responseSerialize: (b: Buffer) => b,
+      responseDeserialize: () => {
+        throw new Error('server-side definition');
+      },
+    } satisfies grpc.MethodDefinition<Decoded<pb.WatchListRequest>, Buffer>,
+  } satisfies grpc.ServiceDefinition;
+}
+
+/** The service with the default public request limit. */
+export const resourceServiceDefinition = serviceDefinition(MAX_PUBLIC_MESSAGE_BYTES);
 
 /** A stored resource's encoded cairn.resource.v1.Resource, built once per stored version. */
 const encodedResources = new WeakMap<Resource, Uint8Array>();
@@ -272,18 +290,53 @@ function peerOf(call: { getAuthContext?: () => unknown }): PeerIdentity | undefi
 
 type Handler<Req, Res> = (req: Req, call: grpc.ServerUnaryCall<unknown, unknown>) => Promise<{ response: Res; metadata?: grpc.Metadata }>;
 
-function unary<Req, Res>(name: string, logger: Logger, run: Handler<Req, Res>): grpc.handleUnaryCall<Decoded<Req>, Res> {
+/** A request that did not decode: TOO_LARGE when over the message limit, else INVALID_ARGUMENT. */
+function undecoded(d: { readonly error: string; readonly tooLarge?: number }): CairnError {
+  return d.tooLarge !== undefined ? new CairnError(ErrorCode.TOO_LARGE, d.error, { limit: d.tooLarge }) : invalid(d.error);
+}
+
+/** What every public call shares: the limits, the audit log, the error logger. */
+interface Edge {
+  readonly logger: Logger;
+  readonly limits: RequestLimits | undefined;
+  readonly audit: AuditLog | undefined;
+}
+
+function callerOf(call: { getPeer(): string; metadata: grpc.Metadata }): { address: string; token: string | undefined } {
+  return { address: ipOfGrpcPeer(call.getPeer()), token: bearerToken(call.metadata.get('authorization')[0]) };
+}
+
+/** Records a denied answer (UNAUTHENTICATED, PERMISSION_DENIED, RATE_LIMITED) in the audit log. */
+function auditDenied(edge: Edge, name: string, call: { getPeer(): string; metadata: grpc.Metadata }, err: CairnError): void {
+  if (edge.audit === undefined) return;
+  const c = callerOf(call);
+  edge.audit.denied({ transport: 'grpc', method: `/${SERVICE}/${name}`, address: c.address, token: c.token, code: err.code, message: err.message });
+}
+
+/** Whether a Write or Delete of this type is an admin action (the ACL types). */
+function aclTarget(id: pb.ResourceId.$Properties | null | undefined): Record<string, unknown> | undefined {
+  if (id === null || id === undefined || !ACL_TYPES.has(id.type ?? '')) return undefined;
+  return { type: id.type, name: id.name ?? '' };
+}
+
+function unary<Req, Res>(name: string, edge: Edge, run: Handler<Req, Res>, admin?: (req: Req) => { action: string; target: Record<string, unknown> } | undefined): grpc.handleUnaryCall<Decoded<Req>, Res> {
   return (call, callback) => {
+    let audited: { action: string; target: Record<string, unknown> } | undefined;
     const handle = async (): Promise<void> => {
       const d = call.request;
-      if (!d.ok) throw invalid(d.error);
+      edge.limits?.check(callerOf(call));
+      if (!d.ok) throw undecoded(d);
+      audited = admin?.(d.value);
       const { response, metadata } = await run(d.value, call);
+      if (audited) edge.audit?.admin({ transport: 'grpc', action: audited.action, method: `/${SERVICE}/${name}`, ...callerOf(call), outcome: 'ok', target: audited.target });
       if (metadata) call.sendMetadata(metadata);
       callback(null, response);
     };
     handle().catch((e: unknown) => {
       const err = toCairnError(e);
-      if (err.code === ErrorCode.INTERNAL) logger.error({ method: name, err: err.message, stack: e instanceof Error ? e.stack : undefined }, 'grpc resource handler failed');
+      if (err.code === ErrorCode.INTERNAL) edge.logger.error({ method: name, err: err.message, stack: e instanceof Error ? e.stack : undefined }, 'grpc resource handler failed');
+      if (audited) edge.audit?.admin({ transport: 'grpc', action: audited.action, method: `/${SERVICE}/${name}`, ...callerOf(call), outcome: err.code, target: audited.target });
+      auditDenied(edge, name, call, err);
       callback(grpcErrorOf(err));
     });
   };
@@ -294,13 +347,20 @@ export interface ResourceGrpcServiceOptions {
   readonly logger?: Logger;
   /** Serves WatchList; without it WatchList answers UNIMPLEMENTED. */
   readonly watches?: WatchService;
+  /** Per-address and per-token rate limits (every method, starting a watch included). Default: none. */
+  readonly limits?: RequestLimits;
+  /** Where denied calls and ACL writes are recorded. Default: nowhere. */
+  readonly audit?: AuditLog;
+  /** The largest request message a public method takes (bytes). Default MAX_PUBLIC_MESSAGE_BYTES. */
+  readonly maxMessageBytes?: number;
 }
 
-function watchList(watches: WatchService | undefined, logger: Logger): grpc.handleServerStreamingCall<Decoded<pb.WatchListRequest>, Buffer> {
+function watchList(watches: WatchService | undefined, edge: Edge): grpc.handleServerStreamingCall<Decoded<pb.WatchListRequest>, Buffer> {
   return (call) => {
     const fail = (e: unknown): void => {
       const err = toCairnError(e);
-      if (err.code === ErrorCode.INTERNAL) logger.error({ method: 'WatchList', err: err.message, stack: e instanceof Error ? e.stack : undefined }, 'grpc watch failed');
+      if (err.code === ErrorCode.INTERNAL) edge.logger.error({ method: 'WatchList', err: err.message, stack: e instanceof Error ? e.stack : undefined }, 'grpc watch failed');
+      auditDenied(edge, 'WatchList', call, err);
       call.emit('error', grpcErrorOf(err));
     };
     try {
@@ -309,7 +369,8 @@ function watchList(watches: WatchService | undefined, logger: Logger): grpc.hand
         return;
       }
       const d = call.request;
-      if (!d.ok) throw invalid(d.error);
+      edge.limits?.check(callerOf(call));
+      if (!d.ok) throw undecoded(d);
       const auth = call.metadata.get('authorization')[0];
       const token = bearerToken(auth);
       let ended = false;
@@ -352,6 +413,8 @@ function watchList(watches: WatchService | undefined, logger: Logger): grpc.hand
             else call.end();
           },
         },
+        // One HTTP/2 connection per client address and port: the per-connection watch cap's key.
+        { connection: call.getPeer(), caller: { transport: 'grpc', method: `/${SERVICE}/WatchList`, ...callerOf(call) } },
       ).then(
         (s) => {
           session = s;
@@ -368,14 +431,15 @@ function watchList(watches: WatchService | undefined, logger: Logger): grpc.hand
 /** Adds cairn.resource.v1.ResourceService, served by `svc`, to a gRPC server (the cluster port). */
 export function addResourceGrpcService(server: grpc.Server, svc: ResourceService, opts: ResourceGrpcServiceOptions = {}): void {
   const logger = opts.logger ?? silentLogger;
+  const edge: Edge = { logger, limits: opts.limits, audit: opts.audit };
   const impl: grpc.UntypedServiceImplementation = {
-    read: unary<pb.ReadRequest, pb.ReadResponse.$Properties>('Read', logger, async (req, call) => {
+    read: unary<pb.ReadRequest, pb.ReadResponse.$Properties>('Read', edge, async (req, call) => {
       const id = requireId(req.id);
       const r = await svc.read({ ...target(id), uid: optional(id.uid), consistency: consistency(req.consistency) }, context(call));
       const f = freshness(r.revision, r.lastLeaderContactMs);
       return { response: { resource: resourceToMsg(r.resource), ...f.fields }, metadata: f.metadata };
     }),
-    write: unary<pb.WriteRequest, pb.WriteResponse.$Properties>('Write', logger, async (req, call) => {
+    write: unary<pb.WriteRequest, pb.WriteResponse.$Properties>('Write', edge, async (req, call) => {
       const id = requireId(req.id);
       const ctx = context(call, req.requestId);
       const status: Record<string, unknown> = {};
@@ -395,8 +459,11 @@ export function addResourceGrpcService(server: grpc.Server, svc: ResourceService
         ctx,
       );
       return { response: { resource: resourceToMsg(resource) } };
+    }, (req) => {
+      const target = aclTarget(req.id);
+      return target ? { action: 'acl.write', target } : undefined;
     }),
-    writeStatus: unary<pb.WriteStatusRequest, pb.WriteStatusResponse.$Properties>('WriteStatus', logger, async (req, call) => {
+    writeStatus: unary<pb.WriteStatusRequest, pb.WriteStatusResponse.$Properties>('WriteStatus', edge, async (req, call) => {
       const id = requireId(req.id);
       const resource = await svc.writeStatus(
         {
@@ -411,12 +478,15 @@ export function addResourceGrpcService(server: grpc.Server, svc: ResourceService
       );
       return { response: { resource: resourceToMsg(resource) } };
     }),
-    delete: unary<pb.DeleteRequest, pb.DeleteResponse.$Properties>('Delete', logger, async (req, call) => {
+    delete: unary<pb.DeleteRequest, pb.DeleteResponse.$Properties>('Delete', edge, async (req, call) => {
       const id = requireId(req.id);
       const r = await svc.delete({ ...target(id), version: optional(req.version), uid: optional(id.uid) }, context(call, req.requestId));
       return { response: r.resource ? { deleted: r.deleted, resource: resourceToMsg(r.resource) } : { deleted: r.deleted } };
+    }, (req) => {
+      const target = aclTarget(req.id);
+      return target ? { action: 'acl.delete', target } : undefined;
     }),
-    list: unary<pb.ListRequest, pb.ListResponse.$Properties>('List', logger, async (req, call) => {
+    list: unary<pb.ListRequest, pb.ListResponse.$Properties>('List', edge, async (req, call) => {
       const r = await svc.list(
         {
           type: req.type,
@@ -431,12 +501,12 @@ export function addResourceGrpcService(server: grpc.Server, svc: ResourceService
       const f = freshness(r.revision, r.lastLeaderContactMs);
       return { response: { resources: r.resources.map(resourceToMsg), ...f.fields }, metadata: f.metadata };
     }),
-    listByOwner: unary<pb.ListByOwnerRequest, pb.ListByOwnerResponse.$Properties>('ListByOwner', logger, async (req, call) => {
+    listByOwner: unary<pb.ListByOwnerRequest, pb.ListByOwnerResponse.$Properties>('ListByOwner', edge, async (req, call) => {
       const r = await svc.listByOwner(req.ownerUid, consistency(req.consistency), context(call));
       const f = freshness(r.revision, r.lastLeaderContactMs);
       return { response: { resources: r.resources.map(resourceToMsg), ...f.fields }, metadata: f.metadata };
     }),
   };
-  impl['watchList'] = watchList(opts.watches, logger);
-  server.addService(resourceServiceDefinition, impl);
+  impl['watchList'] = watchList(opts.watches, edge);
+  server.addService(serviceDefinition(opts.maxMessageBytes ?? MAX_PUBLIC_MESSAGE_BYTES), impl);
 }

@@ -1,9 +1,12 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
+import type { Socket } from 'node:net';
 import { CairnError, ErrorCode, type Logger } from '../base/index.js';
+import type { AuditLog } from './audit.js';
 import { errorBody, httpStatusOf, RETRY_AFTER_SECONDS, toCairnError } from './errors.js';
 import { HostAllowList, isMediaType } from './host-check.js';
 import type { AclTarget, AclVerb } from '../auth/index.js';
+import { bearerToken, normalizeIp, retryAfterSecondsOf, type RequestLimits } from './limits.js';
 
 /** Request bodies are at most 1 MiB (API.md); more is TOO_LARGE (413). */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -18,6 +21,10 @@ export interface HttpRequest {
   readonly body: Buffer;
   /** The body parsed as JSON; throws INVALID_ARGUMENT when it is not JSON. */
   json(): unknown;
+  /** The client's IP (for limits and the audit log). */
+  readonly remoteAddress: string;
+  /** The connection the request came on (a key for per-connection limits). */
+  readonly connection: object;
 }
 
 export type HttpResponse =
@@ -43,6 +50,13 @@ export interface RouteOptions {
    * that grant before the handler runs. Routes that do not say are refused at registration.
    */
   readonly access: RouteAccess;
+  /** Not counted by the rate limits (the probes: a load balancer must always reach them). */
+  readonly rateLimitExempt?: boolean;
+  /**
+   * An admin action (docs/security.md "Audit log"): the audit log records each call, with its
+   * outcome. A string names the action; a function names it per request (undefined: not one).
+   */
+  readonly audit?: string | ((req: HttpRequest) => { readonly action: string; readonly target?: Readonly<Record<string, unknown>> } | undefined);
 }
 
 export type RouteAccess = 'public' | 'service' | { readonly verb: AclVerb; readonly target: AclTarget };
@@ -52,6 +66,18 @@ interface Route {
   readonly parts: readonly string[];
   readonly handler: Handler;
   readonly options: RouteOptions;
+}
+
+/** The bearer token of a request, if any (kept only for the limits' keys; never logged). */
+function tokenOf(req: http.IncomingMessage): string | undefined {
+  return bearerToken(req.headers['authorization']);
+}
+
+/** The request's path without its query (which may hold anything). */
+function pathOf(req: http.IncomingMessage): string {
+  const u = req.url ?? '/';
+  const q = u.indexOf('?');
+  return (q < 0 ? u : u.slice(0, q)).slice(0, 256);
 }
 
 /** A small router: `/v1/resource/:type/:name` patterns, exact methods, JSON errors everywhere. */
@@ -108,7 +134,8 @@ export function sendJson(res: http.ServerResponse, status: number, body: unknown
 export function sendError(res: http.ServerResponse, e: unknown): void {
   const err = toCairnError(e);
   const status = httpStatusOf(err);
-  const headers: Record<string, string> = status === 503 ? { 'retry-after': String(RETRY_AFTER_SECONDS) } : {};
+  const headers: Record<string, string> =
+    err.code === ErrorCode.RATE_LIMITED ? { 'retry-after': String(retryAfterSecondsOf(err)) } : status === 503 ? { 'retry-after': String(RETRY_AFTER_SECONDS) } : {};
   if (res.headersSent) {
     res.destroy();
     return;
@@ -202,7 +229,29 @@ export interface HttpServerOptions {
   readonly allowedHosts?: HostAllowList;
   /** Checks a route's `{verb, target}` grant for a request (throws UNAUTHENTICATED or PERMISSION_DENIED). Absent: nothing to check (no access control). */
   readonly authorize?: (req: HttpRequest, verb: AclVerb, target: AclTarget) => Promise<void>;
+  /** Per-address and per-token rate limits (default: none). */
+  readonly limits?: RequestLimits;
+  /** Where denied requests and admin actions are recorded (default: nowhere). */
+  readonly audit?: AuditLog;
+  /** Open connections at most (0 = no cap; default 0); over it a new connection is answered 503 and closed. */
+  readonly maxConnections?: number;
+  /** Told of each connection refused by the cap (for metrics). */
+  readonly onConnectionRefused?: () => void;
+  /** Slow-client timeouts (docs/security.md "Limits"); each defaults to Node's. */
+  readonly timeouts?: HttpTimeouts;
 }
+
+export interface HttpTimeouts {
+  /** The whole header block must arrive within this (ms) of the request's first byte. */
+  readonly headersMs: number;
+  /** The whole request (headers and body) must arrive within this (ms); a response may stream longer. */
+  readonly requestMs: number;
+  /** An idle keep-alive connection is closed after this (ms). */
+  readonly keepAliveMs: number;
+}
+
+/** How often Node checks the header and request timeouts (ms): a slow client is cut at most this late. */
+const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
 
 /** The HTTP API's server: plain or TLS, the same handlers. */
 export type ApiHttpServer = http.Server | https.Server;
@@ -214,15 +263,44 @@ export type ApiHttpServer = http.Server | https.Server;
 export function createHttpServer(opts: HttpServerOptions): ApiHttpServer {
   const limit = opts.maxBodyBytes ?? MAX_BODY_BYTES;
   const allowedHosts = opts.allowedHosts ?? new HostAllowList([]);
+  /** Connections over the cap: answered 503 at once; a request Node still parses on one is never run. */
+  const refused = new WeakSet<object>();
   const listener = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+    if (refused.has(req.socket)) {
+      req.socket.destroy();
+      return;
+    }
     if (opts.onResponse) res.once('finish', () => opts.onResponse?.(req.method ?? 'GET', res.statusCode));
     void handle(req, res).catch((e: unknown) => answerError(req, res, e));
   };
-  const server = opts.tls !== undefined ? https.createServer({ cert: opts.tls.cert, key: opts.tls.key, ca: opts.tls.ca }, listener) : http.createServer(listener);
+  // headersTimeout and requestTimeout bound how long Node waits for a request to *arrive*
+  // (checked every connectionsCheckingInterval); they never cut a response being streamed,
+  // such as a watch (Node's docs: requestTimeout is "for receiving the entire request").
+  const t = opts.timeouts;
+  const serverOpts: http.ServerOptions = t === undefined ? {} : { headersTimeout: t.headersMs, requestTimeout: t.requestMs, keepAliveTimeout: t.keepAliveMs, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS };
+  const server = opts.tls !== undefined ? https.createServer({ ...serverOpts, cert: opts.tls.cert, key: opts.tls.key, ca: opts.tls.ca }, listener) : http.createServer(serverOpts, listener);
+  if (t !== undefined) server.keepAliveTimeout = t.keepAliveMs;
+  const maxConnections = opts.maxConnections ?? 0;
+  let connections = 0;
+  server.on(opts.tls !== undefined ? 'secureConnection' : 'connection', (socket: Socket) => {
+    connections++;
+    socket.once('close', () => connections--);
+    if (maxConnections > 0 && connections > maxConnections) {
+      refused.add(socket);
+      opts.onConnectionRefused?.();
+      // Answer and close rather than leave the client hanging: the socket's request (if any)
+      // is never read.
+      const body = JSON.stringify(errorBody(new CairnError(ErrorCode.UNAVAILABLE, `this node already has ${maxConnections} open HTTP connections, its limit; retry later or use another node`, { limit: maxConnections })));
+      socket.on('error', () => {});
+      socket.end(`HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: ${RETRY_AFTER_SECONDS}\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      setTimeout(() => socket.destroy(), 1000).unref();
+    }
+  });
 
   /** Answers an error after draining what is left of the body; logs only server-side faults. */
   async function answerError(req: http.IncomingMessage, res: http.ServerResponse, e: unknown): Promise<void> {
     const err = toCairnError(e);
+    opts.audit?.denied({ transport: 'http', method: `${req.method ?? 'GET'} ${pathOf(req)}`, address: normalizeIp(req.socket.remoteAddress), token: tokenOf(req), code: err.code, message: err.message });
     if (httpStatusOf(err) >= 500 && err.code !== ErrorCode.UNAVAILABLE && err.code !== ErrorCode.TIMEOUT) {
       opts.logger.error({ err: err.message, code: err.code, path: req.url }, 'http request failed on the server side');
     }
@@ -253,6 +331,10 @@ export function createHttpServer(opts: HttpServerOptions): ApiHttpServer {
       return;
     }
     const m = opts.router.match(method, url.pathname);
+    if (opts.limits !== undefined && !(typeof m === 'object' && m.options.rateLimitExempt === true)) {
+      // Before the body is read: a refused request costs no buffering.
+      opts.limits.check({ address: normalizeIp(req.socket.remoteAddress), token: tokenOf(req) });
+    }
     if (m === undefined) {
       await answerError(req, res, new CairnError(ErrorCode.NOT_FOUND, `no such endpoint: ${method} ${url.pathname}`));
       return;
@@ -284,6 +366,8 @@ export function createHttpServer(opts: HttpServerOptions): ApiHttpServer {
       query: url.searchParams,
       headers: req.headers,
       body,
+      remoteAddress: normalizeIp(req.socket.remoteAddress),
+      connection: req.socket,
       json: () => {
         if (body.length === 0) throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'the request needs a JSON body');
         try {
@@ -293,15 +377,22 @@ export function createHttpServer(opts: HttpServerOptions): ApiHttpServer {
         }
       },
     };
+    const audited = m.options.audit === undefined ? undefined : typeof m.options.audit === 'string' ? { action: m.options.audit } : m.options.audit(request);
+    const recordAdmin = (outcome: string): void => {
+      if (audited === undefined) return;
+      opts.audit?.admin({ transport: 'http', action: audited.action, method: `${method} ${url.pathname}`, address: request.remoteAddress, token: tokenOf(req), outcome, ...(audited.target ? { target: audited.target } : {}) });
+    };
     let out: HttpResponse;
     try {
       const access = m.options.access;
       if (typeof access === 'object' && opts.authorize !== undefined) await opts.authorize(request, access.verb, access.target);
       out = await m.handler(request, res);
     } catch (e) {
+      recordAdmin(toCairnError(e).code);
       await answerError(req, res, e);
       return;
     }
+    recordAdmin('ok');
     if (out.status === 'streamed') return;
     if ('json' in out) sendJson(res, out.status, out.json, out.headers);
     else {
@@ -318,10 +409,15 @@ export function createHttpServer(opts: HttpServerOptions): ApiHttpServer {
       return;
     }
     const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
-    const body = JSON.stringify(
-      errorBody(new CairnError(tooLarge ? ErrorCode.TOO_LARGE : ErrorCode.INVALID_ARGUMENT, tooLarge ? 'request headers are too large' : `malformed HTTP request (${err.code ?? 'parse error'})`)),
-    );
-    const status = tooLarge ? '431 Request Header Fields Too Large' : '400 Bad Request';
+    // Node's headersTimeout / requestTimeout: the request did not arrive in time (a slow client).
+    const timedOut = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
+    const cairnErr = tooLarge
+      ? new CairnError(ErrorCode.TOO_LARGE, 'request headers are too large')
+      : timedOut
+        ? new CairnError(ErrorCode.TIMEOUT, 'the request did not arrive within the header or request timeout (--http-headers-timeout-ms, --http-request-timeout-ms)')
+        : new CairnError(ErrorCode.INVALID_ARGUMENT, `malformed HTTP request (${err.code ?? 'parse error'})`);
+    const body = JSON.stringify(errorBody(cairnErr));
+    const status = tooLarge ? '431 Request Header Fields Too Large' : timedOut ? '408 Request Timeout' : '400 Bad Request';
     socket.end(`HTTP/1.1 ${status}\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
   });
   return server;

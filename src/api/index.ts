@@ -14,7 +14,12 @@ export { addAclRoutes, createManagementToken, type AclRouteDeps } from './acl-ro
 export { addResourceGrpcService, resourceServiceDefinition, type ResourceGrpcServiceOptions } from './grpc-resource-service.js';
 export { addSnapshotRoutes, SNAPSHOT_MAGIC, MAX_RESTORE_BYTES } from './snapshot-routes.js';
 export type { RouteOptions } from './http-server.js';
-export { WatchService, WatchSession, WATCH_LIMITS, resourceJsonText, type WatchSpec, type WatchEvent, type WatchSink, type WatchServiceOptions } from './watch.js';
+export { WatchService, WatchSession, WATCH_LIMITS, resourceJsonText, type WatchSpec, type WatchEvent, type WatchSink, type WatchServiceOptions, type WatchOrigin } from './watch.js';
 export { addWatchRoutes, parseWatchBody, watchEventLine } from './watch-routes.js';
 export { encodeWatchEvent } from './grpc-resource-service.js';
 export { HostAllowList, LOOPBACK_HOSTS, normalizeHostHeader, isMediaType } from './host-check.js';
+export { AuditLog, RotatingFile, ACL_TYPES, DENIED_CODES, AUDIT_DENIED_PER_SECOND, type AuditLogOptions, type DeniedRecord, type AdminRecord, type AuditTransport } from './audit.js';
+export { RequestLimits, KeyedRateLimiter, StreamCounter, RATE_LIMIT_DEFAULTS, accessorOf, tokenKey, normalizeIp, ipOfGrpcPeer, retryAfterSecondsOf, type RateLimit, type Caller, type RequestLimitsOptions } from './limits.js';
+export { MAX_PUBLIC_MESSAGE_BYTES } from './grpc-resource-service.js';
+export type { HttpTimeouts } from './http-server.js';
+export { GRPC_RETRY_AFTER_KEY } from './errors.js';

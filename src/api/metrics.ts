@@ -17,6 +17,8 @@ export class Metrics {
   readonly watchEvents: prom.Counter;
   readonly watchEnded: prom.Counter<'code'>;
   readonly tlsReloads: prom.Counter<'outcome'>;
+  /** Requests, connections and streams refused by a limit (docs/security.md "Limits"). */
+  readonly limitRefusals: prom.Counter<'limit'>;
 
   constructor(status: () => ReplicaStatus | undefined) {
     const r = this.registry;
@@ -80,6 +82,12 @@ export class Metrics {
     });
     this.httpRequests = new prom.Counter({ name: 'cairn_http_requests_total', help: 'HTTP requests by method and status.', labelNames: ['method', 'status'], registers: [r] });
     this.watchEvents = new prom.Counter({ name: 'cairn_watch_events_sent_total', help: 'Watch events handed to watch streams (HTTP and gRPC).', registers: [r] });
+    this.limitRefusals = new prom.Counter({
+      name: 'cairn_limit_refusals_total',
+      help: 'Refused by a limit: rate-address, rate-token, watch-node, watch-connection, http-connections, grpc-connections, grpc-message-cut.',
+      labelNames: ['limit'],
+      registers: [r],
+    });
     this.tlsReloads = new prom.Counter({ name: 'cairn_tls_reloads_total', help: 'TLS material reloads (SIGHUP), by outcome (ok, failed: the old material stays).', labelNames: ['outcome'], registers: [r] });
     this.watchEnded = new prom.Counter({ name: 'cairn_watch_streams_ended_total', help: 'Watch streams ended by the server, by code (OK, COMPACTED, SLOW_CONSUMER, RESET, TIMEOUT, UNAVAILABLE).', labelNames: ['code'], registers: [r] });
   }

@@ -52,6 +52,11 @@ function parseNodeId(v: unknown, what: string): NodeId {
 
 const ADDRESS_RE = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$/;
 
+/** A request body as the audit log keeps it: the first 256 bytes of its text. */
+function auditBody(b: Buffer): string {
+  return b.subarray(0, 256).toString('utf8');
+}
+
 /** Health, readiness, metrics, agent and status endpoints, and Raft membership (API.md "Cluster and operations"). */
 export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
   // The probes report the node's state as it is now; they never wait.
@@ -60,7 +65,7 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
     const failed = c?.status().failed;
     if (failed !== undefined) return { status: 503, json: { status: 'failed', reason: failed } };
     return { status: 200, json: { status: 'ok' } };
-  }, { access: 'public' });
+  }, { access: 'public', rateLimitExempt: true });
 
   router.add('GET', '/readyz', () => {
     const c = deps.node.coordinatorNow();
@@ -71,7 +76,7 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
     const lag = st.commit - st.applied;
     if (lag > (deps.readyLagEntries ?? 100)) return { status: 503, json: { ready: false, reason: `applying: ${lag} entries behind the commit index` } };
     return { status: 200, json: { ready: true, leader: st.leader, term: st.term } };
-  }, { access: 'public' });
+  }, { access: 'public', rateLimitExempt: true });
 
   router.add('GET', '/metrics', async () => {
     const text = await deps.metrics.registry.metrics();
@@ -134,7 +139,7 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
     // `voter: true` asks the leader to promote it once caught up.
     const index = await (await serving(deps)).changeMembership({ type: 'add-learner', id, address, ...(voter ? { autoPromote: true } : {}) });
     return { status: 200, json: { index, id, address, suffrage: 'learner', promote_when_caught_up: voter } };
-  }, { access: { verb: 'admin', target: OPERATOR } });
+  }, { access: { verb: 'admin', target: OPERATOR }, audit: (req) => ({ action: 'raft.add-peer', target: { body: auditBody(req.body) } }) });
 
   router.add('DELETE', '/v1/operator/raft/peers/:id', async (req) => {
     const id = parseNodeId(req.params['id'], 'id');
@@ -144,7 +149,7 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
     }
     const index = await c.changeMembership({ type: 'remove', id });
     return { status: 200, json: { index, removed: id } };
-  }, { access: { verb: 'admin', target: OPERATOR } });
+  }, { access: { verb: 'admin', target: OPERATOR }, audit: (req) => ({ action: 'raft.remove-peer', target: { id: req.params['id'] ?? '' } }) });
 
   router.add('POST', '/v1/operator/raft/transfer-leader', async (req) => {
     const o = req.body.length === 0 ? {} : obj(req.json(), 'the request');
@@ -153,5 +158,5 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
     const c = await serving(deps);
     await c.transferLeadership(target);
     return { status: 200, json: { requested: target === '' ? 'most up-to-date voter' : target } };
-  }, { access: { verb: 'admin', target: OPERATOR } });
+  }, { access: { verb: 'admin', target: OPERATOR }, audit: (req) => ({ action: 'raft.transfer-leader', target: { body: auditBody(req.body) } }) });
 }

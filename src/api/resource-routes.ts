@@ -1,5 +1,6 @@
 import { CairnError, ErrorCode } from '../base/index.js';
 import type { Consistency } from '../replica/index.js';
+import { ACL_TYPES } from './audit.js';
 import type { HttpRequest, Router } from './http-server.js';
 import { bearerToken, checkRequestId, type CallContext, type ResourceService } from './resource-service.js';
 import type { ResourceIdJson } from './resource-json.js';
@@ -52,6 +53,14 @@ export function httpCallContext(req: HttpRequest): CallContext {
   return { requestId, token };
 }
 
+/** Writes and deletes of the ACL types are admin actions (docs/security.md "Audit log"). */
+function aclAudit(action: string): (req: HttpRequest) => { action: string; target: Record<string, unknown> } | undefined {
+  return (req) => {
+    const type = req.params['type'] ?? '';
+    return ACL_TYPES.has(type) ? { action, target: { type, name: req.params['name'] ?? '' } } : undefined;
+  };
+}
+
 function freshness(revision: number, lastContact: number | undefined): Record<string, string> {
   const h: Record<string, string> = { 'cairn-revision': String(revision) };
   if (lastContact !== undefined) h['cairn-last-contact-ms'] = String(Math.round(lastContact));
@@ -80,7 +89,7 @@ export function addResourceRoutes(router: Router, svc: ResourceService): void {
       httpCallContext(req),
     );
     return { status: 200, json: resource };
-  }, { access: 'service' });
+  }, { access: 'service', audit: aclAudit('acl.write') });
 
   router.add('GET', '/v1/resource/:type/:name', async (req) => {
     queryOnly(req, ['partition', 'namespace', 'uid', 'consistency']);
@@ -98,7 +107,7 @@ export function addResourceRoutes(router: Router, svc: ResourceService): void {
       httpCallContext(req),
     );
     return { status: 200, json: r.resource ? { deleted: r.deleted, resource: r.resource } : { deleted: r.deleted } };
-  }, { access: 'service' });
+  }, { access: 'service', audit: aclAudit('acl.delete') });
 
   router.add('PUT', '/v1/resource/:type/:name/status/:key', async (req) => {
     queryOnly(req, ['partition', 'namespace']);

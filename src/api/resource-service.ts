@@ -67,16 +67,8 @@ export function parseVersion(v: unknown, what = 'version'): Revision | undefined
   return n as Revision;
 }
 
-/**
- * The token of an `authorization: Bearer <token>` header or metadata value; undefined when there
- * is none. A header of another form is not ignored (that would run the request as anonymous):
- * it is handed on as it is, and access control refuses it as a token that is not valid.
- */
-export function bearerToken(auth: unknown): string | undefined {
-  if (auth === undefined || auth === null) return undefined;
-  if (typeof auth !== 'string') return '\u0000not-a-token';
-  return /^bearer /i.test(auth) ? auth.slice(7).trim() : auth === '' ? '\u0000not-a-token' : auth;
-}
+// The bearer token parser lives in limits.ts (the HTTP server needs it too, without a cycle).
+export { bearerToken } from './limits.js';
 
 /** An idempotency key (HTTP Idempotency-Key, gRPC request_id): empty means none. */
 export function checkRequestId(v: string | undefined): string | undefined {

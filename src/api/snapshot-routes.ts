@@ -38,7 +38,7 @@ export function addSnapshotRoutes(router: Router, node: Pick<ServedNode, 'coordi
     trailer.writeUInt32BE(crc >>> 0);
     res.end(trailer);
     return { status: 'streamed' };
-  }, { access: { verb: 'admin', target: SNAPSHOT } });
+  }, { access: { verb: 'admin', target: SNAPSHOT }, audit: 'snapshot.save' });
 
   router.add(
     'PUT',
@@ -63,6 +63,6 @@ export function addSnapshotRoutes(router: Router, node: Pick<ServedNode, 'coordi
       return { status: 200, json: { restored: true, revision: String(result.revision), resources: result.resources } };
     },
     // The file as saved (GET /v1/snapshot answers this type; `cairn snapshot restore` sends it).
-    { maxBodyBytes: MAX_RESTORE_BYTES, contentType: 'application/octet-stream', access: { verb: 'admin', target: SNAPSHOT } },
+    { maxBodyBytes: MAX_RESTORE_BYTES, contentType: 'application/octet-stream', access: { verb: 'admin', target: SNAPSHOT }, audit: 'snapshot.restore' },
   );
 }

@@ -75,7 +75,10 @@ export function addWatchRoutes(router: Router, watches: WatchService): void {
     });
     // The session sends nothing before open() resolves (its first pump is a later turn), so the
     // headers written just after it always come first.
-    session = await watches.open(specs, { token }, {
+    session = await watches.open(
+      specs,
+      { token },
+      {
       send(events) {
         let text = '';
         for (const ev of events) text += watchEventLine(ev);
@@ -101,7 +104,9 @@ export function addWatchRoutes(router: Router, watches: WatchService): void {
           res.once('close', () => clearTimeout(cut));
         }
       },
-    });
+      },
+      { connection: req.connection, caller: { transport: 'http', method: 'POST /v1/watch', address: req.remoteAddress, token } },
+    );
     if (gone) {
       session.close();
       return { status: 'streamed' };

@@ -1,6 +1,8 @@
 import { CairnError, ErrorCode, type Clock, type Revision } from '../base/index.js';
 import type { Resource } from '../store/index.js';
 import type { EndCode, EventPublisher, Subscription } from '../stream/index.js';
+import type { AuditLog, DeniedRecord } from './audit.js';
+import { StreamCounter } from './limits.js';
 import { resourceToJson } from './resource-json.js';
 import { parseVersion, type CallContext, type ListAccess, type ListFilter, type ResourceService } from './resource-service.js';
 import { START_WAIT_DEFAULT_MS, type ServedNode } from './served-node.js';
@@ -109,6 +111,8 @@ export interface WatchSink {
 export interface WatchMetricsHooks {
   onEvents?(n: number): void;
   onEnded?(code: string): void;
+  /** A new watch refused by a cap. */
+  onRefused?(limit: 'node' | 'connection'): void;
 }
 
 export interface WatchServiceOptions {
@@ -118,6 +122,18 @@ export interface WatchServiceOptions {
   readonly metrics?: WatchMetricsHooks;
   /** Events handed to transports per event-loop turn, over all streams, before yielding. Default 4,096. */
   readonly fanoutEventsPerTurn?: number;
+  /** Watch streams open at once on this node, over HTTP and gRPC (0 = no cap). Default 0. */
+  readonly maxStreams?: number;
+  /** Watch streams open at once on one connection (0 = no cap). Default 0. */
+  readonly maxStreamsPerConnection?: number;
+  /** Where a stream ended with UNAUTHENTICATED or PERMISSION_DENIED (a revoked token) is recorded. */
+  readonly audit?: AuditLog;
+}
+
+/** Where a watch comes from: its connection (for the per-connection cap) and who asked (for the audit log). */
+export interface WatchOrigin {
+  readonly connection?: unknown;
+  readonly caller?: Omit<DeniedRecord, 'code' | 'message'>;
 }
 
 interface WatchState {
@@ -162,6 +178,9 @@ export class WatchSession {
     private readonly sink: WatchSink,
     nowMs: number,
     private readonly ctx: CallContext = {},
+    /** Gives back this stream's place under the watch caps (once, on close). */
+    private readonly release: () => void = () => {},
+    private readonly origin: WatchOrigin = {},
   ) {
     this.lastSentMs = nowMs;
   }
@@ -325,6 +344,8 @@ export class WatchSession {
   private finish(error: CairnError | undefined, watch: number | undefined): void {
     if (this.closed) return;
     this.service.opts.metrics?.onEnded?.(error?.code ?? 'OK');
+    // A stream the node ends because its caller lost the right to it is a denied request.
+    if (error !== undefined && this.origin.caller !== undefined) this.service.opts.audit?.denied({ ...this.origin.caller, code: error.code, message: error.message });
     this.close();
     this.sink.end(error, watch);
   }
@@ -334,6 +355,7 @@ export class WatchSession {
     if (this.closed) return;
     this.closed = true;
     for (const st of this.states) st.sub.close();
+    this.release();
     this.service.forget(this);
   }
 }
@@ -353,6 +375,8 @@ export class WatchService {
   readonly fanoutEventsPerTurn: number;
   readonly clock: Clock;
   readonly bookmarkIntervalMs: number;
+  /** The watch-stream caps (per node, per connection). */
+  readonly streams: StreamCounter;
 
   constructor(
     private readonly node: Pick<ServedNode, 'publisher' | 'publisherNow'>,
@@ -362,6 +386,7 @@ export class WatchService {
     this.clock = opts.clock;
     this.bookmarkIntervalMs = opts.bookmarkIntervalMs ?? 5_000;
     this.fanoutEventsPerTurn = opts.fanoutEventsPerTurn ?? 4_096;
+    this.streams = new StreamCounter(opts.maxStreams ?? 0, opts.maxStreamsPerConnection ?? 0, 'watch streams', (limit) => opts.metrics?.onRefused?.(limit));
   }
 
   get activeSessions(): number {
@@ -374,7 +399,7 @@ export class WatchService {
    * the node starts waits for it (at most `ctx.timeoutMs`, default START_WAIT_DEFAULT_MS): its
    * initial state is then the started node's.
    */
-  async open(specs: readonly WatchSpec[], ctx: CallContext, sink: WatchSink): Promise<WatchSession> {
+  async open(specs: readonly WatchSpec[], ctx: CallContext, sink: WatchSink, origin: WatchOrigin = {}): Promise<WatchSession> {
     if (specs.length === 0) throw new CairnError(ErrorCode.INVALID_ARGUMENT, 'a watch request needs at least one watch');
     if (specs.length > WATCH_LIMITS.watchesPerStream) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `at most ${WATCH_LIMITS.watchesPerStream} watches per stream, got ${specs.length}`);
     const checked = specs.map((s, i) => {
@@ -399,9 +424,17 @@ export class WatchService {
       }
     });
     const limited = identity.kind !== 'open';
-    const pub = this.node.publisherNow() ?? (await this.node.publisher(ctx.timeoutMs ?? START_WAIT_DEFAULT_MS));
-    if (this.closing) throw stopping();
-    const session = new WatchSession(this, pub, sink, this.clock.monotonicMs(), ctx);
+    // The place is taken before waiting for a starting node, so waiting watches count too.
+    const release = this.streams.acquire(origin.connection);
+    let pub: EventPublisher;
+    try {
+      pub = this.node.publisherNow() ?? (await this.node.publisher(ctx.timeoutMs ?? START_WAIT_DEFAULT_MS));
+      if (this.closing) throw stopping();
+    } catch (e) {
+      release();
+      throw e;
+    }
+    const session = new WatchSession(this, pub, sink, this.clock.monotonicMs(), ctx, release, origin);
     checked.forEach((c, i) => session.add(i, c.filter, specs[i] as WatchSpec, c.gtRevision, limited ? accesses[i] : undefined));
     this.sessions.add(session);
     session.schedule();

@@ -103,6 +103,48 @@ export interface AgentConfig {
   readonly aclInitialManagementTokenFile?: string;
   /** `/metrics` answers without a token (ACLs on): for a scraper on a trusted network. Default false. */
   readonly metricsAnonymous: boolean;
+
+  // ---- Limits that protect the node (docs/security.md "Limits"); 0 turns a cap off. ----
+  /** Open HTTP connections at most; over it a new connection gets 503 and is closed. Default 4,096. */
+  readonly httpMaxConnections: number;
+  /** A request's headers must all arrive within this (ms) of its first byte (slowloris). Default 10,000. */
+  readonly httpHeadersTimeoutMs: number;
+  /** A whole request (headers and body) must arrive within this (ms); responses such as watches may stream longer. Default 120,000. */
+  readonly httpRequestTimeoutMs: number;
+  /** An idle keep-alive HTTP connection is closed after this (ms). Default 5,000. */
+  readonly httpKeepAliveTimeoutMs: number;
+  /** Open connections on the gRPC port at most, not counting the cluster's peers. Default 4,096. */
+  readonly grpcMaxConnections: number;
+  /** Concurrent HTTP/2 streams (calls) per gRPC connection. Default 2,048. */
+  readonly grpcMaxConcurrentStreams: number;
+  /** The largest request message of a public gRPC method (bytes). Default 4 MiB. */
+  readonly grpcMaxMessageBytes: number;
+  /**
+   * The gRPC port pings a connection quiet this long (ms) and drops it if the ping is not
+   * answered within 20 s. Default 0 (off): it would also drop a paused peer's Raft stream,
+   * which the cluster service takes as the peer's death (src/forwarding/cluster-service.ts).
+   */
+  readonly grpcKeepaliveMs: number;
+  /** A gRPC connection with no call for this long (ms) is sent GOAWAY (clients reconnect when needed). Default 1,800,000. */
+  readonly grpcIdleTimeoutMs: number;
+  /** Watch streams open at once on this node (HTTP and gRPC). Default 50,000. */
+  readonly watchMaxStreams: number;
+  /** Watch streams open at once on one connection. Default 1,000. */
+  readonly watchMaxStreamsPerConnection: number;
+  /** Requests per second from one address (HTTP and public gRPC, probes exempt). Default 10,000. */
+  readonly rateLimitPerAddress: number;
+  /** Requests one address may send at once before the rate applies. Default 20,000. */
+  readonly rateLimitPerAddressBurst: number;
+  /** Requests per second with one bearer token. Default 10,000. */
+  readonly rateLimitPerToken: number;
+  /** Requests one token may send at once before the rate applies. Default 20,000. */
+  readonly rateLimitPerTokenBurst: number;
+  /** Addresses and tokens each rate limiter remembers at most (least recently seen forgotten first). Default 100,000. */
+  readonly rateLimitMaxKeys: number;
+  /** The audit log: a file, `-` for stderr, or `off`. Unset: `<data-dir>/audit.log`. */
+  readonly auditLogFile?: string;
+  /** The audit file is rotated past this size (bytes) to `<file>.1`; 0 = never (rotate it externally). Default 64 MiB. */
+  readonly auditLogMaxBytes: number;
 }
 
 /** The Raft log stores a node can use (src/platform: WalLogStore, LevelLogStore). */
@@ -112,7 +154,7 @@ export const LOG_STORE_KINDS: readonly LogStoreKind[] = ['wal', 'level'];
 export const DEFAULT_GRPC_ADDR = '127.0.0.1:7500';
 export const DEFAULT_HTTP_ADDR = '127.0.0.1:7501';
 
-export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertiseAddr'> = {
+export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertiseAddr' | 'auditLogFile'> = {
   grpcAddr: DEFAULT_GRPC_ADDR,
   httpAddr: DEFAULT_HTTP_ADDR,
   bootstrap: false,
@@ -139,4 +181,29 @@ export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertise
   insecure: false,
   acl: false,
   metricsAnonymous: false,
+  httpMaxConnections: 4096,
+  httpHeadersTimeoutMs: 10_000,
+  httpRequestTimeoutMs: 120_000,
+  httpKeepAliveTimeoutMs: 5_000,
+  grpcMaxConnections: 4096,
+  grpcMaxConcurrentStreams: 2048,
+  grpcMaxMessageBytes: 4 * 1024 * 1024,
+  grpcKeepaliveMs: 0,
+  grpcIdleTimeoutMs: 1_800_000,
+  watchMaxStreams: 50_000,
+  watchMaxStreamsPerConnection: 1_000,
+  rateLimitPerAddress: 10_000,
+  rateLimitPerAddressBurst: 20_000,
+  rateLimitPerToken: 10_000,
+  rateLimitPerTokenBurst: 20_000,
+  rateLimitMaxKeys: 100_000,
+  auditLogMaxBytes: 64 * 1024 * 1024,
 };
+
+/** `auditLogFile` when not set: this file in the data dir. */
+export const AUDIT_LOG_FILE_NAME = 'audit.log';
+
+/** Where the audit log goes: the configured file, `-` (stderr), `off`, or `<data-dir>/audit.log`. */
+export function auditLogPath(config: Pick<AgentConfig, 'auditLogFile' | 'dataDir'>): string {
+  return config.auditLogFile ?? `${config.dataDir.replace(/\/+$/, '')}/${AUDIT_LOG_FILE_NAME}`;
+}

@@ -5,7 +5,7 @@ import path from 'node:path';
 import t, { type Test } from 'tap';
 import { STREAMING_DEFAULTS } from '../controller/index.js';
 import { DEFAULT_SEGMENT_BYTES } from '../platform/index.js';
-import { AGENT_DEFAULTS, type AgentConfig } from './config.js';
+import { AGENT_DEFAULTS, auditLogPath, type AgentConfig } from './config.js';
 import { AGENT_FLAGS, ConfigError, envName, flagName, loadAgentConfig, parseHostPort, type LoadAgentConfigInput } from './load-config.js';
 
 const CWD = '/srv/cairn';
@@ -142,6 +142,24 @@ t.test('every option can be set from flags, env and file with the same names', a
     acl: { flag: 'true', file: true, want: true },
     aclInitialManagementTokenFile: { flag: tokenFile, file: tokenFile, want: tokenFile },
     metricsAnonymous: { flag: 'true', file: true, want: true },
+    httpMaxConnections: { flag: '0', file: 0, want: 0 },
+    httpHeadersTimeoutMs: { flag: '3000', file: 3000, want: 3000 },
+    httpRequestTimeoutMs: { flag: '9000', file: 9000, want: 9000 },
+    httpKeepAliveTimeoutMs: { flag: '4000', file: 4000, want: 4000 },
+    grpcMaxConnections: { flag: '10', file: 10, want: 10 },
+    grpcMaxConcurrentStreams: { flag: '128', file: 128, want: 128 },
+    grpcMaxMessageBytes: { flag: '8388608', file: 8388608, want: 8388608 },
+    grpcKeepaliveMs: { flag: '30000', file: 30000, want: 30000 },
+    grpcIdleTimeoutMs: { flag: '0', file: 0, want: 0 },
+    watchMaxStreams: { flag: '11', file: 11, want: 11 },
+    watchMaxStreamsPerConnection: { flag: '3', file: 3, want: 3 },
+    rateLimitPerAddress: { flag: '0', file: 0, want: 0 },
+    rateLimitPerAddressBurst: { flag: '5', file: 5, want: 5 },
+    rateLimitPerToken: { flag: '12', file: 12, want: 12 },
+    rateLimitPerTokenBurst: { flag: '13', file: 13, want: 13 },
+    rateLimitMaxKeys: { flag: '14', file: 14, want: 14 },
+    auditLogFile: { flag: '/var/log/cairn-audit.log', file: '/var/log/cairn-audit.log', want: '/var/log/cairn-audit.log' },
+    auditLogMaxBytes: { flag: '0', file: 0, want: 0 },
   };
   const keys = Object.keys(values) as (keyof AgentConfig)[];
   const want = Object.fromEntries(keys.map((k) => [k, values[k].want]));
@@ -317,4 +335,26 @@ t.test('secure by default: off loopback a node needs TLS material or --insecure'
 t.test('--http-allowed-hosts takes host names, addresses or *, and refuses what is not one', async (t) => {
   t.same(load([...BASE, '--http-allowed-hosts', 'a.example,[fd00::1]:7501', '--http-allowed-hosts', '*']).httpAllowedHosts, ['a.example', '[fd00::1]:7501', '*'], 'repeated flags accumulate');
   t.throws(() => load([...BASE, '--http-allowed-hosts', 'http://a.example/']), /--http-allowed-hosts entries must be host names/);
+});
+
+t.test('limits (docs/security.md "Limits"): defaults, and values that cannot work are refused up front', async (t) => {
+  const c = load(BASE);
+  t.match(c, { httpMaxConnections: 4096, httpHeadersTimeoutMs: 10_000, httpRequestTimeoutMs: 120_000, grpcMaxMessageBytes: 4 * 1024 * 1024, grpcMaxConcurrentStreams: 2048, rateLimitPerAddress: 10_000, rateLimitPerToken: 10_000, watchMaxStreams: 50_000 });
+  t.same(problems(t, [...BASE, '--http-headers-timeout-ms', '5000', '--http-request-timeout-ms', '4000']), [
+    '--http-headers-timeout-ms must not exceed --http-request-timeout-ms, got 5000 (from the command line) and 4000 (from the command line)',
+  ]);
+  t.same(problems(t, [...BASE, '--grpc-max-message-bytes', '1048576']), ['--grpc-max-message-bytes must be from 2097152 (a 1 MiB resource and its envelope) to 67108864, got 1048576 (from the command line)']);
+  t.same(problems(t, [...BASE, '--grpc-max-concurrent-streams', '10']), ['--grpc-max-concurrent-streams must be at least 100 (peers forward writes and reads over one connection), got 10 (from the command line)']);
+  t.same(problems(t, [...BASE, '--rate-limit-per-address-burst', '0']), ["--rate-limit-per-address-burst must be a positive integer, got '0' (from the command line)"]);
+  t.equal(load([...BASE, '--rate-limit-per-address', '0']).rateLimitPerAddress, 0, '0 turns a rate limit off');
+});
+
+t.test('the audit log: <data-dir>/audit.log by default; "-" and "off" as they are; a relative file against cwd', async (t) => {
+  const c = load(BASE);
+  t.equal(c.auditLogFile, undefined);
+  t.equal(auditLogPath(c), '/var/lib/cairn/audit.log');
+  t.equal(auditLogPath(load([...BASE, '--audit-log-file', '-'])), '-');
+  t.equal(auditLogPath(load([...BASE, '--audit-log-file', 'off'])), 'off');
+  t.equal(auditLogPath(load([...BASE, '--audit-log-file', 'logs/audit.log'], {}, { cwd: '/srv' })), '/srv/logs/audit.log');
+  t.equal(load([...BASE, '--audit-log-max-bytes', '0']).auditLogMaxBytes, 0, '0: rotate externally');
 });

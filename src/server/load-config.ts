@@ -78,6 +78,24 @@ const OPTIONS: readonly OptionSpec[] = [
   { key: 'acl', kind: 'boolean' },
   { key: 'aclInitialManagementTokenFile', kind: 'string' },
   { key: 'metricsAnonymous', kind: 'boolean' },
+  { key: 'httpMaxConnections', kind: 'count' },
+  { key: 'httpHeadersTimeoutMs', kind: 'positive' },
+  { key: 'httpRequestTimeoutMs', kind: 'positive' },
+  { key: 'httpKeepAliveTimeoutMs', kind: 'positive' },
+  { key: 'grpcMaxConnections', kind: 'count' },
+  { key: 'grpcMaxConcurrentStreams', kind: 'positive' },
+  { key: 'grpcMaxMessageBytes', kind: 'positive' },
+  { key: 'grpcKeepaliveMs', kind: 'count' },
+  { key: 'grpcIdleTimeoutMs', kind: 'count' },
+  { key: 'watchMaxStreams', kind: 'count' },
+  { key: 'watchMaxStreamsPerConnection', kind: 'count' },
+  { key: 'rateLimitPerAddress', kind: 'count' },
+  { key: 'rateLimitPerAddressBurst', kind: 'positive' },
+  { key: 'rateLimitPerToken', kind: 'count' },
+  { key: 'rateLimitPerTokenBurst', kind: 'positive' },
+  { key: 'rateLimitMaxKeys', kind: 'positive' },
+  { key: 'auditLogFile', kind: 'string' },
+  { key: 'auditLogMaxBytes', kind: 'count' },
 ];
 
 const kebab = (key: string): string => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
@@ -290,7 +308,7 @@ function typed(raw: Map<keyof AgentConfig, Raw>, problems: string[]): Typed {
         break;
     }
     if (value === undefined) continue;
-    if ((spec.key === 'dataDir' || spec.key === 'tlsCaFile' || spec.key === 'tlsCertFile' || spec.key === 'tlsKeyFile' || spec.key === 'aclInitialManagementTokenFile') && typeof value === 'string') value = path.resolve(r.baseDir, value);
+    if ((spec.key === 'dataDir' || (spec.key === 'auditLogFile' && value !== '-' && value !== 'off') || spec.key === 'tlsCaFile' || spec.key === 'tlsCertFile' || spec.key === 'tlsKeyFile' || spec.key === 'aclInitialManagementTokenFile') && typeof value === 'string') value = path.resolve(r.baseDir, value);
     out[spec.key] = { value, source: r.source };
   }
   return out as Typed;
@@ -316,6 +334,9 @@ function toList(v: unknown): string[] | undefined {
 }
 
 const MIN_WAL_SEGMENT_BYTES = 64 * 1024;
+const MIN_GRPC_MESSAGE_BYTES = 2 * 1024 * 1024;
+const MAX_GRPC_MESSAGE_BYTES = 64 * 1024 * 1024;
+const MIN_GRPC_STREAMS = 100;
 const MAX_WAL_SEGMENT_BYTES = 1024 * 1024 * 1024;
 
 const NODE_ID_RE = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -497,6 +518,23 @@ function resolve(raw: Map<keyof AgentConfig, Raw>, input: LoadAgentConfigInput, 
       if (problem !== undefined) problems.push(`--acl-initial-management-token-file ${aclInitialManagementTokenFile} (${where(t.aclInitialManagementTokenFile)}): ${problem}`);
     }
   }
+  // Limits (docs/security.md "Limits").
+  const httpHeadersTimeoutMs = t.httpHeadersTimeoutMs?.value ?? AGENT_DEFAULTS.httpHeadersTimeoutMs;
+  const httpRequestTimeoutMs = t.httpRequestTimeoutMs?.value ?? AGENT_DEFAULTS.httpRequestTimeoutMs;
+  // Node refuses a headers timeout longer than the request timeout.
+  if (httpHeadersTimeoutMs > httpRequestTimeoutMs) {
+    problems.push(`--http-headers-timeout-ms must not exceed --http-request-timeout-ms, got ${httpHeadersTimeoutMs} (${where(t.httpHeadersTimeoutMs)}) and ${httpRequestTimeoutMs} (${where(t.httpRequestTimeoutMs)})`);
+  }
+  const grpcMaxMessageBytes = t.grpcMaxMessageBytes?.value ?? AGENT_DEFAULTS.grpcMaxMessageBytes;
+  if (grpcMaxMessageBytes < MIN_GRPC_MESSAGE_BYTES || grpcMaxMessageBytes > MAX_GRPC_MESSAGE_BYTES) {
+    problems.push(`--grpc-max-message-bytes must be from ${MIN_GRPC_MESSAGE_BYTES} (a 1 MiB resource and its envelope) to ${MAX_GRPC_MESSAGE_BYTES}, got ${grpcMaxMessageBytes} (${where(t.grpcMaxMessageBytes)})`);
+  }
+  const grpcMaxConcurrentStreams = t.grpcMaxConcurrentStreams?.value ?? AGENT_DEFAULTS.grpcMaxConcurrentStreams;
+  if (grpcMaxConcurrentStreams < MIN_GRPC_STREAMS) {
+    problems.push(`--grpc-max-concurrent-streams must be at least ${MIN_GRPC_STREAMS} (peers forward writes and reads over one connection), got ${grpcMaxConcurrentStreams} (${where(t.grpcMaxConcurrentStreams)})`);
+  }
+  // Unset: `<data-dir>/audit.log` (config.ts auditLogPath); a relative path resolves like --data-dir.
+  const auditLogFile = t.auditLogFile?.value;
 
   if (problems.length > 0 || nodeId === undefined || dataDir === undefined || advertiseAddr === undefined) return undefined;
   return {
@@ -531,6 +569,24 @@ function resolve(raw: Map<keyof AgentConfig, Raw>, input: LoadAgentConfigInput, 
     acl,
     ...(aclInitialManagementTokenFile !== undefined ? { aclInitialManagementTokenFile } : {}),
     metricsAnonymous: t.metricsAnonymous?.value ?? AGENT_DEFAULTS.metricsAnonymous,
+    httpMaxConnections: t.httpMaxConnections?.value ?? AGENT_DEFAULTS.httpMaxConnections,
+    httpHeadersTimeoutMs,
+    httpRequestTimeoutMs,
+    httpKeepAliveTimeoutMs: t.httpKeepAliveTimeoutMs?.value ?? AGENT_DEFAULTS.httpKeepAliveTimeoutMs,
+    grpcMaxConnections: t.grpcMaxConnections?.value ?? AGENT_DEFAULTS.grpcMaxConnections,
+    grpcMaxConcurrentStreams,
+    grpcMaxMessageBytes,
+    grpcKeepaliveMs: t.grpcKeepaliveMs?.value ?? AGENT_DEFAULTS.grpcKeepaliveMs,
+    grpcIdleTimeoutMs: t.grpcIdleTimeoutMs?.value ?? AGENT_DEFAULTS.grpcIdleTimeoutMs,
+    watchMaxStreams: t.watchMaxStreams?.value ?? AGENT_DEFAULTS.watchMaxStreams,
+    watchMaxStreamsPerConnection: t.watchMaxStreamsPerConnection?.value ?? AGENT_DEFAULTS.watchMaxStreamsPerConnection,
+    rateLimitPerAddress: t.rateLimitPerAddress?.value ?? AGENT_DEFAULTS.rateLimitPerAddress,
+    rateLimitPerAddressBurst: t.rateLimitPerAddressBurst?.value ?? AGENT_DEFAULTS.rateLimitPerAddressBurst,
+    rateLimitPerToken: t.rateLimitPerToken?.value ?? AGENT_DEFAULTS.rateLimitPerToken,
+    rateLimitPerTokenBurst: t.rateLimitPerTokenBurst?.value ?? AGENT_DEFAULTS.rateLimitPerTokenBurst,
+    rateLimitMaxKeys: t.rateLimitMaxKeys?.value ?? AGENT_DEFAULTS.rateLimitMaxKeys,
+    ...(auditLogFile !== undefined ? { auditLogFile } : {}),
+    auditLogMaxBytes: t.auditLogMaxBytes?.value ?? AGENT_DEFAULTS.auditLogMaxBytes,
   };
 }
 

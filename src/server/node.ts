@@ -1,7 +1,9 @@
 import { CairnError, ErrorCode, NO_NODE, SeededRandom, nodeId, type NodeId } from '../base/index.js';
 import {
   AccessControl,
+  AuditLog,
   Metrics,
+  RequestLimits,
   ResourceService,
   TypeRegistry,
   WatchService,
@@ -22,7 +24,7 @@ import type { Resource } from '../store/index.js';
 import { EventPublisher } from '../stream/index.js';
 import { registerStreamingTypes } from '../types/index.js';
 import { readClusterId } from './cluster-id.js';
-import type { AgentConfig } from './config.js';
+import { auditLogPath, type AgentConfig } from './config.js';
 import { askToJoin, formCluster, type FormClusterContext, type Formation } from './form-cluster.js';
 import { LeaderControllers } from './leader-controllers.js';
 import { readInitialTokenFile } from './load-config.js';
@@ -102,6 +104,13 @@ export class Node implements ServedNode {
   /** This node's TLS material (reloaded on SIGHUP), or undefined: plaintext on loopback or `--insecure`. */
   readonly tls: TlsMaterialStore | undefined;
   readonly forwarder: GrpcForwarder;
+  /**
+   * The audit log (denied requests, admin actions): the servers record into it; other admin
+   * doors (the ACL routes) call `audit.admin(...)` too.
+   */
+  readonly audit: AuditLog;
+  /** The per-address and per-token rate limits of the public API. */
+  readonly limits: RequestLimits;
   /** Resolves once the node runs (after `start`); rejects if it cannot start, or stops first. */
   readonly ready: Promise<void>;
   private settleReady!: (outcome: { ok: true } | { ok: false; error: unknown }) => void;
@@ -150,10 +159,15 @@ export class Node implements ServedNode {
       logger.warn({ grpc: config.grpcAddr, http: config.httpAddr }, 'INSECURE: no TLS off loopback (--insecure): anyone who can reach these ports can join the cluster and read or rewrite every resource');
     }
     const dataDir = await openDataDir({ path: config.dataDir, nodeId: self, logger });
+    let audit: AuditLog | undefined;
     try {
       const clusterId = (await readClusterId(config.dataDir)) ?? '';
-      return new Node(self, config, opts, logger, bugs, dataDir, clusterId, tls);
+      const auditTo = auditLogPath(config);
+      audit = AuditLog.open({ destination: auditTo, maxBytes: config.auditLogMaxBytes, nodeId: self, clock: systemClock });
+      logger.info({ auditLog: auditTo, rotateBytes: config.auditLogMaxBytes }, audit.enabled ? 'audit log on' : 'audit log off');
+      return new Node(self, config, opts, logger, bugs, dataDir, clusterId, tls, audit);
     } catch (e) {
+      audit?.close();
       await dataDir.close();
       throw e;
     }
@@ -168,8 +182,17 @@ export class Node implements ServedNode {
     private readonly dataDir: DataDir,
     clusterId: string,
     tls: TlsMaterialStore | undefined,
+    audit: AuditLog,
   ) {
     this.id = self;
+    this.audit = audit;
+    this.limits = new RequestLimits({
+      perAddress: { perSecond: config.rateLimitPerAddress, burst: config.rateLimitPerAddressBurst },
+      perToken: { perSecond: config.rateLimitPerToken, burst: config.rateLimitPerTokenBurst },
+      maxKeys: config.rateLimitMaxKeys,
+      clock: systemClock,
+      onRefused: (limit) => this.metrics.limitRefusals.inc({ limit: `rate-${limit}` }),
+    });
     this.tls = tls;
     this.pool = tls !== undefined ? new ClientPool(() => nodeChannelCredentials(tls)) : new ClientPool();
     this.config = config;
@@ -210,7 +233,14 @@ export class Node implements ServedNode {
     this.watches = new WatchService(this, this.resources, {
       clock: systemClock,
       bookmarkIntervalMs: config.watchBookmarkMs,
-      metrics: { onEvents: (n) => this.metrics.watchEvents.inc(n), onEnded: (code) => this.metrics.watchEnded.inc({ code }) },
+      maxStreams: config.watchMaxStreams,
+      maxStreamsPerConnection: config.watchMaxStreamsPerConnection,
+      audit,
+      metrics: {
+        onEvents: (n) => this.metrics.watchEvents.inc(n),
+        onEnded: (code) => this.metrics.watchEnded.inc({ code }),
+        onRefused: (limit) => this.metrics.limitRefusals.inc({ limit: `watch-${limit}` }),
+      },
     });
     this.metrics.watchGauges(() => {
       const pub = this.publisherNow();
@@ -544,6 +574,7 @@ export class Node implements ServedNode {
     if (this.opened) await this.opened.replica.close();
     this.pool.close();
     await this.dataDir.close();
+    this.audit.close();
     this.lifecycle = 'stopped';
     this.logger.info({}, 'stopped');
   }
@@ -594,6 +625,23 @@ export class Node implements ServedNode {
       timer.unref();
       signal.addEventListener('abort', done, { once: true });
     });
+  }
+
+  /**
+   * The hosts of this node's peers as configured (members, --join, discovered): the gRPC port's
+   * connection cap never counts connections from them.
+   */
+  peerHosts(): string[] {
+    const out = new Set<string>();
+    const add = (addr: string | undefined): void => {
+      if (addr === undefined) return;
+      const i = addr.lastIndexOf(':');
+      out.add((i < 0 ? addr : addr.slice(0, i)).replace(/^\[|\]$/g, ''));
+    };
+    for (const m of this.opened?.replica.basicStatus().config.members ?? []) if (m.id !== this.id) add(m.address);
+    for (const a of this.config.join) add(a);
+    for (const a of this.discovered.values()) add(a);
+    return [...out];
   }
 
   private addressOf(id: NodeId): string | undefined {

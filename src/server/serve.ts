@@ -21,6 +21,7 @@ import {
 } from '../api/index.js';
 import { serverCredentials } from '../auth/index.js';
 import { addClusterService, type PeerCall } from '../forwarding/index.js';
+import { guardGrpcServer, type GrpcGuard } from './grpc-guard.js';
 import { advertisedHttpAddress, PeerHttpAddresses } from './peer-http.js';
 import { systemClock } from '../platform/index.js';
 import type { AgentConfig } from './config.js';
@@ -49,6 +50,12 @@ export interface Served {
   /** Re-reads the TLS files (SIGHUP): the gRPC port and the HTTPS server use them for new connections. */
   reloadTls(): Promise<boolean>;
 }
+
+/** How long the gRPC port waits for a keepalive ping's answer before dropping the connection (ms). */
+const GRPC_KEEPALIVE_TIMEOUT_MS = 20_000;
+
+/** The public API's gRPC service name (its calls get the public limits). */
+const resourceServiceName = 'cairn.resource.v1.ResourceService';
 
 function splitHostPort(addr: string): { host: string; port: number } {
   const i = addr.lastIndexOf(':');
@@ -103,8 +110,16 @@ function noDelayOnAccept(server: grpc.Server, logger: Logger): void {
 export async function serveNode(node: Node, config: AgentConfig, extend?: ExtendServers): Promise<Served> {
   const { logger, metrics } = node;
   const grpcServer = new grpc.Server({
+    // Server-wide, so high: Raft snapshots and forwarded restores (48 MiB) come through here.
+    // Public methods check their own, lower limit (grpc-resource-service.ts, grpc-guard.ts).
     'grpc.max_receive_message_length': 64 * 1024 * 1024,
     'grpc.max_send_message_length': 64 * 1024 * 1024,
+    'grpc.max_concurrent_streams': config.grpcMaxConcurrentStreams,
+    // Ping a quiet connection; drop it if the ping goes unanswered (a vanished client). Off by
+    // default: peers share this server, and a paused peer's dropped Raft stream would read as
+    // its death (src/forwarding/cluster-service.ts).
+    ...(config.grpcKeepaliveMs > 0 ? { 'grpc.keepalive_time_ms': config.grpcKeepaliveMs, 'grpc.keepalive_timeout_ms': GRPC_KEEPALIVE_TIMEOUT_MS } : {}),
+    ...(config.grpcIdleTimeoutMs > 0 ? { 'grpc.max_connection_idle_ms': config.grpcIdleTimeoutMs } : {}),
   });
   // This node's HTTP address as peers should use it (known once it listens), answered in Hello;
   // and the peers' HTTP addresses, learned through their Hello (for /v1/status/leader).
@@ -135,7 +150,7 @@ export async function serveNode(node: Node, config: AgentConfig, extend?: Extend
   addResourceRoutes(router, node.resources);
   addWatchRoutes(router, node.watches);
   addSnapshotRoutes(router, node, systemClock);
-  addResourceGrpcService(grpcServer, node.resources, { logger, watches: node.watches });
+  addResourceGrpcService(grpcServer, node.resources, { logger, watches: node.watches, limits: node.limits, audit: node.audit, maxMessageBytes: config.grpcMaxMessageBytes });
   extend?.({ router, grpcServer, node, registry: node.registry, resources: node.resources, watches: node.watches, agentConfig: config });
   const tlsNow = node.tls?.current;
   const httpServer = createHttpServer({
@@ -143,6 +158,11 @@ export async function serveNode(node: Node, config: AgentConfig, extend?: Extend
     logger,
     onResponse: (method, status) => metrics.httpRequests.inc({ method, status: String(status) }),
     allowedHosts: new HostAllowList([config.httpAddr, config.advertiseAddr, ...config.httpAllowedHosts]),
+    limits: node.limits,
+    audit: node.audit,
+    maxConnections: config.httpMaxConnections,
+    onConnectionRefused: () => metrics.limitRefusals.inc({ limit: 'http-connections' }),
+    timeouts: { headersMs: config.httpHeadersTimeoutMs, requestMs: config.httpRequestTimeoutMs, keepAliveMs: config.httpKeepAliveTimeoutMs },
     ...(tlsNow !== undefined ? { tls: { cert: tlsNow.cert, key: tlsNow.key, ca: tlsNow.ca } } : {}),
     // Routes that name a grant (operator, snapshot, metrics) are checked here; the resource API,
     // watches and ACL objects check each operation in their services.
@@ -153,13 +173,23 @@ export async function serveNode(node: Node, config: AgentConfig, extend?: Extend
 
   let grpcAddress: string;
   let httpAddress: string;
+  let guard: GrpcGuard | undefined;
   try {
     // With TLS, one port still: node certificates are asked for but not required (public API
     // calls come without one); the cluster service checks them per call (src/auth README).
     grpcAddress = await bindGrpc(grpcServer, config.grpcAddr, node.tls !== undefined ? serverCredentials(node.tls) : grpc.ServerCredentials.createInsecure());
     noDelayOnAccept(grpcServer, logger);
+    guard = guardGrpcServer(grpcServer, {
+      maxConnections: config.grpcMaxConnections,
+      maxPublicMessageBytes: config.grpcMaxMessageBytes,
+      publicPathPrefix: `/${resourceServiceName}/`,
+      peerHosts: () => node.peerHosts(),
+      logger,
+      onRefused: (reason) => metrics.limitRefusals.inc({ limit: reason === 'connections' ? 'grpc-connections' : 'grpc-message-cut' }),
+    });
     httpAddress = await listen(httpServer, config.httpAddr);
   } catch (e) {
+    guard?.close();
     grpcServer.forceShutdown();
     httpServer.close();
     throw e;
@@ -169,6 +199,7 @@ export async function serveNode(node: Node, config: AgentConfig, extend?: Extend
   logger.info({ grpc: grpcAddress, http: httpAddress, dataDir: config.dataDir }, 'listening');
 
   const close = async (): Promise<void> => {
+    guard?.close();
     await new Promise<void>((resolve) => {
       // Watch streams end a moment after watches.close() (their last event goes out on a later
       // turn), so their keep-alive connections go idle only then: keep closing idle ones, or
