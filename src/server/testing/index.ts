@@ -10,6 +10,7 @@ export {
   makeSuiteIdentities,
   makeToken,
   pollUntil,
+  pb,
   startSecureNode,
   READER_RULES,
   SCOPED_RULES,
