@@ -599,3 +599,37 @@ t.test('an idempotency key is the caller\'s own: reusing another caller\'s key n
   const d = await node.http('DELETE', `/v1/resource/${ARTIST}/mine${ns('team-a')}`, { token: ids.scoped, headers: key });
   t.not(d.status, 500, 'a key reused for another operation is not an internal error');
 });
+
+t.test('the finalizer path of a cascade: a scoped token may mark an owner, but not remove its last finalizer while a team-b child hangs below', async (t) => {
+  const owner = await put(ARTIST, 'team-a', 'held-owner', { name: 'h' });
+  await req('management', 'PUT', `/v1/resource/${ARTIST}/held-owner${ns('team-a')}`, { data: { name: 'h' }, finalizers: ['x.io/hold'] });
+  await put(ALBUM, 'team-b', 'held-child', { title: 'c' }, owner);
+  t.equal((await req('scoped', 'DELETE', `/v1/resource/${ARTIST}/held-owner${ns('team-a')}`)).status, 200, 'marking (finalizer present) deletes nothing: allowed');
+  const before = await everything();
+  const strip = await req('scoped', 'PUT', `/v1/resource/${ARTIST}/held-owner${ns('team-a')}`, { data: { name: 'h' }, finalizers: [] });
+  t.equal(strip.status, 403, `removing the last finalizer would delete the team-b child: refused (${strip.text.slice(0, 160)})`);
+  t.equal(await everything(), before, 'nothing changed');
+  t.ok(await exists(ALBUM, 'team-b', 'held-child'));
+  t.equal((await req('management', 'PUT', `/v1/resource/${ARTIST}/held-owner${ns('team-a')}`, { data: { name: 'h' }, finalizers: [] })).status, 200, 'management may');
+  t.notOk(await exists(ALBUM, 'team-b', 'held-child'));
+});
+
+t.test('a watch resumed from an old revision replays only what the caller may see', async (t) => {
+  // Changes in both namespaces after revision `from`, then watches resumed from it (inside the retained window).
+  const from = (await req('management', 'GET', `/v1/resources/${ARTIST}${ns('*')}`)).json as { revision: string };
+  await put(ARTIST, 'team-b', 'resume-b', { name: 'b' });
+  await put(ARTIST, 'team-a', 'resume-a', { name: 'a' });
+  const hw = httpWatch(node.agent.httpAddress, node.ca, [{ type: ARTIST, namespace: '*', gt_revision: from.revision }], ids.scoped);
+  const all = httpWatch(node.agent.httpAddress, node.ca, [{ type: ARTIST, namespace: '*', gt_revision: from.revision }], ids.management);
+  try {
+    await put(ARTIST, 'team-a', 'resume-marker', { name: 'm' });
+    const has = (w: typeof hw): boolean => w.lines.some((l) => (l['value'] as Res | undefined)?.id.name === 'resume-marker') || w.ended;
+    await pollUntil(() => has(hw) && has(all), 5000, 'the marker on both replays');
+    const spaces = (w: typeof hw): string[] => [...new Set(w.lines.flatMap((l) => (l['value'] ? [(l['value'] as Res).id.tenancy.namespace] : [])))].sort();
+    t.same(spaces(all), ['team-a', 'team-b'], `the replay holds team-b changes (management sees them): ${JSON.stringify(all.lines[0] ?? {}).slice(0, 200)}`);
+    t.same(spaces(hw), ['team-a'], 'the scoped replay holds team-a changes only');
+  } finally {
+    hw.cancel();
+    all.cancel();
+  }
+});
