@@ -1,3 +1,5 @@
+import * as grpc from '@grpc/grpc-js';
+import * as https from 'node:https';
 import t, { type Test } from 'tap';
 import { resourceServiceDefinition } from '../api/index.js';
 import {
@@ -631,5 +633,31 @@ t.test('a watch resumed from an old revision replays only what the caller may se
   } finally {
     hw.cancel();
     all.cancel();
+  }
+});
+
+t.test('certificates: a node certificate on gRPC acts as a cluster node; a client certificate does not; HTTPS ignores both', async (t) => {
+  const nodeCert = await node.pki.node('n7');
+  const clientCert = await node.pki.client('alice');
+  const asNode = new grpc.Client(node.agent.grpcAddress, grpc.credentials.createSsl(node.ca, Buffer.from(nodeCert.keyPem), Buffer.from(nodeCert.certPem)));
+  const asClient = new grpc.Client(node.agent.grpcAddress, grpc.credentials.createSsl(node.ca, Buffer.from(clientCert.keyPem), Buffer.from(clientCert.certPem)));
+  try {
+    const read = { id: { type: ARTIST, tenancy: { partition: 'default', namespace: 'team-b' }, name: 'b1' } };
+    t.equal((await grpcUnary(asNode, 'Read', read)).code, 0, 'a node certificate without a token reads anything (a cluster node)');
+    t.equal((await grpcUnary(asClient, 'Read', read)).code, 16, 'a client certificate without a token is anonymous');
+    t.equal((await grpcUnary(asNode, 'Read', read, ids.scoped)).code, 7, 'a node certificate with a token is that token');
+    const [host, port] = [node.agent.httpAddress.split(':')[0], Number(node.agent.httpAddress.split(':')[1])];
+    const status = await new Promise<number>((resolve, reject) => {
+      https
+        .get({ host, port, path: `/v1/resource/${ARTIST}/b1${ns('team-b')}`, ca: node.ca, cert: nodeCert.certPem, key: nodeCert.keyPem, agent: false }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        })
+        .on('error', reject);
+    });
+    t.equal(status, 401, 'over HTTPS a node certificate grants nothing');
+  } finally {
+    asNode.close();
+    asClient.close();
   }
 });
