@@ -316,8 +316,9 @@ const grpcRequestArb = fc.record({
     tenancy: fc.record({ partition: fc.constantFrom('*', '*', 'default', ''), namespace: fc.constantFrom('*', 'team-a', 'team-b', '') }),
     namePrefix: fc.constantFrom('', 'a', 'A', '-'),
     ownerUid: fc.constantFrom('', 'x', 'zzzz'),
-    // Never a key another request used: a reused key returns the first request's result to any
-    // caller (a bug, kept as a todo test in authz-table.test.ts), which would end every run here.
+    // Never a key another request used: a caller reusing its own key for another operation gets
+    // 500 INTERNAL (a bug, a todo test in authz-table.test.ts), which would end every run here.
+    // (Reuse across callers, which leaked the first caller's result, is fixed and tested there.)
     requestId: fc.constantFrom('', '', '', '', 'fresh', 'x'.repeat(200)),
     watches: fc.array(fc.record({ type: fc.constantFrom(...TYPES), tenancy: fc.record({ partition: fc.constantFrom('*', 'default'), namespace: fc.constantFrom('*', 'team-a', 'team-b') }), gtRevision: fc.constantFrom('', '1', 'x') }), { maxLength: 3 }),
   }),
