@@ -360,8 +360,14 @@ export class ResourceService {
     return { group: t.group, groupVersion: t.groupVersion, kind: t.kind };
   }
 
-  private header(ctx: CallContext): { requestId: string; time: string; uid: string; generation: string } {
-    return { requestId: ctx.requestId ?? ulid(), time: new Date(this.clock.nowMs()).toISOString(), uid: ulid(), generation: ulid() };
+  /**
+   * A command's header. The state machine answers a repeated request id with the first result,
+   * so a client's idempotency key is scoped to the caller: one token may not reuse another's key
+   * and get that caller's result (a resource it may not see) instead of applying its own write.
+   */
+  private header(ctx: CallContext, identity: Identity): { requestId: string; time: string; uid: string; generation: string } {
+    const scope = identity.kind === 'token' ? `token:${identity.accessorId}/` : identity.kind === 'anonymous' ? 'anonymous/' : '';
+    return { requestId: ctx.requestId === undefined ? ulid() : scope + ctx.requestId, time: new Date(this.clock.nowMs()).toISOString(), uid: ulid(), generation: ulid() };
   }
 
   private resolveOwner(owner: ResourceIdJson | null | undefined): ResourceId | null | undefined {
@@ -417,7 +423,7 @@ export class ResourceService {
     [c, ctx] = await this.coord(ctx);
     const identity = await this.identify(c, ctx);
     this.authorize(identity, t, 'write', { ...tenancy, name }, ctx);
-    const header = this.header(ctx);
+    const header = this.header(ctx, identity);
     const key = { group: t.group, kind: t.kind, tenancy, name };
     // Unconditional writes run hooks against the current state and propose a CAS on it,
     // retrying (bounded) when someone wrote in between (API.md: "the server retries its own
@@ -489,7 +495,7 @@ export class ResourceService {
     [c, ctx] = await this.coord(ctx);
     const identity = await this.identify(c, ctx);
     this.authorize(identity, t, 'delete', { ...tenancy, name }, ctx);
-    const header = this.header(ctx);
+    const header = this.header(ctx, identity);
     let r: ApplyResult;
     for (let attempt = 0; ; attempt++) {
       // A restricted caller's delete carries the cascade it was allowed (docs/security.md "Cascades").
@@ -526,17 +532,20 @@ export class ResourceService {
     if (typeof req.key !== 'string' || !QUALIFIED.test(req.key)) throw invalid(`status key ${JSON.stringify(req.key)} must be a qualified name (e.g. demo.v1.artist-controller)`);
     if (typeof req.uid !== 'string' || req.uid === '') throw invalid('uid is required for a status write');
     if (typeof req.observedGeneration !== 'string') throw invalid('observed_generation must be a string');
+    const conditions = checkConditions(req.conditions);
+    const expectedVersion = req.version !== undefined && req.version !== '' ? (parseVersion(req.version) as Revision) : undefined;
+    let c: Coordinator;
+    [c, ctx] = await this.coord(ctx);
+    const identity = await this.identify(c, ctx);
+    this.authorize(identity, t, 'status', { ...tenancy, name }, ctx);
     const cmd: WriteStatusCommand = {
-      ...this.header(ctx),
+      ...this.header(ctx, identity),
       id: { type: this.typeRef(t), tenancy, name, uid: req.uid },
       key: req.key,
       observedGeneration: req.observedGeneration,
-      conditions: checkConditions(req.conditions),
-      ...(req.version !== undefined && req.version !== '' ? { expectedVersion: parseVersion(req.version) as Revision } : {}),
+      conditions,
+      ...(expectedVersion !== undefined ? { expectedVersion } : {}),
     };
-    let c: Coordinator;
-    [c, ctx] = await this.coord(ctx);
-    this.authorize(await this.identify(c, ctx), t, 'status', { ...tenancy, name }, ctx);
     const r = await c.propose(CommandType.ResourceStatus, cmd, ctx.timeoutMs);
     if (!r.ok) throw fromApplyError(r);
     if (r.kind !== 'status') throw new CairnError(ErrorCode.INTERNAL, `unexpected ${r.kind} result for a status write`);

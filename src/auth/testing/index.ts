@@ -43,3 +43,4 @@ export async function makeTestPki(options: { name?: string; dir?: string } = {})
     cleanup: () => rm(dir, { recursive: true, force: true }),
   };
 }
+export { refAuthorize, refPatternsNaming, refSomeItemVisible, type RefIdentity, type RefRule, type RefTarget, type RefUniverse } from './acl-reference.js';

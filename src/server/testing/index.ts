@@ -1,2 +1,23 @@
 export { freePorts, freePort, waitUntil } from './net.js';
 export { devConfig, clusterConfigs, TEST_WAL_SEGMENT_BYTES } from './agents.js';
+export {
+  closeHttpsAgents,
+  grpcUnary,
+  grpcWatch,
+  httpWatch,
+  httpsRequest,
+  makeRole,
+  makeSuiteIdentities,
+  makeToken,
+  pollUntil,
+  pb,
+  startSecureNode,
+  READER_RULES,
+  SCOPED_RULES,
+  type GrpcAnswer,
+  type GrpcWatch,
+  type HttpAnswer,
+  type HttpWatch,
+  type SecureNode,
+  type SuiteIdentities,
+} from './authz.js';
