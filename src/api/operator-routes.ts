@@ -17,6 +17,8 @@ export interface OperatorDeps {
   readonly httpAddressOf?: (id: NodeId, grpcAddress: string) => Promise<string | undefined>;
   /** How the node serves (docs/security.md): with TLS, or without it off loopback (`--insecure`). */
   readonly security?: { readonly tls: boolean; readonly insecure: boolean };
+  /** This node's data quota (`--quota-bytes`), shown in /v1/agent/self; absent: shown as null. */
+  readonly quotaBytes?: number;
 }
 
 /** The coordinator; a request that arrives while the node starts waits for it (starting is not failing). */
@@ -73,7 +75,9 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
   });
 
   router.add('GET', '/v1/agent/self', async () => {
-    const st = (await serving(deps)).status();
+    const c = await serving(deps);
+    const st = c.status();
+    const data = c.dataStatus();
     return {
       status: 200,
       json: {
@@ -89,6 +93,11 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
         failed: st.failed ?? null,
         tls: deps.security?.tls ?? false,
         insecure: deps.security?.insecure ?? false,
+        // docs/security.md "Quotas": the replicated alarms as applied here, the deterministic
+        // size of the applied data, and this node's quota.
+        alarms: data.alarms,
+        data_bytes: data.dataBytes,
+        quota_bytes: deps.quotaBytes ?? null,
       },
     };
   });

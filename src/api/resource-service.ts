@@ -247,12 +247,26 @@ export interface ListResult {
  * request id chosen here, so apply is deterministic), proposing through the coordinator, and
  * translating the FSM's verdict.
  */
+export interface ResourceServiceOptions {
+  /**
+   * This node's data quota in bytes (docs/security.md "Quotas"), stamped into every write,
+   * delete and status write it builds; the FSM decides on it at apply. Absent: no quota
+   * (tests). The server always sets it (`--quota-bytes`).
+   */
+  readonly quotaBytes?: number;
+}
+
 export class ResourceService {
+  private readonly quotaBytes: number | undefined;
+
   constructor(
     private readonly node: Pick<ServedNode, 'coordinator'>,
     private readonly registry: TypeRegistry,
     private readonly clock: Clock,
-  ) {}
+    opts: ResourceServiceOptions = {},
+  ) {
+    this.quotaBytes = opts.quotaBytes;
+  }
 
   /**
    * The coordinator, waiting for a starting node within the call's deadline (starting is not
@@ -276,8 +290,14 @@ export class ResourceService {
     return { group: t.group, groupVersion: t.groupVersion, kind: t.kind };
   }
 
-  private header(ctx: CallContext): { requestId: string; time: string; uid: string; generation: string } {
-    return { requestId: ctx.requestId ?? ulid(), time: new Date(this.clock.nowMs()).toISOString(), uid: ulid(), generation: ulid() };
+  private header(ctx: CallContext): { requestId: string; time: string; uid: string; generation: string; quotaBytes?: number } {
+    return {
+      requestId: ctx.requestId ?? ulid(),
+      time: new Date(this.clock.nowMs()).toISOString(),
+      uid: ulid(),
+      generation: ulid(),
+      ...(this.quotaBytes !== undefined ? { quotaBytes: this.quotaBytes } : {}),
+    };
   }
 
   private resolveOwner(owner: ResourceIdJson | null | undefined): ResourceId | null | undefined {
@@ -441,12 +461,25 @@ export class ResourceService {
    * the caller's token; the peer is authenticated at the cluster port, issue 15 item 2).
    * The validate hook runs against the leader's current state only when that is the version
    * the command expects (otherwise the CAS refuses it at apply, as for a local write).
+   *
+   * The quota (docs/security.md "Quotas"): a forwarded command stamped with a quota above this
+   * leader's own, or with none (a follower of an older version), is clamped to the leader's
+   * quota: the returned body replaces it. Clamping rather than refusing keeps writes through
+   * a follower with a larger (mis-set) quota or an older version working, while the leader's
+   * quota still bounds what the log can make every replica hold.
    */
-  checkCommand(command: DecodedCommand, store: StoreReader): void {
+  checkCommand(command: DecodedCommand, store: StoreReader): { readonly body: unknown } | undefined {
     if (command.kind === 'restore') {
       if (command.snapshotBytes > MAX_RESTORE_BYTES) throw new CairnError(ErrorCode.TOO_LARGE, `a restore is at most ${MAX_RESTORE_BYTES} bytes`);
-      return;
+      return undefined;
     }
+    this.checkForwardedContent(command, store);
+    const own = this.quotaBytes;
+    if (own === undefined || (command.cmd.quotaBytes !== undefined && command.cmd.quotaBytes <= own)) return undefined;
+    return { body: { ...command.cmd, quotaBytes: own } };
+  }
+
+  private checkForwardedContent(command: Exclude<DecodedCommand, { kind: 'restore' }>, store: StoreReader): void {
     const cmd = command.cmd;
     const typeName = formatTypeRef(cmd.id.type);
     const t = this.registry.resolve(typeName);

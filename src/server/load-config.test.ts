@@ -128,6 +128,8 @@ t.test('every option can be set from flags, env and file with the same names', a
     logStore: { flag: 'level', file: 'level', want: 'level' },
     walSegmentBytes: { flag: '1048576', file: 1048576, want: 1048576 },
     watchWindowEvents: { flag: '50', file: 50, want: 50 },
+    watchWindowBytes: { flag: '2097152', file: 2097152, want: 2097152 },
+    quotaBytes: { flag: '4194304', file: 4194304, want: 4194304 },
     watchBufferEvents: { flag: '60', file: 60, want: 60 },
     watchBookmarkMs: { flag: '70', file: 70, want: 70 },
     httpAllowedHosts: { flag: 'cairn.internal,10.0.0.9:7501', file: ['cairn.internal', '10.0.0.9:7501'], want: ['cairn.internal', '10.0.0.9:7501'] },

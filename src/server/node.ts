@@ -175,7 +175,7 @@ export class Node implements ServedNode {
     if (config.demoTypes || config.dev) registerDemoTypes(this.registry);
     registerStreamingTypes(this.registry); // built-in: the streaming.v1 domain (src/types)
     registerLeaseType(this.registry);
-    this.resources = new ResourceService(this, this.registry, systemClock);
+    this.resources = new ResourceService(this, this.registry, systemClock, { quotaBytes: config.quotaBytes });
     this.watches = new WatchService(this, this.resources, {
       clock: systemClock,
       bookmarkIntervalMs: config.watchBookmarkMs,
@@ -184,9 +184,10 @@ export class Node implements ServedNode {
     this.metrics.watchGauges(() => {
       const pub = this.publisherNow();
       return pub
-        ? { streams: this.watches.activeSessions, subscribers: pub.subscribers, windowEvents: pub.windowSize, snapshotBuilds: pub.snapshotBuilds, slowConsumers: pub.slowConsumersEnded }
+        ? { streams: this.watches.activeSessions, subscribers: pub.subscribers, windowEvents: pub.windowSize, windowBytes: pub.windowBytes, snapshotBuilds: pub.snapshotBuilds, slowConsumers: pub.slowConsumersEnded }
         : undefined;
     });
+    this.metrics.quotaGauges(config.quotaBytes, () => this.coordinatorNow()?.dataStatus());
     // Publisher waits and trimming, and bookmarks: a tenth of the bookmark interval, at most 250 ms apart.
     this.watchTicker = setInterval(() => this.watches.tick(), Math.max(10, Math.min(250, Math.floor(config.watchBookmarkMs / 10))));
     this.watchTicker.unref();
@@ -433,6 +434,7 @@ export class Node implements ServedNode {
       {
         clock: systemClock,
         maxWindowEvents: config.watchWindowEvents,
+        maxWindowBytes: config.watchWindowBytes,
         subscriberBufferEvents: config.watchBufferEvents,
         // Bookmarks are the watch streams' (one per stream, covering all its watches).
         bookmarkIntervalMs: Number.POSITIVE_INFINITY,

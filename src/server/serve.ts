@@ -122,7 +122,7 @@ export async function serveNode(node: Node, config: AgentConfig, extend?: Extend
     ...(node.tls !== undefined ? { peerNodeId: (call: PeerCall) => node.peerNodeId(call) } : {}),
   });
   const router = new Router();
-  addOperatorRoutes(router, { node, metrics, httpAddressOf: (id, grpcAddr) => peerHttp.lookup(id, grpcAddr), security: { tls: node.tls !== undefined, insecure: config.insecure } });
+  addOperatorRoutes(router, { node, metrics, httpAddressOf: (id, grpcAddr) => peerHttp.lookup(id, grpcAddr), security: { tls: node.tls !== undefined, insecure: config.insecure }, quotaBytes: config.quotaBytes });
   addResourceRoutes(router, node.resources);
   addWatchRoutes(router, node.watches);
   addSnapshotRoutes(router, node, systemClock);
