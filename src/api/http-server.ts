@@ -205,7 +205,8 @@ export function createHttpServer(opts: HttpServerOptions): ApiHttpServer {
   /** Answers an error after draining what is left of the body; logs only server-side faults. */
   async function answerError(req: http.IncomingMessage, res: http.ServerResponse, e: unknown): Promise<void> {
     const err = toCairnError(e);
-    if (httpStatusOf(err) >= 500 && err.code !== ErrorCode.UNAVAILABLE && err.code !== ErrorCode.TIMEOUT) {
+    // NO_SPACE is a 507 but no fault: the quota doing its job (the alarm and metrics say so once, not per request).
+    if (httpStatusOf(err) >= 500 && err.code !== ErrorCode.UNAVAILABLE && err.code !== ErrorCode.TIMEOUT && err.code !== ErrorCode.NO_SPACE) {
       opts.logger.error({ err: err.message, code: err.code, path: req.url }, 'http request failed on the server side');
     }
     const drained = e instanceof BodyTooLarge ? await e.drained : await drain(req, 0);
