@@ -19,7 +19,11 @@ export const RESOURCE_OVERHEAD_BYTES = 256;
 const dataSizes = new WeakMap<object, number>();
 
 /** The UTF-8 length of a string, counted from its UTF-16 code units (a lone surrogate counts 3, as its replacement character). */
+const NON_ASCII = /[^\x00-\x7f]/;
+
 export function utf8Length(s: string): number {
+  // Most strings are ASCII: one native scan instead of a loop over every code unit.
+  if (!NON_ASCII.test(s)) return s.length;
   let n = s.length;
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
@@ -54,12 +58,19 @@ export function jsonBytes(v: JsonValue): number {
       n += scalar(x);
     } else if (Array.isArray(x)) {
       n += 5;
-      for (const e of x as readonly JsonValue[]) stack.push(e);
+      for (const e of x as readonly JsonValue[]) {
+        // Scalars inline; only containers wait on the stack.
+        if (typeof e === 'object' && e !== null) stack.push(e);
+        else n += scalar(e);
+      }
     } else {
       n += 5;
-      for (const [k, e] of Object.entries(x as { readonly [k: string]: JsonValue })) {
+      const o = x as { readonly [k: string]: JsonValue };
+      for (const k of Object.keys(o)) {
         n += str(k);
-        stack.push(e);
+        const e = o[k] as JsonValue;
+        if (typeof e === 'object' && e !== null) stack.push(e);
+        else n += scalar(e);
       }
     }
   }
