@@ -25,8 +25,8 @@ const MIB = 1024 * 1024;
 const QUOTA = 4 * MIB;
 const WRITERS = 8;
 /**
- * Resident memory no node may exceed. Measured peaks in this test: 144-162 MiB per node (Node 20,
- * x64, TLS, 2 runs): a node's baseline plus 4 MiB of data in every copy it keeps (store, watch
+ * Resident memory no node may exceed. Measured peaks in this test: 132-165 MiB per node (Node 20,
+ * x64, TLS, 3 runs): a node's baseline plus 4 MiB of data in every copy it keeps (store, watch
  * window, de-duplication window, log) and the garbage collector's slack. 300 MiB leaves room
  * for a loaded machine and still catches a node that keeps what the quota should have stopped.
  */
