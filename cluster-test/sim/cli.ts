@@ -76,6 +76,7 @@ function runFlags(args: Args): Omit<SimulationOptions, 'seed'> {
   const nodes = intFlag(args, 'nodes', undefined, 1);
   const livenessBudgetMs = intFlag(args, 'liveness-budget-ms', undefined, 1);
   const snapshotChunkBytes = intFlag(args, 'snapshot-chunk-bytes', undefined, 1);
+  const quotaBytes = intFlag(args, 'quota-bytes', undefined, 1);
   if (nodes !== undefined && nodes !== 3 && nodes !== 5) throw new UsageError(`option --nodes must be 3 or 5, got ${nodes}`);
   const faults = args.flags.get('faults');
   const bug = args.flags.get('planted-bug');
@@ -99,6 +100,7 @@ function runFlags(args: Args): Omit<SimulationOptions, 'seed'> {
     ...(plantedBugs !== undefined ? { plantedBugs } : {}),
     ...(livenessBudgetMs !== undefined ? { livenessBudgetMs } : {}),
     ...(snapshotChunkBytes !== undefined ? { snapshotChunkBytes } : {}),
+    ...(quotaBytes !== undefined ? { quotaBytes } : {}),
   };
 }
 
@@ -218,7 +220,7 @@ function printSummary(reports: readonly SeedReport[], secs: number): void {
   );
   console.log(
     `  clients: ${g('ops')} ops: ${g('okOps')} ok, ${g('infoOps')} info, ${g('failOps')} fail; ` +
-      `CAS ${g('casOk')} ok, ${g('casMismatch')} refused at the read, ${g('casConflict')} refused by the version CAS; ` +
+      `CAS ${g('casOk')} ok, ${g('casMismatch')} refused at the read, ${g('casConflict')} refused by the version CAS; ${g('noSpace')} refused with NO_SPACE; ` +
       `linearizability unknown (search budget) on ${unknown} seed(s)`,
   );
   console.log(`  watches: ${g('watchEvents')} events checked on the nodes' event streams, ${g('watchRestarts')} subscriptions (starts, resumes, re-lists)`);
@@ -320,8 +322,8 @@ async function planted(args: Args): Promise<number> {
 }
 
 const USAGE = `usage:
-  node dist/cluster-test/sim/cli.js swarm --seeds N [--start S] [--duration-ms M] [--faults P] [--nodes 3|5] [--snapshot-chunk-bytes B] [--planted-bug B] [--driver-bug B] [--jobs J]
-  node dist/cluster-test/sim/cli.js replay --seed S [--verbose] [--duration-ms M] [--faults P] [--nodes 3|5] [--snapshot-chunk-bytes B] [--planted-bug B] [--driver-bug B]
+  node dist/cluster-test/sim/cli.js swarm --seeds N [--start S] [--duration-ms M] [--faults P] [--nodes 3|5] [--snapshot-chunk-bytes B] [--quota-bytes Q] [--planted-bug B] [--driver-bug B] [--jobs J]
+  node dist/cluster-test/sim/cli.js replay --seed S [--verbose] [--duration-ms M] [--faults P] [--nodes 3|5] [--snapshot-chunk-bytes B] [--quota-bytes Q] [--planted-bug B] [--driver-bug B]
   node dist/cluster-test/sim/cli.js demo [--seed S] [--duration-ms M] [--faults P]
 fault profiles: mixed (default: drawn from the seed), default, none, partitions, crashes, membership, chaos, stale-leader, figure8
   node dist/cluster-test/sim/cli.js planted [--seeds N] [--start S] [--duration-ms M]   (every planted bug x every profile: share of seeds caught)

@@ -44,6 +44,8 @@ export interface ClientOptions {
   readonly casRatio: number;
   /** Probability that a client sends to the leader it last heard of rather than a random node. */
   readonly followLeaderProbability: number;
+  /** The data quota stamped into every write (`--quota-bytes`); absent: none (the default). */
+  readonly quotaBytes?: number;
 }
 
 export interface ClientHost {
@@ -73,7 +75,7 @@ interface PendingOp {
   /** Bumped whenever a timeout is armed, so an earlier phase's timer does nothing. */
   timer: number;
   done: boolean;
-  readonly onDone: (outcome: Outcome, value: string | null) => void;
+  readonly onDone: (outcome: Outcome, value: string | null, why: string) => void;
 }
 
 export interface ClientStats {
@@ -85,11 +87,13 @@ export interface ClientStats {
   casOk: number;
   casMismatch: number;
   casConflict: number;
+  /** Writes the state machine refused with NO_SPACE (only with a quota). */
+  noSpace: number;
 }
 
 export class Clients {
   readonly history = new HistoryRecorder();
-  readonly stats: ClientStats = { ops: 0, ok: 0, info: 0, fail: 0, casOk: 0, casMismatch: 0, casConflict: 0 };
+  readonly stats: ClientStats = { ops: 0, ok: 0, info: 0, fail: 0, casOk: 0, casMismatch: 0, casConflict: 0, noSpace: 0 };
   private readonly pending = new Map<string, PendingOp>();
   private readonly seqOf = new Map<number, number>();
   /** Values recently seen per key (for plausible CAS expectations). */
@@ -151,7 +155,7 @@ export class Clients {
   }
 
   /** Invokes an unconditional write of a fresh unique value on `node`; `done` is called once with the outcome. */
-  write(worker: number, node: SimNode, key: string, done: (outcome: Outcome, value: string | null) => void): void {
+  write(worker: number, node: SimNode, key: string, done: (outcome: Outcome, value: string | null, why: string) => void): void {
     const { opId, n } = this.nextOpId(worker);
     const value = `${worker}-${n}`;
     const handle = this.history.invoke(worker, 'write', key, value, this.host.scheduler.now());
@@ -187,6 +191,7 @@ export class Clients {
       time: new Date(SIM_EPOCH_MS + this.host.scheduler.now()).toISOString(),
       uid: `${hex()}-${hex()}-${hex()}-${hex()}`,
       generation: `${hex()}${hex()}`,
+      ...(this.options.quotaBytes !== undefined ? { quotaBytes: this.options.quotaBytes } : {}),
     };
   }
 
@@ -216,9 +221,15 @@ export class Clients {
   private onProposed(op: PendingOp, result: ApplyResult): void {
     if (op.done || op.phase !== 'propose') return;
     this.host.checkAnswered(op.opId, op.node);
-    const verdict = writeVerdict(op.opId, result);
+    const verdict = writeVerdict(op.opId, result, this.options.quotaBytes !== undefined);
     if (verdict === 'ok') {
       this.finish(op, 'ok', 'applied');
+      return;
+    }
+    if (verdict === 'no-space') {
+      // Refused at apply on every replica alike: certainly not applied.
+      this.stats.noSpace++;
+      this.finish(op, 'fail', 'NO_SPACE: the data quota is reached');
       return;
     }
     if (op.kind !== 'cas') throw new SimViolation('exception', `unconditional write ${op.opId} was refused with CAS_FAILED`);
@@ -306,7 +317,7 @@ export class Clients {
     }
     const shown = op.kind === 'read' && outcome === 'ok' ? ` ${op.key}=${readValue ?? 'nil'}` : '';
     this.host.log.add('cli', `${op.opId} p${op.handle.process} ${outcome}${shown} (${why})`);
-    op.onDone(outcome, op.kind === 'read' ? readValue : op.value);
+    op.onDone(outcome, op.kind === 'read' ? readValue : op.value, why);
   }
 
   /** A linearizable read on the op's node completed with `state`. */

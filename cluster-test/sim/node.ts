@@ -427,6 +427,11 @@ export class SimNode {
     h(peer);
   }
 
+  /** The applied state's deterministic data size (the quota's figure), or undefined when down. */
+  dataBytes(): number | undefined {
+    return this.inc?.fsm.store.dataBytes;
+  }
+
   /** The applied index and a digest of the whole FSM state there (for the end-of-run comparison). */
   stateDigest(): { readonly index: number; readonly digest: string } | undefined {
     const fsm = this.inc?.fsm;

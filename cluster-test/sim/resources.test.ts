@@ -79,3 +79,14 @@ t.test('result digests do not depend on key order', async (t) => {
     resultDigest({ ok: false, error: { message: 'm', details: { actual: 2, expected: 1 }, code: 'CAS_FAILED' } }),
   );
 });
+
+t.test('with a quota stamped (--quota-bytes), a write refused for space is the no-space verdict; without one it is a simulator bug', async (t) => {
+  const fsm = new Fsm();
+  const quota = (s: Stamp): Stamp => ({ ...s, quotaBytes: 700 });
+  t.equal(writeVerdict('r1', fsm.apply(entry(1, encodeRegisterWrite({ requestId: 'r1', key: 'k0', value: 'a' }, quota(stamp())))).result, true), 'ok');
+  const big = fsm.apply(entry(2, encodeRegisterWrite({ requestId: 'r2', key: 'k1', value: 'b'.repeat(400) }, quota(stamp()))));
+  t.equal(writeVerdict('r2', big.result, true), 'no-space', 'refused at apply for space');
+  t.throws(() => writeVerdict('r2', big.result), /refused with NO_SPACE/, 'a run without a quota never expects it');
+  t.same(fsm.alarms, ['NO_SPACE']);
+  t.ok(fsm.store.dataBytes <= 700);
+});

@@ -34,6 +34,8 @@ export interface Stamp {
   readonly time: string;
   readonly uid: string;
   readonly generation: string;
+  /** The proposer's data quota (docs/security.md "Quotas"), when the run sets one (`--quota-bytes`). */
+  readonly quotaBytes?: number;
 }
 
 export interface RegisterWrite {
@@ -51,6 +53,7 @@ export function encodeRegisterWrite(w: RegisterWrite, stamp: Stamp): Uint8Array 
     time: stamp.time,
     uid: stamp.uid,
     generation: stamp.generation,
+    ...(stamp.quotaBytes !== undefined ? { quotaBytes: stamp.quotaBytes } : {}),
     id: { type: REGISTER_TYPE, tenancy: REGISTER_TENANCY, name: w.key },
     data: { value: w.value },
     ...(w.expectedVersion !== undefined ? { expectedVersion: revision(w.expectedVersion) } : {}),
@@ -90,19 +93,22 @@ export function readRegister(store: StoreReader, key: string): RegisterState {
 }
 
 /** How a client reads an apply result of one of its register writes. */
-export type WriteVerdict = 'ok' | 'cas-failed';
+export type WriteVerdict = 'ok' | 'cas-failed' | 'no-space';
 
 /**
- * `ok` when the write took effect, `cas-failed` when the version CAS refused it (no effect).
+ * `ok` when the write took effect, `cas-failed` when the version CAS refused it (no effect),
+ * `no-space` when the run stamps a quota and the state machine refused the write for space.
  * Any other error means the simulator proposed something the store refuses: a simulator bug,
  * reported rather than counted as a failed operation.
  */
-export function writeVerdict(requestId: string, result: ApplyResult): WriteVerdict {
+export function writeVerdict(requestId: string, result: ApplyResult, noSpaceExpected = false): WriteVerdict {
   if (result.ok) {
     if (result.kind !== 'write') throw new SimViolation('exception', `register write ${requestId} applied as a ${result.kind}`);
     return 'ok';
   }
   if (result.error.code === 'CAS_FAILED') return 'cas-failed';
+  // Only when the run stamps a quota: the state machine refused the write for space (no effect).
+  if (result.error.code === 'NO_SPACE' && noSpaceExpected) return 'no-space';
   throw new SimViolation('exception', `register write ${requestId} was refused with ${result.error.code}: ${result.error.message}`);
 }
 

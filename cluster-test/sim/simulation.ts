@@ -50,6 +50,12 @@ export interface SimulationOptions {
   readonly nodes?: number;
   /** Snapshot chunk size in bytes. Default: drawn from the seed. */
   readonly snapshotChunkBytes?: number;
+  /**
+   * A data quota the clients stamp into every write (docs/security.md "Quotas"), so the
+   * state machine's NO_SPACE refusals and alarm run under faults. Default: none. Not drawn from
+   * the seed (a seed's run without it is unchanged).
+   */
+  readonly quotaBytes?: number;
   readonly plantedBugs?: PlantedBugs;
   /** Test-only: planted bugs in the shipped driver (`Replica`), not the core. */
   readonly driverBugs?: ReplicaPlantedBugs;
@@ -87,6 +93,8 @@ export interface SimulationStats {
   casOk: number;
   casMismatch: number;
   casConflict: number;
+  /** Writes refused with NO_SPACE (only with --quota-bytes). */
+  noSpace: number;
   snapshotsSent: number;
   snapshotChunks: number;
   snapshotsTaken: number;
@@ -204,6 +212,7 @@ function drawParams(r: SeededRandom, options: SimulationOptions, profile: FaultP
       readRatio: o.readRatio ?? 0.4,
       casRatio: 0.3,
       followLeaderProbability: 0.8,
+      ...(options.quotaBytes !== undefined ? { quotaBytes: options.quotaBytes } : {}),
     },
     maxNodes: 7,
   };
@@ -568,6 +577,7 @@ class Simulation implements NodeHost {
       casOk: cs.casOk,
       casMismatch: cs.casMismatch,
       casConflict: cs.casConflict,
+      noSpace: cs.noSpace,
       snapshotsSent: this.snapshotsSent,
       snapshotChunks: this.snapshotChunks,
       snapshotsTaken,
@@ -608,6 +618,11 @@ class Simulation implements NodeHost {
     for (const r of this.order) {
       const state = r.isUp ? r.stateDigest() : undefined;
       if (state === undefined) continue;
+      // Every write carried the same quota from the start: no replica may hold more data.
+      const data = r.dataBytes();
+      if (this.options.quotaBytes !== undefined && data !== undefined && data > this.options.quotaBytes) {
+        throw new SimViolation('state-machine-safety', `${r.id} holds ${data} bytes of data, over the quota of ${this.options.quotaBytes} every write carried`);
+      }
       const { index, digest } = state;
       this.invariants.observeState(r.id, index, digest, 'final');
       const group = seen.get(index) ?? { ids: [], digest };
@@ -677,11 +692,12 @@ class Simulation implements NodeHost {
     if (!this.probeDone) {
       if (!this.probeOutstanding && leader !== undefined) {
         this.probeOutstanding = true;
-        this.clients.write(probeWorker, leader, keys[0] as string, (outcome) => {
+        this.clients.write(probeWorker, leader, keys[0] as string, (outcome, _value, why) => {
           this.probeOutstanding = false;
-          if (outcome === 'ok') {
+          // With a quota, a write refused with NO_SPACE was committed and applied (the verdict is the state machine's): as live as one that took effect.
+          if (outcome === 'ok' || why.startsWith('NO_SPACE')) {
             this.probeDone = true;
-            this.log.add('sim', `liveness: write committed ${this.scheduler.now() - this.quietStart}ms after faults stopped`);
+            this.log.add('sim', `liveness: write committed ${this.scheduler.now() - this.quietStart}ms after faults stopped${outcome === 'ok' ? '' : ' (refused with NO_SPACE at apply)'}`);
           }
         });
       }
@@ -712,6 +728,7 @@ export function replayCommand(options: SimulationOptions): string {
   if (options.livenessBudgetMs !== undefined) parts.push(`--liveness-budget-ms ${options.livenessBudgetMs}`);
   if (options.nodes !== undefined) parts.push(`--nodes ${options.nodes}`);
   if (options.snapshotChunkBytes !== undefined) parts.push(`--snapshot-chunk-bytes ${options.snapshotChunkBytes}`);
+  if (options.quotaBytes !== undefined) parts.push(`--quota-bytes ${options.quotaBytes}`);
   if (options.faults !== undefined && options.faults !== DEFAULT_FAULTS) parts.push(`--faults ${options.faults}`);
   for (const [bug, on] of Object.entries(options.plantedBugs ?? {})) if (on === true) parts.push(`--planted-bug ${bug}`);
   for (const [bug, on] of Object.entries(options.driverBugs ?? {})) if (on === true) parts.push(`--driver-bug ${bug}`);

@@ -301,7 +301,7 @@ export function createHttpServer(opts: HttpServerOptions): ApiHttpServer {
   async function answerError(req: http.IncomingMessage, res: http.ServerResponse, e: unknown): Promise<void> {
     const err = toCairnError(e);
     opts.audit?.denied({ transport: 'http', method: `${req.method ?? 'GET'} ${pathOf(req)}`, address: normalizeIp(req.socket.remoteAddress), token: tokenOf(req), code: err.code, message: err.message });
-    if (httpStatusOf(err) >= 500 && err.code !== ErrorCode.UNAVAILABLE && err.code !== ErrorCode.TIMEOUT) {
+    if (httpStatusOf(err) >= 500 && err.code !== ErrorCode.UNAVAILABLE && err.code !== ErrorCode.TIMEOUT && err.code !== ErrorCode.NO_SPACE) {
       opts.logger.error({ err: err.message, code: err.code, path: req.url }, 'http request failed on the server side');
     }
     const drained = e instanceof BodyTooLarge ? await e.drained : await drain(req, 0);

@@ -102,8 +102,37 @@ export class Metrics {
     new prom.Gauge({ name: 'cairn_insecure', help: '1 when this node serves without TLS off loopback (--insecure).', registers: [r] }).set(s.insecure ? 1 : 0);
   }
 
+  /**
+   * The data quota (docs/security.md "Quotas"), read at scrape time: `cairn_quota_bytes` (this
+   * node's --quota-bytes), `cairn_store_data_bytes` (the deterministic size of the applied
+   * data) and `cairn_alarm_active{alarm="NO_SPACE"}` (1 while the replicated alarm is raised).
+   */
+  quotaGauges(quotaBytes: number, read: () => { readonly dataBytes: number; readonly alarms: readonly string[] } | undefined): void {
+    const r = this.registry;
+    new prom.Gauge({ name: 'cairn_quota_bytes', help: 'The data quota of this node (--quota-bytes), stamped into the commands it builds.', registers: [r] }).set(quotaBytes);
+    new prom.Gauge({
+      name: 'cairn_store_data_bytes',
+      help: 'Deterministic size of the stored resources (the figure the quota is decided on).',
+      registers: [r],
+      collect() {
+        const d = read();
+        if (d) this.set(d.dataBytes);
+      },
+    });
+    new prom.Gauge({
+      name: 'cairn_alarm_active',
+      help: '1 while the replicated state-machine alarm is raised (NO_SPACE: writes that grow the data are refused).',
+      labelNames: ['alarm'],
+      registers: [r],
+      collect() {
+        const d = read();
+        if (d) this.set({ alarm: 'NO_SPACE' }, d.alarms.includes('NO_SPACE') ? 1 : 0);
+      },
+    });
+  }
+
   /** Gauges read from the event publisher and the watch service at scrape time. */
-  watchGauges(read: () => { streams: number; subscribers: number; windowEvents: number; snapshotBuilds: number; slowConsumers: number } | undefined): void {
+  watchGauges(read: () => { streams: number; subscribers: number; windowEvents: number; windowBytes: number; snapshotBuilds: number; slowConsumers: number } | undefined): void {
     const r = this.registry;
     const g = (name: string, help: string, pick: (w: NonNullable<ReturnType<typeof read>>) => number): void => {
       new prom.Gauge({
@@ -119,6 +148,7 @@ export class Metrics {
     g('cairn_watch_streams', 'Open watch streams.', (w) => w.streams);
     g('cairn_watch_subscribers', 'Subscriptions of the event publisher (one per watch of a stream).', (w) => w.subscribers);
     g('cairn_watch_window_events', 'Change events retained for watch resumes.', (w) => w.windowEvents);
+    g('cairn_watch_window_bytes', 'Bytes of change events retained for watch resumes (each its resource\'s deterministic size).', (w) => w.windowBytes);
     g('cairn_watch_snapshot_builds', 'Initial states built from the store (cache misses) since start.', (w) => w.snapshotBuilds);
     g('cairn_watch_slow_consumers', 'Watchers ended as slow consumers since start.', (w) => w.slowConsumers);
   }

@@ -23,6 +23,8 @@ export interface OperatorDeps {
   readonly metricsAccess?: RouteAccess;
   /** How the node serves (docs/security.md): with TLS, or without it off loopback (`--insecure`). */
   readonly security?: { readonly tls: boolean; readonly insecure: boolean; readonly acl?: boolean };
+  /** This node's data quota (`--quota-bytes`), shown in /v1/agent/self; absent: shown as null. */
+  readonly quotaBytes?: number;
 }
 
 /** The coordinator; a request that arrives while the node starts waits for it (starting is not failing). */
@@ -84,7 +86,9 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
   }, { access: deps.metricsAccess ?? { verb: 'read', target: { ...METRICS, partition: '', namespace: '', name: '' } } });
 
   router.add('GET', '/v1/agent/self', async () => {
-    const st = (await serving(deps)).status();
+    const c = await serving(deps);
+    const st = c.status();
+    const data = c.dataStatus();
     return {
       status: 200,
       json: {
@@ -101,6 +105,11 @@ export function addOperatorRoutes(router: Router, deps: OperatorDeps): void {
         tls: deps.security?.tls ?? false,
         insecure: deps.security?.insecure ?? false,
         acl: deps.security?.acl ?? false,
+        // docs/security.md "Quotas": the replicated alarms as applied here, the deterministic
+        // size of the applied data, and this node's quota.
+        alarms: data.alarms,
+        data_bytes: data.dataBytes,
+        quota_bytes: deps.quotaBytes ?? null,
       },
     };
   }, { access: { verb: 'read', target: OPERATOR } });

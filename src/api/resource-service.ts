@@ -262,17 +262,30 @@ export interface ListResult {
  * request id chosen here, so apply is deterministic), proposing through the coordinator, and
  * translating the FSM's verdict.
  */
+export interface ResourceServiceOptions {
+  /**
+   * This node's data quota in bytes (docs/security.md "Quotas"), stamped into every write,
+   * delete and status write it builds; the FSM decides on it at apply. Absent: no quota
+   * (tests). The server always sets it (`--quota-bytes`).
+   */
+  readonly quotaBytes?: number;
+  /** Access control (docs/security.md "Tokens and roles"). Absent: off, every caller may do everything. */
+  readonly access?: AccessControl;
+}
+
 export class ResourceService {
   /** Access control (docs/security.md); off unless the node was given one. */
   readonly access: AccessControl;
+  private readonly quotaBytes: number | undefined;
 
   constructor(
     private readonly node: Pick<ServedNode, 'coordinator' | 'coordinatorNow'>,
     private readonly registry: TypeRegistry,
     private readonly clock: Clock,
-    opts: { readonly access?: AccessControl } = {},
+    opts: ResourceServiceOptions = {},
   ) {
     this.access = opts.access ?? new AccessControl({ enabled: false, clock });
+    this.quotaBytes = opts.quotaBytes;
   }
 
   /** Who is calling, from this node's replicated tokens and roles (UNAUTHENTICATED for a bad token). */
@@ -364,10 +377,17 @@ export class ResourceService {
    * A command's header. The state machine answers a repeated request id with the first result,
    * so a client's idempotency key is scoped to the caller: one token may not reuse another's key
    * and get that caller's result (a resource it may not see) instead of applying its own write.
+   * The node's data quota is stamped in (docs/security.md "Quotas"): the FSM decides on it.
    */
-  private header(ctx: CallContext, identity: Identity): { requestId: string; time: string; uid: string; generation: string } {
+  private header(ctx: CallContext, identity: Identity): { requestId: string; time: string; uid: string; generation: string; quotaBytes?: number } {
     const scope = identity.kind === 'token' ? `token:${identity.accessorId}/` : identity.kind === 'anonymous' ? 'anonymous/' : '';
-    return { requestId: ctx.requestId === undefined ? ulid() : scope + ctx.requestId, time: new Date(this.clock.nowMs()).toISOString(), uid: ulid(), generation: ulid() };
+    return {
+      requestId: ctx.requestId === undefined ? ulid() : scope + ctx.requestId,
+      time: new Date(this.clock.nowMs()).toISOString(),
+      uid: ulid(),
+      generation: ulid(),
+      ...(this.quotaBytes !== undefined ? { quotaBytes: this.quotaBytes } : {}),
+    };
   }
 
   private resolveOwner(owner: ResourceIdJson | null | undefined): ResourceId | null | undefined {
@@ -562,12 +582,25 @@ export class ResourceService {
    * the caller's token; the peer is authenticated at the cluster port, issue 15 item 2).
    * The validate hook runs against the leader's current state only when that is the version
    * the command expects (otherwise the CAS refuses it at apply, as for a local write).
+   *
+   * The quota (docs/security.md "Quotas"): a forwarded command stamped with a quota above this
+   * leader's own, or with none (a follower of an older version), is clamped to the leader's
+   * quota: the returned body replaces it. Clamping rather than refusing keeps writes through
+   * a follower with a larger (mis-set) quota or an older version working, while the leader's
+   * quota still bounds what the log can make every replica hold.
    */
-  checkCommand(command: DecodedCommand, store: StoreReader): void {
+  checkCommand(command: DecodedCommand, store: StoreReader): { readonly body: unknown } | undefined {
     if (command.kind === 'restore') {
       if (command.snapshotBytes > MAX_RESTORE_BYTES) throw new CairnError(ErrorCode.TOO_LARGE, `a restore is at most ${MAX_RESTORE_BYTES} bytes`);
-      return;
+      return undefined;
     }
+    this.checkForwardedContent(command, store);
+    const own = this.quotaBytes;
+    if (own === undefined || (command.cmd.quotaBytes !== undefined && command.cmd.quotaBytes <= own)) return undefined;
+    return { body: { ...command.cmd, quotaBytes: own } };
+  }
+
+  private checkForwardedContent(command: Exclude<DecodedCommand, { kind: 'restore' }>, store: StoreReader): void {
     const cmd = command.cmd;
     const typeName = formatTypeRef(cmd.id.type);
     const t = this.registry.resolve(typeName);

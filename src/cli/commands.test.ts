@@ -320,3 +320,27 @@ t.test('cairn agent through runCli: config errors print one line and exit 2', as
   t.equal(code, ExitCode.USAGE);
   t.equal(io.err(), 'cairn: --dev is a single node; it cannot be combined with --join/--bootstrap-expect (got --dev from the command line, --join (from the command line))\n');
 });
+
+t.test('info shows the node status, the data size against the quota, and a raised alarm first', async (t) => {
+  const self = { id: 'n1', role: 'leader', term: 3, leader: 'n1', commit_index: 120, applied_index: 120, last_index: 120, snapshot_index: 0, last_leader_contact_ms: 0, failed: null, tls: true, insecure: false };
+  const calm = await run(['info'], { status: 200, body: { ...self, alarms: [], data_bytes: 1048576, quota_bytes: 4194304 } });
+  t.equal(calm.code, 0, calm.err);
+  t.equal(calm.requests[0]?.url, '/v1/agent/self');
+  t.notMatch(calm.out, /ALARM/);
+  t.match(calm.out, /^id: +n1$/m);
+  t.match(calm.out, /^data: +1\.0 MiB \(1048576 bytes\) \(25\.0% of the quota\)$/m);
+  t.match(calm.out, /^quota: +4\.0 MiB \(4194304 bytes\)$/m);
+  t.match(calm.out, /^alarms: +none$/m);
+  const full = await run(['info'], { status: 200, body: { ...self, alarms: ['NO_SPACE'], data_bytes: 4190000, quota_bytes: 4194304 } });
+  t.equal(full.code, 0, full.err);
+  t.match(full.out, /^ALARM NO_SPACE: the data quota is reached; writes that grow the data are refused/, 'the alarm comes first');
+  t.match(full.out, /^alarms: +NO_SPACE$/m);
+  const old = await run(['info'], { status: 200, body: self });
+  t.equal(old.code, 0, 'an older agent without quota fields');
+  t.notMatch(old.out, /quota|ALARM/);
+  const json = await run(['info', '--json'], { status: 200, body: { ...self, alarms: ['NO_SPACE'] } });
+  t.same(JSON.parse(json.out).alarms, ['NO_SPACE']);
+  const bad = await run(['info'], { status: 200, body: { ...self, alarms: 'NO_SPACE' } });
+  t.equal(bad.code, ExitCode.GENERIC);
+  t.match(bad.err, /expected 'alarms' to be a list of strings/);
+});

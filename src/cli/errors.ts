@@ -13,7 +13,7 @@ export const ExitCode = {
   /** Bad command line, flags or configuration; nothing was sent. */
   USAGE: 2,
   NOT_FOUND: 3,
-  /** CAS_FAILED, UID_MISMATCH, INVALID_CONFIG_CHANGE: the state does not allow the change. */
+  /** CAS_FAILED, UID_MISMATCH, INVALID_CONFIG_CHANGE, NO_SPACE: the state does not allow the change. */
   CONFLICT: 4,
   /** No leader, node down or unreachable, timeout. For a write the outcome may be unknown. */
   UNAVAILABLE: 5,
@@ -51,6 +51,8 @@ const BY_CODE: Readonly<Record<string, ExitCode>> = {
   [ErrorCode.UID_MISMATCH]: ExitCode.CONFLICT,
   // Served as 409: a membership change is already pending, or the change contradicts the configuration.
   [ErrorCode.INVALID_CONFIG_CHANGE]: ExitCode.CONFLICT,
+  // 507: the data quota is reached (docs/security.md "Quotas"); deletes make room.
+  [ErrorCode.NO_SPACE]: ExitCode.CONFLICT,
   [ErrorCode.UNAVAILABLE]: ExitCode.UNAVAILABLE,
   [ErrorCode.TIMEOUT]: ExitCode.UNAVAILABLE,
   [ErrorCode.NOT_LEADER]: ExitCode.UNAVAILABLE,
@@ -58,8 +60,6 @@ const BY_CODE: Readonly<Record<string, ExitCode>> = {
   [ErrorCode.INTERNAL]: ExitCode.GENERIC,
   // Refused before anything was done; trying again later may succeed.
   [ErrorCode.RATE_LIMITED]: ExitCode.UNAVAILABLE,
-  // The data quota is reached: the state does not allow a write that grows the data.
-  [ErrorCode.NO_SPACE]: ExitCode.CONFLICT,
 };
 
 /** The exit code for a server error: by its code, else by the HTTP status. */

@@ -9,6 +9,7 @@ import { registerAclCommands } from './acl.js';
 import { registerAgentCommand, type AgentDeps } from './agent.js';
 import type { CliIo } from './context.js';
 import { CliError, ExitCode } from './errors.js';
+import { registerInfoCommand } from './info.js';
 import { registerOperatorCommands } from './operator.js';
 import { registerResourceCommands } from './resource.js';
 import { registerSnapshotCommands } from './snapshot.js';
@@ -51,6 +52,7 @@ export function buildProgram(io: CliIo, agentDeps: () => Promise<AgentDeps>, set
     .enablePositionalOptions();
   registerAgentCommand(program, io, agentDeps, setExitCode);
   registerOperatorCommands(program, io);
+  registerInfoCommand(program, io);
   registerSnapshotCommands(program, io);
   registerResourceCommands(program, io);
   registerStreamingCommands(program, io);

@@ -15,6 +15,13 @@ export interface CommandHeader {
   readonly uid: string;
   /** Generation for a resource whose generation this command changes. */
   readonly generation: string;
+  /**
+   * The data quota, in bytes, of the node that built the command (docs/security.md "Quotas"):
+   * a write or status write that would grow the data above it is refused with NO_SPACE at
+   * apply, on every replica alike, and each stamped command (deletes too) re-evaluates the
+   * NO_SPACE alarm. Absent (entries written before quotas existed): no quota, alarm unchanged.
+   */
+  readonly quotaBytes?: number;
 }
 
 export interface NameRef {

@@ -16,6 +16,9 @@ import { AssertionError } from '../base/index.js';
  * | 0x11 | ResourceDelete  | fsm   | CommandHeader & DeleteBody             |
  * | 0x12 | ResourceStatus  | fsm   | CommandHeader & WriteStatusBody        |
  * | 0x13 | Restore         | fsm   | CommandHeader & { snapshot: bin }      |
+ *
+ * `CommandHeader` (commands.ts) includes the optional `quotaBytes` of writes, deletes and
+ * status writes (docs/security.md "Quotas"); a body without it is an older entry: no quota.
  */
 export const CommandType = {
   Noop: 0x01,

@@ -1,6 +1,6 @@
 import { AssertionError, CairnError, ErrorCode, type LogIndex, type Revision } from '../base/index.js';
 import { EntryType, type Entry, type SnapshotMeta } from '../raft/index.js';
-import { ResourceStore, type ApplyContext, type ChangeRecord, type Resource } from '../store/index.js';
+import { ResourceStore, lowWaterBytes, type ApplyContext, type ChangeRecord, type Resource } from '../store/index.js';
 import type { DeleteCommand, WriteCommand, WriteStatusCommand } from './commands.js';
 import { decodeBody, envelopeType, IGNORABLE_FLAG, CommandType } from './envelope.js';
 import { readSnapshotFrames, writeSnapshotFrames } from './snapshot-format.js';
@@ -36,6 +36,13 @@ export interface FsmOptions {
 
 const NONE: ApplyResult = { ok: true, kind: 'none' };
 
+/** State-machine alarms (replicated state, in the snapshot header). */
+export const Alarm = {
+  /** The data reached its quota: writes that grow it are refused until deletes bring it down (docs/security.md "Quotas"). */
+  NO_SPACE: 'NO_SPACE',
+} as const;
+export type Alarm = (typeof Alarm)[keyof typeof Alarm];
+
 /**
  * The finite state machine: decodes each committed envelope and applies it to the store,
  * deterministically. Owns the de-duplication window for proposal ids (so a retried
@@ -48,6 +55,8 @@ export class Fsm {
   private readonly dedupeWindow: number;
   private readonly dedupeMaxBytes: number;
   private dedupeBytes = 0;
+  /** The NO_SPACE alarm (docs/security.md "Quotas"): replicated, decided by stamped commands only. */
+  private noSpace = false;
 
   constructor(private readonly opts: FsmOptions = {}) {
     this.store = new ResourceStore();
@@ -57,6 +66,11 @@ export class Fsm {
 
   get appliedIndex(): LogIndex {
     return this.applied;
+  }
+
+  /** The raised alarms, in a fixed order (`['NO_SPACE']` or `[]`). */
+  get alarms(): readonly Alarm[] {
+    return this.noSpace ? [Alarm.NO_SPACE] : [];
   }
 
   apply(entry: Entry): { readonly result: ApplyResult; readonly changes: readonly ChangeRecord[]; readonly reset?: boolean } {
@@ -108,7 +122,13 @@ export class Fsm {
       const seen = this.dedupe.get(cmd.requestId);
       if (seen) return { result: seen.result, changes: [] };
     }
-    const ctx: ApplyContext = { revision: entry.index as number as Revision, time: cmd.time, newUid: cmd.uid, newGeneration: cmd.generation };
+    const ctx: ApplyContext = {
+      revision: entry.index as number as Revision,
+      time: cmd.time,
+      newUid: cmd.uid,
+      newGeneration: cmd.generation,
+      ...(cmd.quotaBytes !== undefined ? { quota: { bytes: cmd.quotaBytes, alarm: this.noSpace } } : {}),
+    };
     let result: ApplyResult;
     let changes: readonly ChangeRecord[] = [];
     switch (checked.kind) {
@@ -138,7 +158,21 @@ export class Fsm {
       }
     }
     if (cmd.requestId !== undefined) this.remember(cmd.requestId, result, entry.data.length);
+    if (cmd.quotaBytes !== undefined) this.evaluateNoSpace(cmd.quotaBytes, result);
     return { result, changes };
+  }
+
+  /**
+   * The NO_SPACE alarm after a command stamped with `quotaBytes` (docs/security.md "Quotas"):
+   * raised when the command was refused for space or the data is at or over the quota;
+   * cleared when the data is at or below the low-water mark (90% of the quota), so it does not
+   * flap on every small write; otherwise unchanged. Depends only on the entry and the state,
+   * so every replica agrees. Commands without a quota (older entries) leave it as it is.
+   */
+  private evaluateNoSpace(quotaBytes: number, result: ApplyResult): void {
+    const data = this.store.dataBytes;
+    if ((!result.ok && result.error.code === ErrorCode.NO_SPACE) || data >= quotaBytes) this.noSpace = true;
+    else if (data <= lowWaterBytes(quotaBytes)) this.noSpace = false;
   }
 
   /**
@@ -157,6 +191,8 @@ export class Fsm {
       return this.malformed(CommandType.Restore, entry, e instanceof Error ? e.message : String(e));
     }
     this.store = store;
+    // A restored state starts without alarms; the next stamped command judges it against its quota.
+    this.noSpace = false;
     return { result: { ok: true, kind: 'restore', resources: store.size, revision: entry.index as number as Revision }, changes: [], reset: true };
   }
 
@@ -190,9 +226,10 @@ export class Fsm {
     const view = this.store.snapshot();
     // [id, result, entry bytes]: the size travels with the result so eviction stays identical.
     const dedupe = [...this.dedupe.entries()].map(([id, d]) => [id, d.result, d.bytes] as const);
+    const alarms = [...this.alarms];
     return {
       index,
-      chunks: () => writeSnapshotFrames({ format: 1, index, dedupe }, view.chunks()),
+      chunks: () => writeSnapshotFrames({ format: 1, index, dedupe, alarms }, view.chunks()),
     };
   }
 
@@ -211,6 +248,8 @@ export class Fsm {
       this.dedupe.set(id, { result: result as ApplyResult, bytes: size });
       this.dedupeBytes += size;
     }
+    // Snapshots written before alarms existed have none: nothing raised.
+    this.noSpace = Array.isArray(header.alarms) && header.alarms.includes(Alarm.NO_SPACE);
     this.applied = meta.index;
   }
 }

@@ -11,6 +11,11 @@ export interface SnapshotHeader {
   readonly index: LogIndex;
   /** [request id, result, entry bytes?] (the size is absent in snapshots written before it was kept). */
   readonly dedupe: ReadonlyArray<readonly [string, unknown, unknown?]>;
+  /**
+   * The raised state-machine alarms (`['NO_SPACE']` or `[]`). Absent in snapshots written
+   * before alarms existed: none raised. Older readers ignore the field (the format stays 1).
+   */
+  readonly alarms?: readonly string[];
 }
 
 function frame(bytes: Uint8Array): Uint8Array {

@@ -101,9 +101,22 @@ function statusMap(v: unknown): Record<string, StatusEntry> {
   return out;
 }
 
-function header(o: Record<string, unknown>): { requestId?: string; time: string; uid: string; generation: string } {
+function optQuota(v: unknown): number | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v <= 0) throw new Invalid('quotaBytes must be a positive integer');
+  return v;
+}
+
+function header(o: Record<string, unknown>): { requestId?: string; time: string; uid: string; generation: string; quotaBytes?: number } {
   const requestId = optStr(o['requestId'], 'requestId');
-  return { ...(requestId !== undefined ? { requestId } : {}), time: str(o['time'], 'time'), uid: str(o['uid'], 'uid'), generation: str(o['generation'], 'generation') };
+  const quotaBytes = optQuota(o['quotaBytes']);
+  return {
+    ...(requestId !== undefined ? { requestId } : {}),
+    time: str(o['time'], 'time'),
+    uid: str(o['uid'], 'uid'),
+    generation: str(o['generation'], 'generation'),
+    ...(quotaBytes !== undefined ? { quotaBytes } : {}),
+  };
 }
 
 function guard(f: () => Checked): Checked | string {

@@ -37,8 +37,11 @@ export interface CoordinatorOptions {
    * run on the leader for a command it did not build: a follower's forwarded envelope
    * (`proposeLocal`), after the FSM's own decoding (`decodeCommand`). Throws a typed error
    * (INVALID_ARGUMENT) to refuse it. Without it only the FSM's structural checks run.
+   * May instead return a replacement body for the same command type, which is proposed in
+   * place of the envelope (the api clamps a forwarded command's quota to the leader's own,
+   * docs/security.md "Quotas").
    */
-  readonly checkCommand?: (command: DecodedCommand, store: StoreReader) => void;
+  readonly checkCommand?: (command: DecodedCommand, store: StoreReader) => { readonly body: unknown } | undefined;
 }
 
 /** Errors after which the operation was certainly not applied, so trying again (elsewhere) is safe. */
@@ -85,13 +88,19 @@ export class Coordinator {
    * INVALID_ARGUMENT (issue 15, item 4).
    */
   proposeLocal(envelope: Uint8Array, timeoutMs: number): Promise<ApplyResult> {
+    let proposed = envelope;
     try {
       const command = decodeCommand(envelope);
-      this.opts.checkCommand?.(command, this.fsm.store);
+      const replaced = this.opts.checkCommand?.(command, this.fsm.store);
+      if (replaced !== undefined) {
+        proposed = encodeEnvelope(command.type, replaced.body);
+        // The replacement must pass the FSM's own decoding too (it is applied on every replica).
+        decodeCommand(proposed);
+      }
     } catch (e) {
       return Promise.reject(e instanceof Error ? e : new Error(String(e)));
     }
-    return this.replica.propose(envelope, timeoutMs);
+    return this.replica.propose(proposed, timeoutMs);
   }
 
   /**
@@ -108,6 +117,15 @@ export class Coordinator {
   /** The local state as it is now, synchronously (access control's periodic re-checks); never a linearizable read. */
   storeNow(): StoreReader {
     return this.fsm.store;
+  }
+
+  /**
+   * The applied state's data size (the store's deterministic `dataBytes`) and the state
+   * machine's raised alarms (`['NO_SPACE']` or `[]`), as applied on this node now
+   * (docs/security.md "Quotas"). Never waits.
+   */
+  dataStatus(): { readonly dataBytes: number; readonly alarms: readonly string[] } {
+    return { dataBytes: this.fsm.store.dataBytes, alarms: this.fsm.alarms };
   }
 
   /**

@@ -1,3 +1,5 @@
+import { getHeapStatistics } from 'node:v8';
+
 /**
  * The agent's configuration: every field can be set by a command-line flag, an environment
  * variable (CAIRN_<FLAG_IN_CAPS>) or a config file key (the flag name in camelCase), in that
@@ -61,6 +63,19 @@ export interface AgentConfig {
   readonly walSegmentBytes: number;
   /** Change events kept per node so watchers can resume (older resumes get COMPACTED). Default 100,000. */
   readonly watchWindowEvents: number;
+  /**
+   * Bytes of change events kept per node for resumes, each event counted as its resource's
+   * deterministic size (src/store size.ts): the oldest go first when either bound is passed,
+   * so rewriting one large resource many times cannot pin its old versions. Default 64 MiB.
+   */
+  readonly watchWindowBytes: number;
+  /**
+   * The data quota (docs/security.md "Quotas"): the deterministic size of all stored resources
+   * (src/store size.ts) may not grow above it; writes that would are refused with NO_SPACE and
+   * raise the NO_SPACE alarm. Stamped into every command this node builds. Default: an eighth
+   * of the V8 heap limit, rounded down to a MiB (`defaultQuotaBytes`); at least 1 MiB.
+   */
+  readonly quotaBytes: number;
   /** Events queued for one watcher before it is ended with SLOW_CONSUMER. Default 10,000. */
   readonly watchBufferEvents: number;
   /** A quiet watch stream gets a bookmark this often (ms). Default 5,000. */
@@ -151,6 +166,21 @@ export interface AgentConfig {
 export type LogStoreKind = 'wal' | 'level';
 export const LOG_STORE_KINDS: readonly LogStoreKind[] = ['wal', 'level'];
 
+/** The smallest quota `--quota-bytes` accepts: one resource at the size limit must fit. */
+export const MIN_QUOTA_BYTES = 1024 * 1024;
+
+/**
+ * The default data quota: an eighth of the V8 heap limit, rounded down to a MiB (and at least
+ * MIN_QUOTA_BYTES). Measured (docs/security.md "Quotas", scripts/measure-store-heap.mjs): the
+ * store holds 1.0 to 2.9 heap bytes per counted byte, depending on the data's shape; a
+ * follower installing a snapshot holds two stores for a moment; the watch window, the
+ * de-duplication window and the log hold more. An eighth leaves room for all of it.
+ */
+export function defaultQuotaBytes(heapLimitBytes: number = getHeapStatistics().heap_size_limit): number {
+  const mib = 1024 * 1024;
+  return Math.max(MIN_QUOTA_BYTES, Math.floor(heapLimitBytes / 8 / mib) * mib);
+}
+
 export const DEFAULT_GRPC_ADDR = '127.0.0.1:7500';
 export const DEFAULT_HTTP_ADDR = '127.0.0.1:7501';
 
@@ -174,6 +204,8 @@ export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertise
   logStore: 'wal',
   walSegmentBytes: 64 * 1024 * 1024, // DEFAULT_SEGMENT_BYTES of src/platform (a test keeps them equal)
   watchWindowEvents: 100_000,
+  watchWindowBytes: 64 * 1024 * 1024,
+  quotaBytes: defaultQuotaBytes(),
   watchBufferEvents: 10_000,
   watchBookmarkMs: 5_000,
   httpAllowedHosts: [],

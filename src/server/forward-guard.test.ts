@@ -78,6 +78,9 @@ t.test('the leader refuses forwarded envelopes and membership changes a local re
   await refused('a restore with garbage frames', { op: 'envelope', envelope: encodeEnvelope(0x13, { time: 'x', uid: 'u', generation: 'g', snapshot: Buffer.from([0, 0, 0, 9, 1]) }) }, /snapshot is malformed/);
   await refused('a write of an unregistered type', { op: 'envelope', envelope: encodeEnvelope(0x10, write('x', { id: { type: { group: 'evil', groupVersion: 'v1', kind: 'X' }, tenancy, name: 'x' } })) }, /unknown resource type evil\.v1\.X/);
   await refused('a write with a name that is not a DNS label', { op: 'envelope', envelope: encodeEnvelope(0x10, write('Not_A_Label')) }, /must be a lowercase DNS label/);
+  for (const bad of [-1, 0, 1.5, 'lots', Number.MAX_SAFE_INTEGER + 2]) {
+    await refused(`a write claiming the quota ${JSON.stringify(bad)}`, { op: 'envelope', envelope: encodeEnvelope(0x10, write('q', { quotaBytes: bad })) }, /quotaBytes must be a positive integer/);
+  }
   await refused('a write whose data fails the schema', { op: 'envelope', envelope: encodeEnvelope(0x10, write('x', { data: { genre: 'rock' } })) }, /does not match the schema/);
   await refused('a write with a tenancy not in normal form', { op: 'envelope', envelope: encodeEnvelope(0x10, write('x', { id: { type: artist, tenancy: { partition: '', namespace: '' }, name: 'x' } })) }, /not in normal form/);
   await refused('a status write with bad conditions', { op: 'envelope', envelope: encodeEnvelope(0x12, { time: new Date(0).toISOString(), uid: 'u', generation: 'g', id: { type: artist, tenancy, name: 'x', uid: 'u1' }, key: 'k', observedGeneration: 'g', conditions: [{ type: '', state: 'TRUE', reason: '', message: '' }] }) }, /conditions\[0\]\.type/);

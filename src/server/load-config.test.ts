@@ -5,7 +5,8 @@ import path from 'node:path';
 import t, { type Test } from 'tap';
 import { STREAMING_DEFAULTS } from '../controller/index.js';
 import { DEFAULT_SEGMENT_BYTES } from '../platform/index.js';
-import { AGENT_DEFAULTS, auditLogPath, type AgentConfig } from './config.js';
+import { getHeapStatistics } from 'node:v8';
+import { AGENT_DEFAULTS, auditLogPath, defaultQuotaBytes, type AgentConfig } from './config.js';
 import { AGENT_FLAGS, ConfigError, envName, flagName, loadAgentConfig, parseHostPort, type LoadAgentConfigInput } from './load-config.js';
 
 const CWD = '/srv/cairn';
@@ -131,6 +132,8 @@ t.test('every option can be set from flags, env and file with the same names', a
     logStore: { flag: 'level', file: 'level', want: 'level' },
     walSegmentBytes: { flag: '1048576', file: 1048576, want: 1048576 },
     watchWindowEvents: { flag: '50', file: 50, want: 50 },
+    watchWindowBytes: { flag: '2097152', file: 2097152, want: 2097152 },
+    quotaBytes: { flag: '4194304', file: 4194304, want: 4194304 },
     watchBufferEvents: { flag: '60', file: 60, want: 60 },
     watchBookmarkMs: { flag: '70', file: 70, want: 70 },
     httpAllowedHosts: { flag: 'cairn.internal,10.0.0.9:7501', file: ['cairn.internal', '10.0.0.9:7501'], want: ['cairn.internal', '10.0.0.9:7501'] },
@@ -208,6 +211,20 @@ t.test('the log store: wal by default, level on request; segment sizes are check
   t.same(problems(t, [...BASE, '--log-store', 'rocks']), ["--log-store must be one of wal, level, got 'rocks' (from the command line)"]);
   t.same(problems(t, [...BASE], { CAIRN_WAL_SEGMENT_BYTES: '100000' }), ['--wal-segment-bytes must be a multiple of 4096 from 65536 to 1073741824, got 100000 (from CAIRN_WAL_SEGMENT_BYTES)']);
   t.same(problems(t, [...BASE, '--wal-segment-bytes', '4096']), ['--wal-segment-bytes must be a multiple of 4096 from 65536 to 1073741824, got 4096 (from the command line)']);
+});
+
+t.test('the data quota: an eighth of the heap limit by default, at least 1 MiB, checked with an error naming the flag', async (t) => {
+  const mib = 1024 * 1024;
+  t.equal(defaultQuotaBytes(4144 * mib), 518 * mib, 'an eighth of a 4,144 MiB heap');
+  t.equal(defaultQuotaBytes(4144 * mib + 12345), 518 * mib, 'rounded down to a MiB');
+  t.equal(defaultQuotaBytes(4 * mib), mib, 'never below 1 MiB');
+  t.equal(load(BASE).quotaBytes, defaultQuotaBytes(getHeapStatistics().heap_size_limit), "this process's default");
+  t.equal(load(BASE).watchWindowBytes, 64 * mib, 'the watch window: 64 MiB by default');
+  t.equal(load([...BASE, '--quota-bytes', String(4 * mib)]).quotaBytes, 4 * mib);
+  t.same(problems(t, [...BASE, '--quota-bytes', '1000']), ['--quota-bytes must be at least 1048576 (1 MiB: a resource at the size limit must fit), got 1000 (from the command line)']);
+  t.same(problems(t, BASE, { CAIRN_QUOTA_BYTES: 'lots' }), ["--quota-bytes must be a positive integer, got 'lots' (from CAIRN_QUOTA_BYTES)"]);
+  t.same(problems(t, [...BASE, '--watch-window-bytes', '0']), ["--watch-window-bytes must be a positive integer, got '0' (from the command line)"]);
+  t.same(problems(t, [...BASE, '--watch-window-bytes', '4096']), ['--watch-window-bytes must be at least 1048576 (1 MiB: an event of a resource at the size limit must fit), got 4096 (from the command line)']);
 });
 
 t.test('errors name the option and the source of the bad value', async (t) => {

@@ -12,7 +12,7 @@ import { isIP } from 'node:net';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { normalizeHostHeader } from '../api/index.js';
-import { AGENT_DEFAULTS, LOG_STORE_KINDS, type AgentConfig } from './config.js';
+import { AGENT_DEFAULTS, LOG_STORE_KINDS, MIN_QUOTA_BYTES, type AgentConfig } from './config.js';
 
 /** A configuration that cannot be used: one or more problems, each a sentence. */
 export class ConfigError extends Error {
@@ -67,6 +67,8 @@ const OPTIONS: readonly OptionSpec[] = [
   { key: 'logStore', kind: 'string' },
   { key: 'walSegmentBytes', kind: 'positive' },
   { key: 'watchWindowEvents', kind: 'positive' },
+  { key: 'watchWindowBytes', kind: 'positive' },
+  { key: 'quotaBytes', kind: 'positive' },
   { key: 'watchBufferEvents', kind: 'positive' },
   { key: 'watchBookmarkMs', kind: 'positive' },
   { key: 'httpAllowedHosts', kind: 'list' },
@@ -475,6 +477,14 @@ function resolve(raw: Map<keyof AgentConfig, Raw>, input: LoadAgentConfigInput, 
   if (!LOG_STORE_KINDS.includes(logStore)) {
     problems.push(`--log-store must be one of ${LOG_STORE_KINDS.join(', ')}, got '${logStore}' (${where(t.logStore)})`);
   }
+  const quotaBytes = t.quotaBytes?.value ?? AGENT_DEFAULTS.quotaBytes;
+  if (quotaBytes < MIN_QUOTA_BYTES) {
+    problems.push(`--quota-bytes must be at least ${MIN_QUOTA_BYTES} (1 MiB: a resource at the size limit must fit), got ${quotaBytes} (${where(t.quotaBytes)})`);
+  }
+  const watchWindowBytes = t.watchWindowBytes?.value ?? AGENT_DEFAULTS.watchWindowBytes;
+  if (watchWindowBytes < MIN_QUOTA_BYTES) {
+    problems.push(`--watch-window-bytes must be at least ${MIN_QUOTA_BYTES} (1 MiB: an event of a resource at the size limit must fit), got ${watchWindowBytes} (${where(t.watchWindowBytes)})`);
+  }
   const walSegmentBytes = t.walSegmentBytes?.value ?? AGENT_DEFAULTS.walSegmentBytes;
   if (walSegmentBytes % 4096 !== 0 || walSegmentBytes < MIN_WAL_SEGMENT_BYTES || walSegmentBytes > MAX_WAL_SEGMENT_BYTES) {
     problems.push(`--wal-segment-bytes must be a multiple of 4096 from ${MIN_WAL_SEGMENT_BYTES} to ${MAX_WAL_SEGMENT_BYTES}, got ${walSegmentBytes} (${where(t.walSegmentBytes)})`);
@@ -560,6 +570,8 @@ function resolve(raw: Map<keyof AgentConfig, Raw>, input: LoadAgentConfigInput, 
     logStore,
     walSegmentBytes,
     watchWindowEvents: t.watchWindowEvents?.value ?? AGENT_DEFAULTS.watchWindowEvents,
+    watchWindowBytes,
+    quotaBytes,
     watchBufferEvents: t.watchBufferEvents?.value ?? AGENT_DEFAULTS.watchBufferEvents,
     watchBookmarkMs: t.watchBookmarkMs?.value ?? AGENT_DEFAULTS.watchBookmarkMs,
     httpAllowedHosts,

@@ -221,6 +221,7 @@ export class Node implements ServedNode {
     registerLeaseType(this.registry);
     registerAclTypes(this.registry);
     this.resources = new ResourceService(this, this.registry, systemClock, {
+      quotaBytes: config.quotaBytes,
       access: new AccessControl({ enabled: config.acl, clock: systemClock, metricsAnonymous: config.metricsAnonymous, internalSecret: this.internalSecret }),
     });
     if (config.aclInitialManagementTokenFile !== undefined) {
@@ -245,9 +246,10 @@ export class Node implements ServedNode {
     this.metrics.watchGauges(() => {
       const pub = this.publisherNow();
       return pub
-        ? { streams: this.watches.activeSessions, subscribers: pub.subscribers, windowEvents: pub.windowSize, snapshotBuilds: pub.snapshotBuilds, slowConsumers: pub.slowConsumersEnded }
+        ? { streams: this.watches.activeSessions, subscribers: pub.subscribers, windowEvents: pub.windowSize, windowBytes: pub.windowBytes, snapshotBuilds: pub.snapshotBuilds, slowConsumers: pub.slowConsumersEnded }
         : undefined;
     });
+    this.metrics.quotaGauges(config.quotaBytes, () => this.coordinatorNow()?.dataStatus());
     // Publisher waits and trimming, and bookmarks: a tenth of the bookmark interval, at most 250 ms apart.
     this.watchTicker = setInterval(() => this.watches.tick(), Math.max(10, Math.min(250, Math.floor(config.watchBookmarkMs / 10))));
     this.watchTicker.unref();
@@ -525,6 +527,7 @@ export class Node implements ServedNode {
       {
         clock: systemClock,
         maxWindowEvents: config.watchWindowEvents,
+        maxWindowBytes: config.watchWindowBytes,
         subscriberBufferEvents: config.watchBufferEvents,
         // Bookmarks are the watch streams' (one per stream, covering all its watches).
         bookmarkIntervalMs: Number.POSITIVE_INFINITY,

@@ -145,6 +145,7 @@ export async function serveNode(node: Node, config: AgentConfig, extend?: Extend
     httpAddressOf: (id, grpcAddr) => peerHttp.lookup(id, grpcAddr),
     security: { tls: node.tls !== undefined, insecure: config.insecure, acl: config.acl },
     ...(config.metricsAnonymous ? { metricsAccess: 'public' as const } : {}),
+    quotaBytes: config.quotaBytes,
   });
   addAclRoutes(router, { resources: node.resources, clock: systemClock });
   addResourceRoutes(router, node.resources);

@@ -2,7 +2,8 @@
  * src/store: the in-memory store of typed, versioned resources, applied to by the FSM.
  * See README.md for what it owns and the semantics it implements.
  */
-export { ResourceStore } from './store.js';
+export { ResourceStore, lowWaterBytes } from './store.js';
+export { resourceBytes, jsonBytes, utf8Length, RESOURCE_OVERHEAD_BYTES } from './size.js';
 export { StoreSnapshot } from './snapshot.js';
 export { FORMAT as SNAPSHOT_FORMAT, FORMAT_VERSION as SNAPSHOT_FORMAT_VERSION } from './codec.js';
 export { MAX_JSON_DEPTH } from './json.js';
@@ -18,6 +19,7 @@ export {
   type JsonValue,
   type Resource,
   type ApplyContext,
+  type QuotaContext,
   type ChangeRecord,
   type ResourceKeyRef,
   type ResourceRef,

@@ -1,6 +1,7 @@
 import { assert } from '../base/index.js';
 import { type BTree, stringTree } from './btree.js';
 import { keyOfId, ownerKey } from './keys.js';
+import { resourceBytes } from './size.js';
 import type { Resource } from './types.js';
 
 /**
@@ -11,8 +12,14 @@ import type { Resource } from './types.js';
  *
  * All three are B+ trees, so `clone()` is O(1) and the clones share every unchanged node (and
  * every resource object, which is frozen) with the live indexes.
+ *
+ * `dataBytes` is the sum of `resourceBytes` over the stored resources (size.ts), kept up to
+ * date by the three changes below (so by every write, delete and cascade, and by a restore,
+ * which inserts each resource): the figure the quota is decided on.
  */
 export class Indexes {
+  private bytes = 0;
+
   private constructor(
     readonly byKey: BTree<string, Resource>,
     readonly byUid: BTree<string, string>,
@@ -23,9 +30,15 @@ export class Indexes {
     return new Indexes(stringTree(), stringTree(), stringTree());
   }
 
+  /** The deterministic size of everything stored (size.ts `resourceBytes`, summed). */
+  get dataBytes(): number {
+    return this.bytes;
+  }
+
   /** An O(1) copy-on-write copy, frozen: writing to it is a bug and throws. */
   frozenClone(): Indexes {
     const ix = new Indexes(this.byKey.clone(), this.byUid.clone(), this.byOwner.clone());
+    ix.bytes = this.bytes;
     ix.byKey.freeze();
     ix.byUid.freeze();
     ix.byOwner.freeze();
@@ -42,6 +55,7 @@ export class Indexes {
     assert(this.byKey.set(key, r, false), () => `insert: key ${JSON.stringify(key)} is already stored`);
     assert(this.byUid.set(r.id.uid, key, false), () => `insert: uid ${r.id.uid} is already stored`);
     if (r.owner !== null) this.byOwner.set(ownerKey(r.owner.uid, key), key);
+    this.bytes += resourceBytes(r);
   }
 
   /** Replaces a stored resource with its next state (same key, uid and owner). */
@@ -51,6 +65,7 @@ export class Indexes {
     assert((next.owner?.uid ?? null) === (prev.owner?.uid ?? null), 'replace: the owner of a stored resource never changes');
     assert(keyOfId(next.id) === key, 'replace: the identity of a stored resource never changes');
     this.byKey.set(key, next, true);
+    this.bytes += resourceBytes(next) - resourceBytes(prev);
   }
 
   remove(key: string, r: Resource): void {
@@ -58,5 +73,7 @@ export class Indexes {
     this.byKey.delete(key);
     assert(this.byUid.delete(r.id.uid), () => `remove: uid ${r.id.uid} was not indexed`);
     if (r.owner !== null) assert(this.byOwner.delete(ownerKey(r.owner.uid, key)), () => `remove: ${JSON.stringify(key)} was not in its owner's index`);
+    this.bytes -= resourceBytes(r);
+    assert(this.bytes >= 0, () => `remove: the data size went negative (${this.bytes})`);
   }
 }

@@ -23,6 +23,10 @@ export abstract class IndexReader implements StoreReader {
     return this.indexes.size;
   }
 
+  get dataBytes(): number {
+    return this.indexes.dataBytes;
+  }
+
   get(ref: ResourceKeyRef): Resource | undefined {
     if (hasNul(ref.group, ref.kind, ref.tenancy.partition, ref.tenancy.namespace, ref.name)) return undefined;
     return this.indexes.byKey.get(resourceKey(ref.group, ref.kind, ref.tenancy, ref.name));

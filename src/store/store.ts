@@ -5,6 +5,7 @@ import { Indexes } from './indexes.js';
 import { InvalidInput, jsonEqual } from './json.js';
 import { SEP, formatName, formatType, keyOfId, resourceKey } from './keys.js';
 import { IndexReader } from './reader.js';
+import { resourceBytes } from './size.js';
 import { StoreSnapshot } from './snapshot.js';
 import type {
   ApplyContext,
@@ -152,6 +153,8 @@ export class ResourceStore extends IndexReader {
       data: w.data,
       status: EMPTY_STATUS,
     });
+    const full = this.checkSpace(what, undefined, resource, ctx);
+    if (full !== undefined) return err(full);
     this.ix.insert(key, resource);
     return ok({ resource, changed: true, changes: [upsert(ctx, resource)] });
   }
@@ -223,6 +226,8 @@ export class ResourceStore extends IndexReader {
       this.removeCascade(key, stored, next, ctx, changes);
       return ok({ resource: next, changed: true, changes });
     }
+    const full = this.checkSpace(what, stored, next, ctx);
+    if (full !== undefined) return err(full);
     this.ix.replace(key, stored, next);
     return ok({ resource: next, changed: true, changes: [upsert(ctx, next)] });
   }
@@ -353,11 +358,37 @@ export class ResourceStore extends IndexReader {
     // The stored group version is kept: a status report addresses the resource, whatever
     // version of its type the reporter uses. updatedAt always changes, so this is a change.
     const next: Resource = Object.freeze({ ...stored, version: ctx.revision, status: Object.freeze(status) });
+    const full = this.checkSpace(what, stored, next, ctx);
+    if (full !== undefined) return err(full);
     this.ix.replace(key, stored, next);
     return ok({ resource: next, changes: [upsert(ctx, next)] });
   }
 
   // ---- Helpers -----------------------------------------------------------------------------
+
+  /**
+   * The quota (docs/security.md "Quotas"): NO_SPACE when replacing `prev` (absent: creating)
+   * by `next` grows the data and either the result would be above the stamped quota or the
+   * NO_SPACE alarm is raised. A change that shrinks or keeps the size always passes, so a
+   * store over its quota (a lowered quota) can still be cleaned up. Deletes never come here.
+   */
+  private checkSpace(what: string, prev: Resource | undefined, next: Resource, ctx: ApplyContext): CairnError | undefined {
+    const quota = ctx.quota;
+    if (quota === undefined) return undefined;
+    const needed = resourceBytes(next) - (prev === undefined ? 0 : resourceBytes(prev));
+    if (needed <= 0) return undefined;
+    const dataBytes = this.ix.dataBytes;
+    if (!quota.alarm && dataBytes + needed <= quota.bytes) return undefined;
+    const why = quota.alarm
+      ? `the NO_SPACE alarm is raised (data ${dataBytes} of quota ${quota.bytes} bytes): no write may grow the data until deletes bring it to ${lowWaterBytes(quota.bytes)} bytes or less`
+      : `it needs ${needed} more bytes and the data (${dataBytes} bytes) would exceed the quota of ${quota.bytes} bytes`;
+    return new CairnError(ErrorCode.NO_SPACE, `${what}: ${why}; delete or shrink resources to make room`, {
+      quotaBytes: quota.bytes,
+      dataBytes,
+      needed,
+      alarm: quota.alarm,
+    });
+  }
 
   private advance(ctx: ApplyContext): void {
     this.setRevision(ctx.revision);
@@ -401,6 +432,14 @@ function markForDeletion(r: Resource, ctx: ApplyContext): Resource {
 function sameOwner(a: ResourceId | null, b: ResourceId | null): boolean {
   if (a === null || b === null) return a === b;
   return a.uid === b.uid && keyOfId(a) === keyOfId(b);
+}
+
+/**
+ * Where a raised NO_SPACE alarm clears: data at or below 90% of the quota (integer arithmetic,
+ * the same on every replica). The gap keeps the alarm from flapping on every small write.
+ */
+export function lowWaterBytes(quotaBytes: number): number {
+  return quotaBytes - Math.floor(quotaBytes / 10);
 }
 
 function stringsEqual(a: readonly string[], b: readonly string[]): boolean {

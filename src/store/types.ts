@@ -78,6 +78,19 @@ export interface ApplyContext {
   readonly newUid: string;
   /** The generation of a resource whose generation this command changes. */
   readonly newGeneration: string;
+  /** The data quota the proposer stamped into the command (docs/security.md "Quotas"); absent: none. */
+  readonly quota?: QuotaContext;
+}
+
+/**
+ * The quota a write or status write is applied under. A change that grows the stored data
+ * (`dataBytes`) is refused with NO_SPACE when the result would be above `bytes`, or at all
+ * while `alarm` is set (the FSM's NO_SPACE alarm: growth waits until deletes bring the data
+ * down). Changes that shrink or keep the size, and deletes, are never refused for space.
+ */
+export interface QuotaContext {
+  readonly bytes: number;
+  readonly alarm: boolean;
 }
 
 /**
@@ -203,6 +216,11 @@ export interface StoreReader {
   readonly revision: Revision;
   /** How many resources are stored. */
   readonly size: number;
+  /**
+   * The deterministic size of the stored data in bytes: `resourceBytes` summed over every
+   * stored resource (size.ts), the same on every replica. The quota is decided on it.
+   */
+  readonly dataBytes: number;
   get(ref: ResourceKeyRef): Resource | undefined;
   read(ref: ReadInput): Result<Resource, CairnError>;
   getByUid(uid: string): Resource | undefined;

@@ -58,6 +58,8 @@ function runSeed(seed: number, steps: number): void {
   const opts: PublisherOptions = {
     clock,
     maxWindowEvents: 1 + pick(15),
+    // Half the seeds bound the window by bytes too (a resource here is a few hundred bytes).
+    maxWindowBytes: pick(2) === 0 ? 64 * 1024 * 1024 : 400 * (1 + pick(12)),
     subscriberBufferEvents: 1 + pick(6),
     snapshotCacheMs: pick(3) * 300,
     bookmarkIntervalMs: 100 + pick(3) * 150,

@@ -1,7 +1,7 @@
 import t from 'tap';
 import type { Clock, LogIndex, Revision, Term } from '../base/index.js';
 import { Fsm, CommandType, encodeEnvelope } from '../fsm/index.js';
-import type { ChangeRecord } from '../store/index.js';
+import { resourceBytes, type ChangeRecord } from '../store/index.js';
 import { EventPublisher, type PublisherOptions, type StreamEvent, type Subscription } from './index.js';
 
 class FakeClock implements Clock {
@@ -234,4 +234,44 @@ t.test('a resume waiting for a revision reached by entries that changed nothing 
   s.del('nothing-again'); // revision 5: not published
   s.write('c'); // revision 6: published before any tick
   t.same(brief(drain(later)), ['tail@5', 'change:c@6'], 'or the next published entry tails it first, at the awaited revision');
+});
+
+t.test('the window is bounded by bytes: rewriting one large resource keeps only the newest versions', async (t) => {
+  const s = setup({ maxWindowBytes: 1024 * 1024 });
+  const big = 'x'.repeat(100 * 1024);
+  let index = 0;
+  const first = s.fsm.store.revision;
+  const rewrite = (i: number): Revision => {
+    index = s.fsm.appliedIndex + 1;
+    const out = s.fsm.apply({
+      index: index as LogIndex,
+      term: 1 as Term,
+      data: encodeEnvelope(CommandType.ResourceWrite, { time: 't', uid: `big-u${i}`, generation: `big-g${i}`, id: { type: { group: 'demo', groupVersion: 'v1', kind: 'Artist' }, tenancy: tenancy('default'), name: 'big' }, data: { big, i } }),
+    });
+    s.pub.publish(index as Revision, out.changes as readonly ChangeRecord[]);
+    return index as Revision;
+  };
+  for (let i = 0; i < 1000; i++) {
+    rewrite(i);
+    t.ok(s.pub.windowBytes <= 1024 * 1024 || i === 0, `after ${i + 1} rewrites the window holds ${s.pub.windowBytes} bytes`);
+    if (s.pub.windowBytes > 1024 * 1024) break;
+  }
+  // 100 KiB each: at most 10 fit in 1 MiB; the count bound (100,000) would have kept all 1000.
+  t.ok(s.pub.windowSize <= 10 && s.pub.windowSize >= 9, `the window keeps ${s.pub.windowSize} events`);
+  t.equal(s.pub.windowBytes, s.fsm.store.dataBytes * s.pub.windowSize, 'the window counts each event as its resource\'s deterministic size');
+  t.ok(s.pub.oldestResumable > first + 900, `resumes from long ago are compacted (oldest resumable ${s.pub.oldestResumable})`);
+  const old = s.pub.subscribe(artists, { gtRevision: (first + 1) as Revision });
+  t.same(brief(drain(old)).slice(-1), [`end:COMPACTED@${s.pub.oldestResumable}`], 'a resume from before the window is COMPACTED');
+  const recent = s.pub.subscribe(artists, { gtRevision: s.pub.oldestResumable });
+  const evs = brief(drain(recent));
+  t.equal(evs.length, s.pub.windowSize + 1, `a resume inside the window replays it (${evs.length - 1} events) and tails`);
+});
+
+t.test('without a byte bound the same rewrites stay in the window (the bound is what trims them)', async (t) => {
+  const s = setup({ maxWindowBytes: Number.MAX_SAFE_INTEGER });
+  for (let i = 0; i < 50; i++) s.write('same');
+  t.equal(s.pub.windowSize, 50);
+  let sum = 0;
+  for (const e of drain(s.pub.subscribe(artists, { gtRevision: s.pub.oldestResumable }))) if (e.type === 'change') sum += resourceBytes(e.resource);
+  t.ok(sum > 0 && s.pub.windowBytes === sum, `windowBytes (${s.pub.windowBytes}) is the sum of the events' sizes (${sum})`);
 });

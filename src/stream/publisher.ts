@@ -1,5 +1,5 @@
 import { assert, type Clock, type Revision } from '../base/index.js';
-import type { ChangeRecord, Resource, StoreReader } from '../store/index.js';
+import { resourceBytes, type ChangeRecord, type Resource, type StoreReader } from '../store/index.js';
 import { filterKey, matches, type EndCode, type StreamEvent, type WatchFilter } from './types.js';
 
 /** The state a publisher reads initial snapshots from: the live store (replaced on restore). */
@@ -11,6 +11,12 @@ export interface PublisherOptions {
   readonly clock: Clock;
   /** Change events kept for resumes, at most. Default 100,000. */
   readonly maxWindowEvents?: number;
+  /**
+   * Bytes of change events kept for resumes, at most, each event counted as its resource's
+   * deterministic size (`resourceBytes`, src/store size.ts). Default 64 MiB. Bounds what old
+   * versions the window pins: rewriting one 1 MiB resource 10,000 times keeps 64 of them.
+   */
+  readonly maxWindowBytes?: number;
   /** Age of the oldest event kept for resumes, at most (ms). Default 300,000. */
   readonly maxWindowAgeMs?: number;
   /** Events queued for one subscriber before it is ended as a slow consumer. Default 10,000. */
@@ -34,6 +40,8 @@ interface WindowEntry {
   readonly revision: Revision;
   readonly records: readonly ChangeRecord[];
   readonly atMs: number;
+  /** `resourceBytes` of its records' resources, summed. */
+  readonly bytes: number;
 }
 
 interface CachedSnapshot {
@@ -267,6 +275,7 @@ export class EventPublisher {
   private readonly window: WindowEntry[] = [];
   private windowHead = 0;
   private windowEvents = 0;
+  private windowByteCount = 0;
   /** Resumes must be from at least this revision (everything after it is in the window). */
   private compactedThrough: Revision;
   private readonly subs = new Map<number, Subscription>();
@@ -289,6 +298,7 @@ export class EventPublisher {
     this.o = {
       clock: opts.clock,
       maxWindowEvents: opts.maxWindowEvents ?? 100_000,
+      maxWindowBytes: opts.maxWindowBytes ?? 64 * 1024 * 1024,
       maxWindowAgeMs: opts.maxWindowAgeMs ?? 300_000,
       subscriberBufferEvents: opts.subscriberBufferEvents ?? 10_000,
       snapshotCacheMs: opts.snapshotCacheMs ?? 1_000,
@@ -320,6 +330,11 @@ export class EventPublisher {
 
   get windowSize(): number {
     return this.windowEvents;
+  }
+
+  /** The window's size in bytes (each event as its resource's `resourceBytes`). */
+  get windowBytes(): number {
+    return this.windowByteCount;
   }
 
   subscribe(filter: WatchFilter, opts: SubscribeOptions = {}): Subscription {
@@ -432,8 +447,11 @@ export class EventPublisher {
     const last = this.window[this.window.length - 1];
     assert(last === undefined || revision > last.revision, () => `published revision ${revision} after ${String(last?.revision)}: events must come in commit order`);
     if (records.length > 0) {
-      this.window.push({ revision, records, atMs: now });
+      let bytes = 0;
+      for (const rec of records) bytes += resourceBytes(rec.resource);
+      this.window.push({ revision, records, atMs: now, bytes });
       this.windowEvents += records.length;
+      this.windowByteCount += bytes;
       this.trim(now);
     }
     const limit = this.o.subscriberBufferEvents;
@@ -507,6 +525,7 @@ export class EventPublisher {
     this.window.length = 0;
     this.windowHead = 0;
     this.windowEvents = 0;
+    this.windowByteCount = 0;
     this.cache.clear();
     // The new state's revision can be below `revision` (entries after the last change carried
     // none); a watcher at exactly that revision has missed nothing.
@@ -547,8 +566,9 @@ export class EventPublisher {
   private trim(now: number): void {
     while (this.windowHead < this.window.length) {
       const oldest = this.window[this.windowHead] as WindowEntry;
-      if (this.windowEvents <= this.o.maxWindowEvents && now - oldest.atMs <= this.o.maxWindowAgeMs) break;
+      if (this.windowEvents <= this.o.maxWindowEvents && this.windowByteCount <= this.o.maxWindowBytes && now - oldest.atMs <= this.o.maxWindowAgeMs) break;
       this.windowEvents -= oldest.records.length;
+      this.windowByteCount -= oldest.bytes;
       this.compactedThrough = oldest.revision;
       this.windowHead++;
     }

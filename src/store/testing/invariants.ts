@@ -1,3 +1,4 @@
+import { resourceBytes } from '../size.js';
 import type { StoreReader } from '../types.js';
 
 /**
@@ -7,9 +8,11 @@ import type { StoreReader } from '../types.js';
  */
 export function checkInvariants(s: StoreReader): string | null {
   let count = 0;
+  let bytes = 0;
   let previous: string | null = null;
   for (const r of s.all()) {
     count++;
+    bytes += resourceBytes(r);
     const id = `${r.id.type.group}.${r.id.type.kind} ${r.id.tenancy.partition}/${r.id.tenancy.namespace}/${r.id.name}`;
     const key = [r.id.type.group, r.id.type.kind, r.id.tenancy.partition, r.id.tenancy.namespace, r.id.name].join('\u0000');
     if (previous !== null && !(previous < key)) return `${id} is out of key order`;
@@ -32,5 +35,7 @@ export function checkInvariants(s: StoreReader): string | null {
     }
   }
   if (count !== s.size) return `size is ${s.size} but ${count} resources are stored`;
+  // The incremental figure the quota is decided on equals a from-scratch sum.
+  if (bytes !== s.dataBytes) return `dataBytes is ${s.dataBytes} but the stored resources add up to ${bytes}`;
   return null;
 }

@@ -5,7 +5,7 @@
  * work and memory per change. Used by tests only (reached through testing/index.ts, never from shipped code).
  */
 import { assert, type Clock, type Revision } from '../../base/index.js';
-import type { ChangeRecord, Resource } from '../../store/index.js';
+import { resourceBytes, type ChangeRecord, type Resource } from '../../store/index.js';
 import type { PublisherOptions, StoreSource, SubscribeOptions } from '../publisher.js';
 import { filterKey, matches, type EndCode, type StreamEvent, type WatchFilter } from '../types.js';
 
@@ -145,6 +145,7 @@ export class NaivePublisher {
     this.o = {
       clock: opts.clock,
       maxWindowEvents: opts.maxWindowEvents ?? 100_000,
+      maxWindowBytes: opts.maxWindowBytes ?? 64 * 1024 * 1024,
       maxWindowAgeMs: opts.maxWindowAgeMs ?? 300_000,
       subscriberBufferEvents: opts.subscriberBufferEvents ?? 10_000,
       snapshotCacheMs: opts.snapshotCacheMs ?? 1_000,
@@ -345,7 +346,10 @@ export class NaivePublisher {
   private trim(now: number): void {
     while (this.windowHead < this.window.length) {
       const oldest = this.window[this.windowHead] as WindowEntry;
-      if (this.windowEvents <= this.o.maxWindowEvents && now - oldest.atMs <= this.o.maxWindowAgeMs) break;
+      // Naively: the window's bytes summed afresh each time (the publisher keeps a running total).
+      let bytes = 0;
+      for (let i = this.windowHead; i < this.window.length; i++) for (const r of (this.window[i] as WindowEntry).records) bytes += resourceBytes(r.resource);
+      if (this.windowEvents <= this.o.maxWindowEvents && bytes <= this.o.maxWindowBytes && now - oldest.atMs <= this.o.maxWindowAgeMs) break;
       this.windowEvents -= oldest.records.length;
       this.compactedThrough = oldest.revision;
       this.windowHead++;
