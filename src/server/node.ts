@@ -175,7 +175,7 @@ export class Node implements ServedNode {
     if (config.demoTypes || config.dev) registerDemoTypes(this.registry);
     registerStreamingTypes(this.registry); // built-in: the streaming.v1 domain (src/types)
     registerLeaseType(this.registry);
-    this.resources = new ResourceService(this, this.registry, systemClock);
+    this.resources = new ResourceService(this, this.registry, systemClock, { maxPageItems: config.listMaxPage, maxSnapshots: config.listSnapshots, snapshotTtlMs: config.listSnapshotTtlMs });
     this.watches = new WatchService(this, this.resources, {
       clock: systemClock,
       bookmarkIntervalMs: config.watchBookmarkMs,
