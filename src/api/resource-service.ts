@@ -589,9 +589,10 @@ export class ResourceService {
       }
       return !t.access || t.access('list', { partition: r.id.tenancy.partition, namespace: r.id.tenancy.namespace, name: r.id.name }, ctx.token);
     };
-    // The access hooks take the token, so the token decides what the list holds: a token from
-    // one caller's list is no good for another's.
-    return this.readPage(ctx, req.consistency, filterHash({ owner: ownerUid, token: ctx.token ?? '' }), req.continue, (view, after, sizeOf) =>
+    // The caller is not part of the filter hash (it would put a hash of a secret in the token):
+    // every page runs the access hooks with the token of its own request, so a continue token
+    // passed to another caller shows that caller only what it may see.
+    return this.readPage(ctx, req.consistency, filterHash({ owner: ownerUid }), req.continue, (view, after, sizeOf) =>
       view.listByOwnerPage(ownerUid, { limit, after, visible, maxBytes: this.paging.maxPageBytes, sizeOf }),
     );
   }
@@ -627,7 +628,7 @@ export class ResourceService {
       return answer(out.value.p, out.revision, out.lastLeaderContactMs);
     }
     const t = decodeContinue(token);
-    if (t.filter !== hash) throw invalid('the continue token belongs to another list (another type, tenancy, name prefix, owner or caller); pass it only with the filter of the list that returned it');
+    if (t.filter !== hash) throw invalid('the continue token belongs to another list (another type, tenancy, name prefix, or owner); pass it only with the filter of the list that returned it');
     // Not held (expired, dropped, or never taken on this node): the live store still serves it
     // if it is at exactly that revision (every node's store is the same at one revision).
     const out = await c.read('stale', (s) => this.snapshots.get(t.revision) ?? (s.revision === t.revision ? s.snapshot() : undefined));
