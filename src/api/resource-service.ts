@@ -23,7 +23,7 @@ export const LIMITS = {
   statusKeyLength: 253,
   conditions: 32,
   conditionTextLength: 1024,
-  /** Most items in one List answer: the page maximum (paging.ts, `PagingOptions.maxPageItems`); lists page beyond it. */
+  /** Most items in one List answer by default: the page maximum (paging.ts; `--list-max-page` changes it); lists page beyond it. */
   listLimit: PAGING_DEFAULTS.maxPageItems,
   casRetries: 8,
 } as const;
