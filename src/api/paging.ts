@@ -129,7 +129,7 @@ interface Held {
  * age (a snapshot serves tokens for `ttlMs` after it was taken; expired ones are dropped on the
  * next use of the cache). A snapshot is O(1) to take and shares every unchanged node and
  * resource with the live store, so what one holds is the resources changed or deleted since
- * its revision. Nothing here survives a restart, and other nodes have their own: a token for a
+ * its revision. `sweep()` is also called periodically by the node. Nothing here survives a restart, and other nodes have their own: a token for a
  * revision not held here is COMPACTED, and the client starts the list over.
  */
 export class SnapshotCache {

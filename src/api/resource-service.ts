@@ -279,9 +279,15 @@ export class ResourceService {
     this.snapshots = new SnapshotCache(clock, this.paging.maxSnapshots, this.paging.snapshotTtlMs);
   }
 
-  /** How many snapshots paged lists hold now (for tests and metrics). */
+  /** How many snapshots paged lists hold now (for tests and metrics); expired ones are dropped first. */
   get heldSnapshots(): number {
+    this.snapshots.sweep();
     return this.snapshots.size;
+  }
+
+  /** Drops the snapshots of paged lists whose time is up (the node calls it periodically, so a quiet node frees them too). */
+  sweepPagedLists(): void {
+    this.snapshots.sweep();
   }
 
   /**

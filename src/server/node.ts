@@ -181,6 +181,7 @@ export class Node implements ServedNode {
       bookmarkIntervalMs: config.watchBookmarkMs,
       metrics: { onEvents: (n) => this.metrics.watchEvents.inc(n), onEnded: (code) => this.metrics.watchEnded.inc({ code }) },
     });
+    this.metrics.listGauges(() => ({ snapshots: this.resources.heldSnapshots }));
     this.metrics.watchGauges(() => {
       const pub = this.publisherNow();
       return pub
@@ -188,7 +189,11 @@ export class Node implements ServedNode {
         : undefined;
     });
     // Publisher waits and trimming, and bookmarks: a tenth of the bookmark interval, at most 250 ms apart.
-    this.watchTicker = setInterval(() => this.watches.tick(), Math.max(10, Math.min(250, Math.floor(config.watchBookmarkMs / 10))));
+    // The same ticker drops expired paged-list snapshots (a node that gets no more lists frees them too).
+    this.watchTicker = setInterval(() => {
+      this.watches.tick();
+      this.resources.sweepPagedLists();
+    }, Math.max(10, Math.min(250, Math.floor(config.watchBookmarkMs / 10))));
     this.watchTicker.unref();
     this.promoter = setInterval(() => this.maybePromoteLearner(), 500);
     this.promoter.unref();
