@@ -356,3 +356,49 @@ t.test('error details in trailers are ASCII JSON, bounded in size', async (t) =>
   const internal = grpcErrorOf(new CairnError(ErrorCode.NOT_LEADER, 'not the leader', { leader: 'n2' }));
   t.same([internal.code, internal.metadata.get('cairn-error-code')[0]], [grpc.status.UNAVAILABLE, 'UNAVAILABLE'], 'internal codes surface as their public code');
 });
+
+t.test('List and ListByOwner page over gRPC: limit, continue, one revision; bad tokens are INVALID_ARGUMENT, lost ones OUT_OF_RANGE / COMPACTED', async (t) => {
+  const { rpc } = await harness(t);
+  const owner = resource(await rpc.call('Write', { id: id('owner'), dataJson: '{"name":"o"}' }));
+  for (let i = 0; i < 5; i++) await rpc.call('Write', { id: id(`al${i}`, 'demo.v1.Album'), dataJson: `{"title":"t${i}"}`, owner: { ...id('owner'), uid: owner.id.uid } });
+  const names: string[] = [];
+  const revisions = new Set<unknown>();
+  let cont = '';
+  let pages = 0;
+  do {
+    const a = await rpc.call('List', { type: 'demo.v1.Album', limit: 2, continue: cont });
+    if (a.err) throw new Error(a.err.details);
+    names.push(...(a.res?.['resources'] as ResourceOut[]).map((r) => r.id.name));
+    revisions.add(a.res?.['revision']);
+    t.equal(a.headers?.get('cairn-revision')[0], a.res?.['revision'], 'each page sends its revision as metadata');
+    cont = a.res?.['continue'] as string;
+    if (pages > 10) throw new Error(`paging does not end: ${JSON.stringify(a.res)}`);
+    if (pages === 0) await rpc.call('Write', { id: id('al9', 'demo.v1.Album'), dataJson: '{"title":"later"}' });
+    pages++;
+  } while (cont !== '');
+  t.same(names, ['al0', 'al1', 'al2', 'al3', 'al4'], 'every page, nothing written after the first');
+  t.equal(pages, 3);
+  t.equal(revisions.size, 1, 'one revision for all pages');
+
+  const byOwner: string[] = [];
+  cont = '';
+  do {
+    const a = await rpc.call('ListByOwner', { ownerUid: owner.id.uid, limit: 3, continue: cont });
+    byOwner.push(...(a.res?.['resources'] as ResourceOut[]).map((r) => r.id.name));
+    cont = a.res?.['continue'] as string;
+    if (byOwner.length > 20) throw new Error(`paging does not end: ${JSON.stringify(a.res)}`);
+  } while (cont !== '');
+  t.same(byOwner, ['al0', 'al1', 'al2', 'al3', 'al4'], 'ListByOwner pages');
+
+  const first = await rpc.call('List', { type: 'demo.v1.Album', limit: 1 });
+  const token = first.res?.['continue'] as string;
+  const other = errorOf(await rpc.call('List', { type: 'demo.v1.Artist', limit: 1, continue: token }));
+  t.same([other.grpc, other.code], [grpc.status.INVALID_ARGUMENT, 'INVALID_ARGUMENT'], 'a token with another filter');
+  const garbled = errorOf(await rpc.call('List', { type: 'demo.v1.Album', continue: 'eyJ2IjoxfQ' }));
+  t.same([garbled.grpc, garbled.code], [grpc.status.INVALID_ARGUMENT, 'INVALID_ARGUMENT'], 'a garbled token');
+  const decoded = JSON.parse(Buffer.from(token, 'base64url').toString()) as Record<string, unknown>;
+  const gone = Buffer.from(JSON.stringify({ ...decoded, r: '3' })).toString('base64url');
+  const compacted = errorOf(await rpc.call('List', { type: 'demo.v1.Album', continue: gone }));
+  t.same([compacted.grpc, compacted.code], [grpc.status.OUT_OF_RANGE, 'COMPACTED'], 'a revision this node does not hold');
+  t.equal(compacted.details['revision'], '3');
+});

@@ -495,16 +495,18 @@ export function addResourceGrpcService(server: grpc.Server, svc: ResourceService
           namePrefix: optional(req.namePrefix),
           ownerUid: optional(req.ownerUid),
           consistency: consistency(req.consistency),
+          limit: req.limit,
+          continue: optional(req.continue),
         },
         context(call),
       );
       const f = freshness(r.revision, r.lastLeaderContactMs);
-      return { response: { resources: r.resources.map(resourceToMsg), ...f.fields }, metadata: f.metadata };
+      return { response: { resources: r.resources.map(resourceToMsg), ...f.fields, continue: r.continue ?? '' }, metadata: f.metadata };
     }),
     listByOwner: unary<pb.ListByOwnerRequest, pb.ListByOwnerResponse.$Properties>('ListByOwner', edge, async (req, call) => {
-      const r = await svc.listByOwner(req.ownerUid, consistency(req.consistency), context(call));
+      const r = await svc.listByOwner({ ownerUid: req.ownerUid, consistency: consistency(req.consistency), limit: req.limit, continue: optional(req.continue) }, context(call));
       const f = freshness(r.revision, r.lastLeaderContactMs);
-      return { response: { resources: r.resources.map(resourceToMsg), ...f.fields }, metadata: f.metadata };
+      return { response: { resources: r.resources.map(resourceToMsg), ...f.fields, continue: r.continue ?? '' }, metadata: f.metadata };
     }),
   };
   impl['watchList'] = watchList(opts.watches, edge);

@@ -7,6 +7,7 @@ export { TypeRegistry, parseTypeString, formatTypeRef, type TypeRegistration, ty
 export { registerDemoTypes } from './demo-types.js';
 export { registerLeaseType, LEASE_TYPE, type LeaseData } from './lease-type.js';
 export { ResourceService, LIMITS, normalizeTenancy, type CallContext, type WriteRequest, type ReadRequest, type DeleteRequest, type WriteStatusRequest, type ListRequest, type ReadResult, type ListResult, type ListFilter, type ListAccess } from './resource-service.js';
+export { PAGING_DEFAULTS, type PagingOptions } from './paging.js';
 export { resourceToJson, type ResourceJson, type ResourceIdJson, type StatusJson } from './resource-json.js';
 export { addResourceRoutes, httpCallContext } from './resource-routes.js';
 export { AccessControl, registerAclTypes, TOKEN_TYPE, ROLE_TYPE, BOOTSTRAP_ACCESSOR, type AccessControlOptions, type TokenData } from './acl.js';

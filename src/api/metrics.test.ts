@@ -20,3 +20,12 @@ t.test('cairn_raft_messages_dropped_total follows the replica\'s drop counts, by
   t.equal(await value('non-member'), 7, 'a reopened replica counting from zero again only adds');
   t.match(await m.registry.metrics(), /cairn_raft_messages_dropped_total\{reason="non-member"\} 7/);
 });
+
+t.test('cairn_list_snapshots reads the held paged-list snapshots at scrape time', async (t) => {
+  const m = new Metrics(() => undefined);
+  let held = 0;
+  m.listGauges(() => ({ snapshots: held }));
+  t.match(await m.registry.metrics(), /^cairn_list_snapshots 0$/m);
+  held = 3;
+  t.match(await m.registry.metrics(), /^cairn_list_snapshots 3$/m);
+});

@@ -131,6 +131,18 @@ export class Metrics {
     });
   }
 
+  /** Gauges of paged lists, read at scrape time. */
+  listGauges(read: () => { snapshots: number }): void {
+    new prom.Gauge({
+      name: 'cairn_list_snapshots',
+      help: 'Store snapshots held for unfinished paged lists (one per revision; bounded by --list-snapshots).',
+      registers: [this.registry],
+      collect() {
+        this.set(read().snapshots);
+      },
+    });
+  }
+
   /** Gauges read from the event publisher and the watch service at scrape time. */
   watchGauges(read: () => { streams: number; subscribers: number; windowEvents: number; windowBytes: number; snapshotBuilds: number; slowConsumers: number } | undefined): void {
     const r = this.registry;

@@ -67,6 +67,13 @@ function freshness(revision: number, lastContact: number | undefined): Record<st
   return h;
 }
 
+/** `?limit=`: a decimal page size; empty or absent leaves the server's page maximum. */
+function limitParam(v: string | undefined): number | undefined {
+  if (v === undefined || v === '') return undefined;
+  if (!/^[0-9]{1,9}$/.test(v)) throw invalid(`limit must be a non-negative decimal integer, got ${JSON.stringify(v.slice(0, 32))}`);
+  return Number(v);
+}
+
 /** The resource endpoints of API.md ("Operations"), over ResourceService. */
 export function addResourceRoutes(router: Router, svc: ResourceService): void {
   router.add('PUT', '/v1/resource/:type/:name', async (req) => {
@@ -132,7 +139,7 @@ export function addResourceRoutes(router: Router, svc: ResourceService): void {
   }, { access: 'service' });
 
   router.add('GET', '/v1/resources/:type', async (req) => {
-    queryOnly(req, ['partition', 'namespace', 'name_prefix', 'owner_uid', 'consistency']);
+    queryOnly(req, ['partition', 'namespace', 'name_prefix', 'owner_uid', 'consistency', 'limit', 'continue']);
     const r = await svc.list(
       {
         type: req.params['type'] ?? '',
@@ -141,9 +148,12 @@ export function addResourceRoutes(router: Router, svc: ResourceService): void {
         namePrefix: q(req, 'name_prefix'),
         ownerUid: q(req, 'owner_uid'),
         consistency: consistency(req),
+        limit: limitParam(q(req, 'limit')),
+        continue: q(req, 'continue'),
       },
       httpCallContext(req),
     );
-    return { status: 200, json: { resources: r.resources, revision: String(r.revision) }, headers: freshness(r.revision, r.lastLeaderContactMs) };
+    const json = { resources: r.resources, revision: String(r.revision), ...(r.continue !== undefined ? { continue: r.continue } : {}) };
+    return { status: 200, json, headers: freshness(r.revision, r.lastLeaderContactMs) };
   }, { access: 'service' });
 }

@@ -3,13 +3,14 @@ import { CairnError, ErrorCode, isCairnError, parseErrorCode, type Clock, type R
 import { CommandType, type ApplyResult, type DecodedCommand, type DeleteCommand, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
 import type { Coordinator, Consistency } from '../replica/index.js';
 import { START_WAIT_DEFAULT_MS, type ServedNode } from './served-node.js';
-import { WILDCARD, type StoreReader, type Condition, type JsonValue, type ListQuery, type Resource, type ResourceId, type StatusEntry, type Tenancy, type TypeRef } from '../store/index.js';
+import { WILDCARD, type Page, type StoreReader, type Condition, type JsonValue, type ListQuery, type Resource, type ResourceId, type StatusEntry, type Tenancy, type TypeRef } from '../store/index.js';
 import type { AccessVerb, ProposedResource, RegisteredType, TypeRegistry } from './registry.js';
 import { formatTypeRef, parseTypeString } from './registry.js';
 import { MAX_RESTORE_BYTES } from './snapshot-routes.js';
 import { resourceToJson, type ResourceIdJson, type ResourceJson } from './resource-json.js';
 import { AccessControl, isAclType, targetOf } from './acl.js';
 import { authorize, type AclTarget, type AclVerb, type Identity, type PeerIdentity } from '../auth/index.js';
+import { PAGING_DEFAULTS, SnapshotCache, decodeContinue, encodeContinue, filterHash, pageLimit, pagingLimits, type PagingOptions } from './paging.js';
 
 /** Limits on what a resource may carry (API.md "limits"). */
 export const LIMITS = {
@@ -24,7 +25,8 @@ export const LIMITS = {
   statusKeyLength: 253,
   conditions: 32,
   conditionTextLength: 1024,
-  listLimit: 100_000,
+  /** Most items in one List answer by default: the page maximum (paging.ts; `--list-max-page` changes it); lists page beyond it. */
+  listLimit: PAGING_DEFAULTS.maxPageItems,
   casRetries: 8,
 } as const;
 
@@ -217,6 +219,18 @@ export interface ListRequest {
   readonly namePrefix?: string | undefined;
   readonly ownerUid?: string | undefined;
   readonly consistency?: Consistency;
+  /** Page size: absent or 0 means the page maximum; larger is clamped to it (paging.ts). */
+  readonly limit?: number | undefined;
+  /** The `continue` of the previous page: the next page, at that page's revision. */
+  readonly continue?: string | undefined;
+}
+
+/** A page of ListByOwner. */
+export interface ListByOwnerRequest {
+  readonly ownerUid: string;
+  readonly consistency?: Consistency;
+  readonly limit?: number | undefined;
+  readonly continue?: string | undefined;
 }
 
 /** What a List or a Watch selects: the store's list query without the owner. */
@@ -252,8 +266,11 @@ export interface ReadResult {
 
 export interface ListResult {
   readonly resources: ResourceJson[];
+  /** The revision every page of this list reflects (the first page's). */
   readonly revision: Revision;
   readonly lastLeaderContactMs: number | undefined;
+  /** Present when more remain: pass it back (with the same filter) for the next page. */
+  readonly continue?: string;
 }
 
 /**
@@ -277,15 +294,31 @@ export class ResourceService {
   /** Access control (docs/security.md); off unless the node was given one. */
   readonly access: AccessControl;
   private readonly quotaBytes: number | undefined;
+  private readonly paging: Required<PagingOptions>;
+  /** Snapshots serving the later pages of unfinished paged lists (paging.ts). */
+  private readonly snapshots: SnapshotCache;
 
   constructor(
     private readonly node: Pick<ServedNode, 'coordinator' | 'coordinatorNow'>,
     private readonly registry: TypeRegistry,
     private readonly clock: Clock,
-    opts: ResourceServiceOptions = {},
+    opts: ResourceServiceOptions & PagingOptions = {},
   ) {
     this.access = opts.access ?? new AccessControl({ enabled: false, clock });
     this.quotaBytes = opts.quotaBytes;
+    this.paging = pagingLimits(opts);
+    this.snapshots = new SnapshotCache(clock, this.paging.maxSnapshots, this.paging.snapshotTtlMs);
+  }
+
+  /** How many snapshots paged lists hold now (for tests and metrics); expired ones are dropped first. */
+  get heldSnapshots(): number {
+    this.snapshots.sweep();
+    return this.snapshots.size;
+  }
+
+  /** Drops the snapshots of paged lists whose time is up (the node calls it periodically, so a quiet node frees them too). */
+  sweepPagedLists(): void {
+    this.snapshots.sweep();
   }
 
   /** Who is calling, from this node's replicated tokens and roles (UNAUTHENTICATED for a bad token). */
@@ -700,6 +733,15 @@ export class ResourceService {
     };
   }
 
+  /**
+   * One page of a list (docs/api.md "Paging"). The first page reads at the requested
+   * consistency; when more remain, a snapshot of the store at that revision is held
+   * (SnapshotCache) and the answer's `continue` token names the revision, the last key sent and
+   * the filter. A later page reads that snapshot, so every page reflects the first page's
+   * revision: a watch from it misses nothing. A token for a revision this node no longer holds
+   * is COMPACTED (the client starts over); a token of another list, or a garbled one, is
+   * INVALID_ARGUMENT.
+   */
   async list(req: ListRequest, ctx: CallContext = {}): Promise<ListResult> {
     const filter = this.listFilter(req);
     const ownerUid = req.ownerUid === undefined || req.ownerUid === '' ? undefined : req.ownerUid;
@@ -709,19 +751,23 @@ export class ResourceService {
     if (t.access && !t.access('list', { partition: filter.partition, namespace: filter.namespace, name: '' }, ctx.token)) {
       throw new CairnError(ErrorCode.PERMISSION_DENIED, `not allowed to list ${t.group}.${t.kind}`);
     }
-    const out = await c.read(req.consistency ?? 'linearizable', (s) => s.list({ ...filter, ...(ownerUid !== undefined ? { ownerUid } : {}) }).filter((r) => access.visible(r)));
-    return { resources: out.value.map(resourceToJson), revision: out.revision, lastLeaderContactMs: out.lastLeaderContactMs };
+    const query: ListQuery = { ...filter, ...(ownerUid !== undefined ? { ownerUid } : {}) };
+    const limit = pageLimit(req.limit, this.paging.maxPageItems);
+    // Pages count only what the caller may see (access control filters item by item), so they stay full.
+    return this.readPage(ctx, req.consistency, filterHash({ list: query }), req.continue, (view, after, sizeOf) =>
+      view.listPage(query, { limit, after, maxBytes: this.paging.maxPageBytes, sizeOf, visible: (r) => access.visible(r) }),
+    );
   }
 
-  /** Every resource owned by `ownerUid`, of any type (gRPC ListByOwner). */
-  async listByOwner(ownerUid: string, consistency: Consistency = 'linearizable', ctx: CallContext = {}): Promise<ListResult> {
+  /** Every resource owned by `ownerUid`, of any type (gRPC ListByOwner), a page at a time as `list`. */
+  async listByOwner(req: ListByOwnerRequest, ctx: CallContext = {}): Promise<ListResult> {
+    const ownerUid = req.ownerUid;
     if (typeof ownerUid !== 'string' || ownerUid === '') throw invalid('owner uid is required');
-    const [c] = await this.coord(ctx);
-    const identity = await this.identify(c, ctx);
-    const out = await c.read(consistency, (s) => s.listByOwner(ownerUid));
-    // The children may be of any type: the caller's grants (`list` on each item) and each
-    // type's access hook decide what this caller sees.
-    const visible = out.value.filter((r) => {
+    const limit = pageLimit(req.limit, this.paging.maxPageItems);
+    const identity = await this.identifyCall(ctx);
+    // The children may be of any type: the caller's grants (`list` on each item) and each type's
+    // access hook decide what this caller sees, and a page counts only what the caller sees.
+    const visible = (r: Resource): boolean => {
       if (!authorize(identity, aclVerb(r.id.type.group, r.id.type.kind, 'list'), targetOf(r))) return false;
       let t: RegisteredType;
       try {
@@ -730,8 +776,61 @@ export class ResourceService {
         return true; // a type no longer registered has no hook to consult
       }
       return !t.access || t.access('list', { partition: r.id.tenancy.partition, namespace: r.id.tenancy.namespace, name: r.id.name }, ctx.token);
+    };
+    // The caller is not part of the filter hash (it would put a hash of a secret in the token):
+    // every page runs the access hooks with the token of its own request, so a continue token
+    // passed to another caller shows that caller only what it may see.
+    return this.readPage(ctx, req.consistency, filterHash({ owner: ownerUid }), req.continue, (view, after, sizeOf) =>
+      view.listByOwnerPage(ownerUid, { limit, after, visible, maxBytes: this.paging.maxPageBytes, sizeOf }),
+    );
+  }
+
+  private async readPage(
+    ctx: CallContext,
+    consistency: Consistency | undefined,
+    hash: string,
+    token: string | undefined,
+    page: (view: StoreReader, after: string | undefined, sizeOf: (r: Resource) => number) => Page,
+  ): Promise<ListResult> {
+    // Each item's JSON is built once: to weigh it against the page's byte bound, then to answer.
+    const json = new Map<Resource, ResourceJson>();
+    const sizeOf = (r: Resource): number => {
+      const j = resourceToJson(r);
+      json.set(r, j);
+      return JSON.stringify(j).length;
+    };
+    const answer = (p: Page, revision: Revision, lastLeaderContactMs: number | undefined): ListResult => ({
+      resources: p.items.map((r) => json.get(r) ?? resourceToJson(r)),
+      revision,
+      lastLeaderContactMs,
+      ...(p.nextAfter !== undefined ? { continue: encodeContinue({ revision, after: p.nextAfter, filter: hash }) } : {}),
     });
-    return { resources: visible.map(resourceToJson), revision: out.revision, lastLeaderContactMs: out.lastLeaderContactMs };
+    const [c] = await this.coord(ctx);
+    if (token === undefined || token === '') {
+      const out = await c.read(consistency ?? 'linearizable', (s) => {
+        const p = page(s, undefined, sizeOf);
+        // Taken in the same synchronous step as the page, so both are at one revision.
+        return { p, snapshot: p.nextAfter !== undefined ? s.snapshot() : undefined };
+      });
+      if (out.value.snapshot !== undefined) this.snapshots.hold(out.value.snapshot);
+      return answer(out.value.p, out.revision, out.lastLeaderContactMs);
+    }
+    const t = decodeContinue(token);
+    if (t.filter !== hash) throw invalid('the continue token belongs to another list (another type, tenancy, name prefix, or owner); pass it only with the filter of the list that returned it');
+    // Not held (expired, dropped, or never taken on this node): the live store still serves it
+    // if it is at exactly that revision (every node's store is the same at one revision).
+    const out = await c.read('stale', (s) => this.snapshots.get(t.revision) ?? (s.revision === t.revision ? s.snapshot() : undefined));
+    const view = out.value;
+    if (view === undefined) {
+      throw new CairnError(
+        ErrorCode.COMPACTED,
+        `the list's revision ${t.revision} is no longer held by this node (held ${Math.round(this.paging.snapshotTtlMs / 1000)} s at most, by the node that served the first page, until it restarts); start the list over without a continue token`,
+        { revision: String(t.revision) },
+      );
+    }
+    const p = page(view, t.after, sizeOf);
+    if (p.nextAfter !== undefined) this.snapshots.hold(view);
+    return answer(p, t.revision, out.lastLeaderContactMs);
   }
 }
 

@@ -231,6 +231,14 @@ t.test('list: table with the revision, wildcards, every version, prefix, owner, 
   t.match(all['revision'], /^\d+$/);
   t.equal(all['last_leader_contact_ms'], 0);
 
+  const paged = await json(t, ['resource', 'list', 'demo.Artist', '-n', '*', '--limit', '1']);
+  const whole = await json(t, ['resource', 'list', 'demo.Artist', '-n', '*']);
+  const ids = (j: Json): string[] => (j['resources'] as Json[]).map((r) => `${String((idOf(r)['tenancy'] as Json)['namespace'])}/${String(idOf(r)['name'])}`);
+  t.ok(ids(whole).length >= 4);
+  t.same(ids(paged), ids(whole), '--limit 1 reads one resource per request and still lists them all, in order');
+  t.equal(paged['revision'], whole['revision'], 'at one revision');
+  const badLimit = await cairn(['resource', 'list', 'demo.v1.Artist', '--limit', '0']);
+  t.equal(badLimit.code, ExitCode.USAGE, '--limit must be positive');
   const partitions = await cairn(['resource', 'list', 'demo.v1.Artist', '--partition', '*', '--namespace', '*', '--prefix', 'b']);
   t.match(partitions.out, /default +west +blur/);
   const stale = await cairn(['resource', 'list', 'demo.v1.Artist', '-n', 'nowhere', '--stale']);

@@ -616,13 +616,14 @@ export function registerResourceCommands(program: Command, io: CliIo, deps: Reso
         .argument('<type>', 'group.version.Kind or group.Kind')
         .option('--prefix <prefix>', 'only names starting with this')
         .option('--owner-uid <uid>', 'only resources owned by this uid')
-        .option('--stale', "answer from the node's local state without asking the leader; shows how fresh it is"),
+        .option('--stale', "answer from the node's local state without asking the leader; shows how fresh it is")
+        .option('--limit <n>', "resources per request (default: the server's page maximum); the list is still read whole, every page at the first page's revision", positiveInteger),
       true,
     ),
     io,
   ).action(async (type: string, _opts: unknown, cmd: Command) => {
     const options = resourceOptions(cmd, io);
-    const o = cmd.opts<{ partition?: string; namespace?: string; prefix?: string; ownerUid?: string; stale?: boolean }>();
+    const o = cmd.opts<{ partition?: string; namespace?: string; prefix?: string; ownerUid?: string; stale?: boolean; limit?: number }>();
     const stale = o.stale === true;
     const r = await withClient({ options, write: false }, (c) =>
       c.list(type, {
@@ -631,6 +632,7 @@ export function registerResourceCommands(program: Command, io: CliIo, deps: Reso
         ...(o.namespace !== undefined ? { namespace: o.namespace } : {}),
         ...(o.prefix !== undefined ? { namePrefix: o.prefix } : {}),
         ...(o.ownerUid !== undefined ? { ownerUid: o.ownerUid } : {}),
+        ...(o.limit !== undefined ? { limit: o.limit } : {}),
       }),
     );
     if (options.json) printJson(io, { resources: r.resources, revision: r.revision, last_leader_contact_ms: r.lastLeaderContactMs ?? null });

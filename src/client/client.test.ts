@@ -55,6 +55,12 @@ class FakeCluster {
   /** The request id of every mutating call that arrived, in order (retries and faulted calls included). */
   readonly requestIds: string[] = [];
   applied = 0;
+  /** Paged lists: the items and revision of each list's first page, by list id (dropping one makes its tokens COMPACTED). */
+  readonly lists = new Map<number, { revision: number; items: StoredMsg[] }>();
+  listSeq = 0;
+  /** Called after every List page is answered, with the number of List pages answered so far. */
+  afterListPage: ((n: number) => void) | undefined;
+  listPages = 0;
 
   key(id: IdMsg): string {
     return `${id.type}/${id.tenancy?.partition || 'default'}/${id.tenancy?.namespace || 'default'}/${id.name}`;
@@ -104,7 +110,11 @@ class FakeNode {
     add('Read', pb.ReadRequest, pb.ReadResponse, (r) => this.read(r));
     add('Write', pb.WriteRequest, pb.WriteResponse, (r) => this.mutate(r, () => this.write(r)));
     add('Delete', pb.DeleteRequest, pb.DeleteResponse, (r) => this.mutate(r, () => this.delete(r)));
-    add('List', pb.ListRequest, pb.ListResponse, () => ({ resources: [...this.cluster.store.values()], revision: String(this.cluster.revision) }));
+    add('List', pb.ListRequest, pb.ListResponse, (r) => {
+      const out = this.list(r);
+      this.cluster.afterListPage?.(++this.cluster.listPages);
+      return out;
+    });
     add('ListByOwner', pb.ListByOwnerRequest, pb.ListByOwnerResponse, (r) => ({
       resources: [...this.cluster.store.values()].filter((s) => s.owner?.uid === r['ownerUid']),
       revision: String(this.cluster.revision),
@@ -135,6 +145,24 @@ class FakeNode {
     this.cluster.applied++;
     if (rid !== '') this.cluster.dedupe.set(rid, out);
     return out;
+  }
+
+  /** A paged list as the server pages one: the first page fixes the items and the revision; tokens name the list and the offset. */
+  private list(r: Record<string, unknown>): object {
+    const limit = (r['limit'] as number) || 1000;
+    const cont = r['continue'] as string;
+    let id: number;
+    let offset = 0;
+    if (cont === '') {
+      id = ++this.cluster.listSeq;
+      this.cluster.lists.set(id, { revision: this.cluster.revision, items: [...this.cluster.store.values()].map((x) => ({ ...x })) });
+    } else {
+      [id, offset] = cont.split(':').map(Number) as [number, number];
+    }
+    const l = this.cluster.lists.get(id);
+    if (!l) throw cairnError(grpc.status.OUT_OF_RANGE, 'COMPACTED', `list ${id} is no longer held`, { revision: '1' });
+    const more = offset + limit < l.items.length;
+    return { resources: l.items.slice(offset, offset + limit), revision: String(l.revision), continue: more ? `${id}:${offset + limit}` : '' };
   }
 
   private read(r: Record<string, unknown>): object {
@@ -436,3 +464,58 @@ async function waitFor(cond: () => boolean, what: string, ms = 5000): Promise<vo
     await new Promise((r) => setTimeout(r, 5));
   }
 }
+
+t.test('list() follows continue tokens: every page, one revision; writes between pages do not show', async (t) => {
+  const { cluster, nodes } = await setup(t, 1);
+  const c = clientFor(t, [nodes[0]?.address ?? '']);
+  for (let i = 0; i < 7; i++) await c.write({ type: 'demo.v1.Artist', name: `a${i}` }, { data: { name: `a${i}` } });
+  const revision = String(cluster.revision);
+  cluster.afterListPage = (n) => {
+    if (n === 1) void c.write({ type: 'demo.v1.Artist', name: 'later' }, { data: { name: 'later' } });
+  };
+  const r = await c.list('demo.v1.Artist', { limit: 3 });
+  t.same(r.resources.map((x) => x.id.name), ['a0', 'a1', 'a2', 'a3', 'a4', 'a5', 'a6']);
+  t.equal(r.revision, revision, 'the first page revision');
+  t.equal(cluster.listPages, 3, 'three pages of at most 3');
+  t.rejects(c.list('demo.v1.Artist', { limit: 0 }), { code: 'INVALID_ARGUMENT' }, 'limit is checked before sending');
+
+  const pages: number[] = [];
+  for await (const p of c.listPages('demo.v1.Artist', { limit: 4 })) pages.push(p.resources.length);
+  t.same(pages, [4, 4], 'listPages yields each page (8 resources now)');
+  const one = await c.listPage('demo.v1.Artist', { limit: 5 });
+  t.equal(one.resources.length, 5);
+  t.ok(one.continue !== undefined);
+  const two = await c.listPage('demo.v1.Artist', { limit: 5, continue: one.continue ?? '' });
+  t.same([two.resources.length, two.continue, two.revision], [3, undefined, one.revision], 'listPage with continue reads the rest at the same revision');
+});
+
+t.test('list() starts over when the server lost the revision between pages (COMPACTED), bounded; listPages surfaces it', async (t) => {
+  const { cluster, nodes } = await setup(t, 1);
+  const c = clientFor(t, [nodes[0]?.address ?? '']);
+  for (let i = 0; i < 5; i++) await c.write({ type: 'demo.v1.Artist', name: `a${i}` }, { data: { name: `a${i}` } });
+  cluster.afterListPage = (n) => {
+    if (n === 1) {
+      cluster.lists.clear(); // the node restarted after the first page
+      void c.write({ type: 'demo.v1.Artist', name: 'a9' }, { data: { name: 'a9' } });
+    }
+  };
+  const r = await c.list('demo.v1.Artist', { limit: 2 });
+  t.same(r.resources.map((x) => x.id.name), ['a0', 'a1', 'a2', 'a3', 'a4', 'a9'], 'the restarted list, whole, at its own revision');
+  t.equal(r.revision, String(cluster.revision));
+  t.equal(cluster.listPages, 4, 'one page answered before the loss (the next was COMPACTED), then three pages of the new list');
+
+  cluster.listPages = 0;
+  cluster.afterListPage = () => cluster.lists.clear(); // never holds a revision
+  const e = await rejection(c.list('demo.v1.Artist', { limit: 2 }));
+  t.equal(e.code, 'COMPACTED', 'after the restarts, COMPACTED');
+  t.equal(cluster.listPages, 4, 'four tries (three restarts), each a first page answered and a second one COMPACTED');
+
+  const seen: number[] = [];
+  const e2 = await rejection(
+    (async () => {
+      for await (const p of c.listPages('demo.v1.Artist', { limit: 2 })) seen.push(p.resources.length);
+    })(),
+  );
+  t.equal(e2.code, 'COMPACTED', 'listPages throws: the pages handed out cannot be taken back');
+  t.same(seen, [2]);
+});

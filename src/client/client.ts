@@ -13,7 +13,10 @@ import type {
   Consistency,
   DeleteOptions,
   DeleteResult,
+  ListByOwnerOptions,
   ListOptions,
+  ListPage,
+  ListPageOptions,
   ListResult,
   MutationOptions,
   ReadOptions,
@@ -80,10 +83,24 @@ export const CLIENT_DEFAULTS = {
   /** Pause after every endpoint failed once, doubling per round up to failoverMaxBackoffMs (jittered). */
   failoverBaseBackoffMs: 50,
   failoverMaxBackoffMs: 1_000,
+  /** Times `list` and `listByOwner` start over when the server lost the list's revision between pages (COMPACTED). */
+  listRestarts: 3,
 } as const;
 
 /** What a bearer token may hold: visible ASCII only, so it is a valid metadata value and header. */
 const TOKEN_CHARS = /^[\x21-\x7e]{1,4096}$/;
+
+/** A page size for the wire: 0 asks for the server's maximum. */
+function pageSize(limit: number | undefined): number {
+  if (limit === undefined) return 0;
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 0xffffffff) throw invalidOption(`limit must be a positive integer, got ${String(limit)}`);
+  return limit;
+}
+
+function pageOf<D>(res: { resources: Parameters<typeof resourceFromMsg>[0][]; revision: string; lastLeaderContactMs?: Parameters<typeof optionalUint64>[0]; continue?: string | null }): ListPage<D> {
+  const page = { resources: res.resources.map((r) => resourceFromMsg<D>(r)), revision: res.revision, lastLeaderContactMs: optionalUint64(res.lastLeaderContactMs) };
+  return res.continue !== undefined && res.continue !== null && res.continue !== '' ? { ...page, continue: res.continue } : page;
+}
 
 const ENDPOINT = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$/;
 
@@ -336,8 +353,26 @@ export class CairnClient {
     return { deleted: res.deleted, resource: res.resource === null || res.resource === undefined ? null : resourceFromMsg<D>(res.resource) };
   }
 
-  /** Lists resources of a type (`demo.Artist`, without the group version, lists every version). */
+  /**
+   * Lists resources of a type (`demo.Artist`, without the group version, lists every version):
+   * every match, at one revision, read a page at a time (`limit` per request) by following the
+   * server's continue tokens. If the server no longer holds the list's revision when a later
+   * page is asked for (COMPACTED: the node restarted, the client failed over to another node,
+   * or the list took longer than the server holds it), the pages read so far are dropped and
+   * the list starts over, at most `CLIENT_DEFAULTS.listRestarts` times; then COMPACTED is
+   * thrown. The result is never a mix of revisions. `timeoutMs` applies to each page.
+   */
   async list<D = unknown>(type: string, opts: ListOptions = {}): Promise<ListResult<D>> {
+    return this.allPages<D>('List', (cont) => this.listPage<D>(type, { ...opts, ...(cont !== undefined ? { continue: cont } : {}) }));
+  }
+
+  /**
+   * One page of a list: at most `limit` resources (the server's page maximum when absent)
+   * after the page `continue` names. The answer's `continue`, when present, reads the next
+   * page at the same revision; COMPACTED means the server no longer holds that revision (start
+   * over without `continue`), INVALID_ARGUMENT that the token is not this list's.
+   */
+  async listPage<D = unknown>(type: string, opts: ListPageOptions = {}): Promise<ListPage<D>> {
     const res = await this.invoke(
       methods.list,
       {
@@ -346,17 +381,57 @@ export class CairnClient {
         namePrefix: opts.namePrefix ?? '',
         ownerUid: opts.ownerUid ?? '',
         consistency: consistencyOf(opts.consistency),
+        limit: pageSize(opts.limit),
+        continue: opts.continue ?? '',
       },
       opts,
     );
-    return { resources: res.resources.map((r) => resourceFromMsg<D>(r)), revision: res.revision, lastLeaderContactMs: optionalUint64(res.lastLeaderContactMs) };
+    return pageOf<D>(res);
   }
 
-  /** Every resource owned by `owner` (a uid, or the owner's id), of any type. */
-  async listByOwner<D = unknown>(owner: string | ResourceId, opts: ReadOptions = {}): Promise<ListResult<D>> {
+  /**
+   * The pages of a list, one per step, all at the first page's revision: for callers that
+   * process a long list as it comes instead of holding it whole. A COMPACTED on a later page
+   * is thrown (the pages already handed out cannot be taken back): start over.
+   */
+  async *listPages<D = unknown>(type: string, opts: ListOptions = {}): AsyncGenerator<ListPage<D>, void, undefined> {
+    let cont: string | undefined;
+    do {
+      const page: ListPage<D> = await this.listPage<D>(type, { ...opts, ...(cont !== undefined ? { continue: cont } : {}) });
+      yield page;
+      cont = page.continue;
+    } while (cont !== undefined);
+  }
+
+  /** Every resource owned by `owner` (a uid, or the owner's id), of any type; paged as `list`. */
+  async listByOwner<D = unknown>(owner: string | ResourceId, opts: ListByOwnerOptions = {}): Promise<ListResult<D>> {
     const ownerUid = typeof owner === 'string' ? owner : owner.uid;
-    const res = await this.invoke(methods.listByOwner, { ownerUid, consistency: consistencyOf(opts.consistency) }, opts);
-    return { resources: res.resources.map((r) => resourceFromMsg<D>(r)), revision: res.revision, lastLeaderContactMs: optionalUint64(res.lastLeaderContactMs) };
+    return this.allPages<D>('ListByOwner', async (cont) =>
+      pageOf<D>(await this.invoke(methods.listByOwner, { ownerUid, consistency: consistencyOf(opts.consistency), limit: pageSize(opts.limit), continue: cont ?? '' }, opts)),
+    );
+  }
+
+  /** Follows continue tokens to the end; starts over on COMPACTED after the first page (see `list`). */
+  private async allPages<D>(what: string, page: (cont: string | undefined) => Promise<ListPage<D>>): Promise<ListResult<D>> {
+    for (let restarts = 0; ; restarts++) {
+      const first = await page(undefined);
+      const resources = [...first.resources];
+      let cont = first.continue;
+      try {
+        while (cont !== undefined) {
+          const next = await page(cont);
+          // The server answers every page with the first page's revision; anything else would
+          // make this list a mix of revisions.
+          if (next.revision !== first.revision) throw new CairnClientError(ClientErrorCode.INTERNAL, `${what}: a later page answered revision ${next.revision}, not the first page's ${first.revision}`);
+          for (const r of next.resources) resources.push(r);
+          cont = next.continue;
+        }
+      } catch (e) {
+        if (isCairnClientError(e, ClientErrorCode.COMPACTED) && restarts < CLIENT_DEFAULTS.listRestarts) continue;
+        throw e;
+      }
+      return { resources, revision: first.revision, lastLeaderContactMs: first.lastLeaderContactMs };
+    }
   }
 
   /**

@@ -97,6 +97,22 @@ export interface ListOptions extends ReadOptions {
   readonly namePrefix?: string;
   /** Only resources owned by this uid. */
   readonly ownerUid?: string;
+  /**
+   * Page size: resources per request. Absent: the server's page maximum (1,000 by default);
+   * larger values are clamped by the server. `list` and `listByOwner` still return everything,
+   * a page at a time; `listPage` and `listPages` return one page per call or step.
+   */
+  readonly limit?: number;
+}
+
+export interface ListPageOptions extends ListOptions {
+  /** The `continue` of the previous page (with the same filter): the next page, at the first page's revision. */
+  readonly continue?: string;
+}
+
+export interface ListByOwnerOptions extends ReadOptions {
+  /** As ListOptions.limit. */
+  readonly limit?: number;
 }
 
 export interface DeleteOptions extends MutationOptions {
@@ -143,6 +159,12 @@ export interface ListResult<D = unknown> {
   /** The store revision the list reflects: a watch from here misses nothing. */
   readonly revision: string;
   readonly lastLeaderContactMs: number | undefined;
+}
+
+/** One page of a list. Every page of one list carries the first page's revision. */
+export interface ListPage<D = unknown> extends ListResult<D> {
+  /** Present when more remain: pass it as `continue` for the next page. Opaque. */
+  readonly continue?: string;
 }
 
 /**

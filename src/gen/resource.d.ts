@@ -2201,6 +2201,12 @@ export namespace cairn {
                 /** ListRequest consistency. */
                 consistency: cairn.resource.v1.Consistency;
 
+                /** ListRequest limit. */
+                limit: number;
+
+                /** ListRequest continue. */
+                continue: string;
+
                 /**
                  * Creates a new ListRequest instance using the specified properties.
                  * @param [properties] Properties to set
@@ -2300,6 +2306,12 @@ export namespace cairn {
                     /** ListRequest consistency */
                     consistency?: (cairn.resource.v1.Consistency|null);
 
+                    /** ListRequest limit */
+                    limit?: (number|null);
+
+                    /** ListRequest continue */
+                    "continue"?: (string|null);
+
                     /** Unknown fields preserved while decoding when enabled */
                     $unknowns?: Uint8Array[];
                 }
@@ -2335,6 +2347,9 @@ export namespace cairn {
 
                 /** ListResponse lastLeaderContactMs. */
                 lastLeaderContactMs?: (number|Long|null);
+
+                /** ListResponse continue. */
+                continue: string;
 
                 /**
                  * Creates a new ListResponse instance using the specified properties.
@@ -2429,6 +2444,9 @@ export namespace cairn {
                     /** ListResponse lastLeaderContactMs */
                     lastLeaderContactMs?: (number|Long|null);
 
+                    /** ListResponse continue */
+                    "continue"?: (string|null);
+
                     /** Unknown fields preserved while decoding when enabled */
                     $unknowns?: Uint8Array[];
                 }
@@ -2461,6 +2479,12 @@ export namespace cairn {
 
                 /** ListByOwnerRequest consistency. */
                 consistency: cairn.resource.v1.Consistency;
+
+                /** ListByOwnerRequest limit. */
+                limit: number;
+
+                /** ListByOwnerRequest continue. */
+                continue: string;
 
                 /**
                  * Creates a new ListByOwnerRequest instance using the specified properties.
@@ -2552,6 +2576,12 @@ export namespace cairn {
                     /** ListByOwnerRequest consistency */
                     consistency?: (cairn.resource.v1.Consistency|null);
 
+                    /** ListByOwnerRequest limit */
+                    limit?: (number|null);
+
+                    /** ListByOwnerRequest continue */
+                    "continue"?: (string|null);
+
                     /** Unknown fields preserved while decoding when enabled */
                     $unknowns?: Uint8Array[];
                 }
@@ -2587,6 +2617,9 @@ export namespace cairn {
 
                 /** ListByOwnerResponse lastLeaderContactMs. */
                 lastLeaderContactMs?: (number|Long|null);
+
+                /** ListByOwnerResponse continue. */
+                continue: string;
 
                 /**
                  * Creates a new ListByOwnerResponse instance using the specified properties.
@@ -2680,6 +2713,9 @@ export namespace cairn {
 
                     /** ListByOwnerResponse lastLeaderContactMs */
                     lastLeaderContactMs?: (number|Long|null);
+
+                    /** ListByOwnerResponse continue */
+                    "continue"?: (string|null);
 
                     /** Unknown fields preserved while decoding when enabled */
                     $unknowns?: Uint8Array[];

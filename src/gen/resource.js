@@ -6038,6 +6038,8 @@ export const cairn = $root.cairn = (() => {
                  * @property {string|null} [namePrefix] ListRequest namePrefix
                  * @property {string|null} [ownerUid] ListRequest ownerUid
                  * @property {cairn.resource.v1.Consistency|null} [consistency] ListRequest consistency
+                 * @property {number|null} [limit] ListRequest limit
+                 * @property {string|null} ["continue"] ListRequest continue
                  * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
                  */
 
@@ -6110,6 +6112,22 @@ export const cairn = $root.cairn = (() => {
                 ListRequest.prototype.consistency = 0;
 
                 /**
+                 * ListRequest limit.
+                 * @member {number} limit
+                 * @memberof cairn.resource.v1.ListRequest
+                 * @instance
+                 */
+                ListRequest.prototype.limit = 0;
+
+                /**
+                 * ListRequest continue.
+                 * @member {string} continue
+                 * @memberof cairn.resource.v1.ListRequest
+                 * @instance
+                 */
+                ListRequest.prototype["continue"] = "";
+
+                /**
                  * Creates a new ListRequest instance using the specified properties.
                  * @function create
                  * @memberof cairn.resource.v1.ListRequest
@@ -6151,6 +6169,10 @@ export const cairn = $root.cairn = (() => {
                         w.uint32(/* id 4, wireType 2 =*/34).string(m.ownerUid);
                     if (m.consistency != null && $Object.hasOwnProperty.call(m, "consistency") && m.consistency !== 0)
                         w.uint32(/* id 5, wireType 0 =*/40).int32(m.consistency);
+                    if (m.limit != null && $Object.hasOwnProperty.call(m, "limit") && m.limit !== 0)
+                        w.uint32(/* id 6, wireType 0 =*/48).uint32(m.limit);
+                    if (m["continue"] != null && $Object.hasOwnProperty.call(m, "continue") && m["continue"] !== "")
+                        w.uint32(/* id 7, wireType 2 =*/58).string(m["continue"]);
                     if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
                         for (var i = 0; i < m.$unknowns.length; ++i)
                             w.raw(m.$unknowns[i]);
@@ -6250,6 +6272,24 @@ export const cairn = $root.cairn = (() => {
                                     delete m.consistency;
                                 continue;
                             }
+                        case 6: {
+                                if (u !== 0)
+                                    break;
+                                if (v = r.uint32())
+                                    m.limit = v;
+                                else
+                                    delete m.limit;
+                                continue;
+                            }
+                        case 7: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m["continue"] = v;
+                                else
+                                    delete m["continue"];
+                                continue;
+                            }
                         }
                         r.skipType(u, q, t);
                         if (!r.discardUnknown) {
@@ -6321,6 +6361,14 @@ export const cairn = $root.cairn = (() => {
                         if (typeof m.consistency !== "number" || (m.consistency | 0) !== m.consistency)
                             return "consistency: enum value expected";
                     }
+                    if (m.limit != null && $Object.hasOwnProperty.call(m, "limit")) {
+                        if (!$util.isInteger(m.limit))
+                            return "limit: integer expected";
+                    }
+                    if (m["continue"] != null && $Object.hasOwnProperty.call(m, "continue")) {
+                        if (!$util.isString(m["continue"]))
+                            return "continue: string expected";
+                    }
                     return null;
                 };
 
@@ -6381,6 +6429,16 @@ export const cairn = $root.cairn = (() => {
                                 m.consistency = d.consistency;
                         }
                     }
+                    if (d.limit != null) {
+                        if ($Number(d.limit) !== 0) {
+                            m.limit = d.limit >>> 0;
+                        }
+                    }
+                    if (d["continue"] != null) {
+                        if (typeof d["continue"] !== "string" || d["continue"].length) {
+                            m["continue"] = $String(d["continue"]);
+                        }
+                    }
                     return m;
                 };
 
@@ -6407,6 +6465,8 @@ export const cairn = $root.cairn = (() => {
                         d.namePrefix = "";
                         d.ownerUid = "";
                         d.consistency = o.enums === $String ? "CONSISTENCY_UNSPECIFIED" : 0;
+                        d.limit = 0;
+                        d["continue"] = "";
                     }
                     if (m.type != null && $Object.hasOwnProperty.call(m, "type")) {
                         d.type = m.type;
@@ -6422,6 +6482,12 @@ export const cairn = $root.cairn = (() => {
                     }
                     if (m.consistency != null && $Object.hasOwnProperty.call(m, "consistency")) {
                         d.consistency = o.enums === $String ? $root.cairn.resource.v1.Consistency[m.consistency] === $undefined ? m.consistency : $root.cairn.resource.v1.Consistency[m.consistency] : m.consistency;
+                    }
+                    if (m.limit != null && $Object.hasOwnProperty.call(m, "limit")) {
+                        d.limit = m.limit;
+                    }
+                    if (m["continue"] != null && $Object.hasOwnProperty.call(m, "continue")) {
+                        d["continue"] = m["continue"];
                     }
                     return d;
                 };
@@ -6462,6 +6528,7 @@ export const cairn = $root.cairn = (() => {
                  * @property {Array.<cairn.resource.v1.Resource.$Properties>|null} [resources] ListResponse resources
                  * @property {string|null} [revision] ListResponse revision
                  * @property {number|Long|null} [lastLeaderContactMs] ListResponse lastLeaderContactMs
+                 * @property {string|null} ["continue"] ListResponse continue
                  * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
                  */
 
@@ -6518,6 +6585,14 @@ export const cairn = $root.cairn = (() => {
                  */
                 ListResponse.prototype.lastLeaderContactMs = null;
 
+                /**
+                 * ListResponse continue.
+                 * @member {string} continue
+                 * @memberof cairn.resource.v1.ListResponse
+                 * @instance
+                 */
+                ListResponse.prototype["continue"] = "";
+
                 // OneOf field names bound to virtual getters and setters
                 let $oneOfFields;
 
@@ -6567,6 +6642,8 @@ export const cairn = $root.cairn = (() => {
                         w.uint32(/* id 2, wireType 2 =*/18).string(m.revision);
                     if (m.lastLeaderContactMs != null && $Object.hasOwnProperty.call(m, "lastLeaderContactMs"))
                         w.uint32(/* id 3, wireType 0 =*/24).uint64(m.lastLeaderContactMs);
+                    if (m["continue"] != null && $Object.hasOwnProperty.call(m, "continue") && m["continue"] !== "")
+                        w.uint32(/* id 4, wireType 2 =*/34).string(m["continue"]);
                     if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
                         for (var i = 0; i < m.$unknowns.length; ++i)
                             w.raw(m.$unknowns[i]);
@@ -6648,6 +6725,15 @@ export const cairn = $root.cairn = (() => {
                                 m._lastLeaderContactMs = "lastLeaderContactMs";
                                 continue;
                             }
+                        case 4: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m["continue"] = v;
+                                else
+                                    delete m["continue"];
+                                continue;
+                            }
                         }
                         r.skipType(u, q, t);
                         if (!r.discardUnknown) {
@@ -6717,6 +6803,10 @@ export const cairn = $root.cairn = (() => {
                         if (!$util.isInteger(m.lastLeaderContactMs) && !(m.lastLeaderContactMs && $util.isInteger(m.lastLeaderContactMs.low) && $util.isInteger(m.lastLeaderContactMs.high)))
                             return "lastLeaderContactMs: integer|Long expected";
                     }
+                    if (m["continue"] != null && $Object.hasOwnProperty.call(m, "continue")) {
+                        if (!$util.isString(m["continue"]))
+                            return "continue: string expected";
+                    }
                     return null;
                 };
 
@@ -6763,6 +6853,11 @@ export const cairn = $root.cairn = (() => {
                         else if (typeof d.lastLeaderContactMs === "object")
                             m.lastLeaderContactMs = new $util.LongBits(d.lastLeaderContactMs.low >>> 0, d.lastLeaderContactMs.high >>> 0).toNumber(true);
                     }
+                    if (d["continue"] != null) {
+                        if (typeof d["continue"] !== "string" || d["continue"].length) {
+                            m["continue"] = $String(d["continue"]);
+                        }
+                    }
                     return m;
                 };
 
@@ -6788,6 +6883,7 @@ export const cairn = $root.cairn = (() => {
                     }
                     if (o.defaults) {
                         d.revision = "";
+                        d["continue"] = "";
                     }
                     if (m.resources && m.resources.length) {
                         d.resources = $Array(m.resources.length);
@@ -6805,6 +6901,9 @@ export const cairn = $root.cairn = (() => {
                             d.lastLeaderContactMs = o.longs === $String ? $String(m.lastLeaderContactMs) : m.lastLeaderContactMs;
                         else
                             d.lastLeaderContactMs = o.longs === $String ? $util.Long.prototype.toString.call(m.lastLeaderContactMs) : o.longs === $Number ? new $util.LongBits(m.lastLeaderContactMs.low >>> 0, m.lastLeaderContactMs.high >>> 0).toNumber(true) : m.lastLeaderContactMs;
+                    }
+                    if (m["continue"] != null && $Object.hasOwnProperty.call(m, "continue")) {
+                        d["continue"] = m["continue"];
                     }
                     return d;
                 };
@@ -6844,6 +6943,8 @@ export const cairn = $root.cairn = (() => {
                  * @typedef {Object} cairn.resource.v1.ListByOwnerRequest.$Properties
                  * @property {string|null} [ownerUid] ListByOwnerRequest ownerUid
                  * @property {cairn.resource.v1.Consistency|null} [consistency] ListByOwnerRequest consistency
+                 * @property {number|null} [limit] ListByOwnerRequest limit
+                 * @property {string|null} ["continue"] ListByOwnerRequest continue
                  * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
                  */
 
@@ -6892,6 +6993,22 @@ export const cairn = $root.cairn = (() => {
                 ListByOwnerRequest.prototype.consistency = 0;
 
                 /**
+                 * ListByOwnerRequest limit.
+                 * @member {number} limit
+                 * @memberof cairn.resource.v1.ListByOwnerRequest
+                 * @instance
+                 */
+                ListByOwnerRequest.prototype.limit = 0;
+
+                /**
+                 * ListByOwnerRequest continue.
+                 * @member {string} continue
+                 * @memberof cairn.resource.v1.ListByOwnerRequest
+                 * @instance
+                 */
+                ListByOwnerRequest.prototype["continue"] = "";
+
+                /**
                  * Creates a new ListByOwnerRequest instance using the specified properties.
                  * @function create
                  * @memberof cairn.resource.v1.ListByOwnerRequest
@@ -6927,6 +7044,10 @@ export const cairn = $root.cairn = (() => {
                         w.uint32(/* id 1, wireType 2 =*/10).string(m.ownerUid);
                     if (m.consistency != null && $Object.hasOwnProperty.call(m, "consistency") && m.consistency !== 0)
                         w.uint32(/* id 2, wireType 0 =*/16).int32(m.consistency);
+                    if (m.limit != null && $Object.hasOwnProperty.call(m, "limit") && m.limit !== 0)
+                        w.uint32(/* id 3, wireType 0 =*/24).uint32(m.limit);
+                    if (m["continue"] != null && $Object.hasOwnProperty.call(m, "continue") && m["continue"] !== "")
+                        w.uint32(/* id 4, wireType 2 =*/34).string(m["continue"]);
                     if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
                         for (var i = 0; i < m.$unknowns.length; ++i)
                             w.raw(m.$unknowns[i]);
@@ -7002,6 +7123,24 @@ export const cairn = $root.cairn = (() => {
                                     delete m.consistency;
                                 continue;
                             }
+                        case 3: {
+                                if (u !== 0)
+                                    break;
+                                if (v = r.uint32())
+                                    m.limit = v;
+                                else
+                                    delete m.limit;
+                                continue;
+                            }
+                        case 4: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m["continue"] = v;
+                                else
+                                    delete m["continue"];
+                                continue;
+                            }
                         }
                         r.skipType(u, q, t);
                         if (!r.discardUnknown) {
@@ -7058,6 +7197,14 @@ export const cairn = $root.cairn = (() => {
                         if (typeof m.consistency !== "number" || (m.consistency | 0) !== m.consistency)
                             return "consistency: enum value expected";
                     }
+                    if (m.limit != null && $Object.hasOwnProperty.call(m, "limit")) {
+                        if (!$util.isInteger(m.limit))
+                            return "limit: integer expected";
+                    }
+                    if (m["continue"] != null && $Object.hasOwnProperty.call(m, "continue")) {
+                        if (!$util.isString(m["continue"]))
+                            return "continue: string expected";
+                    }
                     return null;
                 };
 
@@ -7103,6 +7250,16 @@ export const cairn = $root.cairn = (() => {
                                 m.consistency = d.consistency;
                         }
                     }
+                    if (d.limit != null) {
+                        if ($Number(d.limit) !== 0) {
+                            m.limit = d.limit >>> 0;
+                        }
+                    }
+                    if (d["continue"] != null) {
+                        if (typeof d["continue"] !== "string" || d["continue"].length) {
+                            m["continue"] = $String(d["continue"]);
+                        }
+                    }
                     return m;
                 };
 
@@ -7126,12 +7283,20 @@ export const cairn = $root.cairn = (() => {
                     if (o.defaults) {
                         d.ownerUid = "";
                         d.consistency = o.enums === $String ? "CONSISTENCY_UNSPECIFIED" : 0;
+                        d.limit = 0;
+                        d["continue"] = "";
                     }
                     if (m.ownerUid != null && $Object.hasOwnProperty.call(m, "ownerUid")) {
                         d.ownerUid = m.ownerUid;
                     }
                     if (m.consistency != null && $Object.hasOwnProperty.call(m, "consistency")) {
                         d.consistency = o.enums === $String ? $root.cairn.resource.v1.Consistency[m.consistency] === $undefined ? m.consistency : $root.cairn.resource.v1.Consistency[m.consistency] : m.consistency;
+                    }
+                    if (m.limit != null && $Object.hasOwnProperty.call(m, "limit")) {
+                        d.limit = m.limit;
+                    }
+                    if (m["continue"] != null && $Object.hasOwnProperty.call(m, "continue")) {
+                        d["continue"] = m["continue"];
                     }
                     return d;
                 };
@@ -7172,6 +7337,7 @@ export const cairn = $root.cairn = (() => {
                  * @property {Array.<cairn.resource.v1.Resource.$Properties>|null} [resources] ListByOwnerResponse resources
                  * @property {string|null} [revision] ListByOwnerResponse revision
                  * @property {number|Long|null} [lastLeaderContactMs] ListByOwnerResponse lastLeaderContactMs
+                 * @property {string|null} ["continue"] ListByOwnerResponse continue
                  * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
                  */
 
@@ -7228,6 +7394,14 @@ export const cairn = $root.cairn = (() => {
                  */
                 ListByOwnerResponse.prototype.lastLeaderContactMs = null;
 
+                /**
+                 * ListByOwnerResponse continue.
+                 * @member {string} continue
+                 * @memberof cairn.resource.v1.ListByOwnerResponse
+                 * @instance
+                 */
+                ListByOwnerResponse.prototype["continue"] = "";
+
                 // OneOf field names bound to virtual getters and setters
                 let $oneOfFields;
 
@@ -7277,6 +7451,8 @@ export const cairn = $root.cairn = (() => {
                         w.uint32(/* id 2, wireType 2 =*/18).string(m.revision);
                     if (m.lastLeaderContactMs != null && $Object.hasOwnProperty.call(m, "lastLeaderContactMs"))
                         w.uint32(/* id 3, wireType 0 =*/24).uint64(m.lastLeaderContactMs);
+                    if (m["continue"] != null && $Object.hasOwnProperty.call(m, "continue") && m["continue"] !== "")
+                        w.uint32(/* id 4, wireType 2 =*/34).string(m["continue"]);
                     if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
                         for (var i = 0; i < m.$unknowns.length; ++i)
                             w.raw(m.$unknowns[i]);
@@ -7358,6 +7534,15 @@ export const cairn = $root.cairn = (() => {
                                 m._lastLeaderContactMs = "lastLeaderContactMs";
                                 continue;
                             }
+                        case 4: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m["continue"] = v;
+                                else
+                                    delete m["continue"];
+                                continue;
+                            }
                         }
                         r.skipType(u, q, t);
                         if (!r.discardUnknown) {
@@ -7427,6 +7612,10 @@ export const cairn = $root.cairn = (() => {
                         if (!$util.isInteger(m.lastLeaderContactMs) && !(m.lastLeaderContactMs && $util.isInteger(m.lastLeaderContactMs.low) && $util.isInteger(m.lastLeaderContactMs.high)))
                             return "lastLeaderContactMs: integer|Long expected";
                     }
+                    if (m["continue"] != null && $Object.hasOwnProperty.call(m, "continue")) {
+                        if (!$util.isString(m["continue"]))
+                            return "continue: string expected";
+                    }
                     return null;
                 };
 
@@ -7473,6 +7662,11 @@ export const cairn = $root.cairn = (() => {
                         else if (typeof d.lastLeaderContactMs === "object")
                             m.lastLeaderContactMs = new $util.LongBits(d.lastLeaderContactMs.low >>> 0, d.lastLeaderContactMs.high >>> 0).toNumber(true);
                     }
+                    if (d["continue"] != null) {
+                        if (typeof d["continue"] !== "string" || d["continue"].length) {
+                            m["continue"] = $String(d["continue"]);
+                        }
+                    }
                     return m;
                 };
 
@@ -7498,6 +7692,7 @@ export const cairn = $root.cairn = (() => {
                     }
                     if (o.defaults) {
                         d.revision = "";
+                        d["continue"] = "";
                     }
                     if (m.resources && m.resources.length) {
                         d.resources = $Array(m.resources.length);
@@ -7515,6 +7710,9 @@ export const cairn = $root.cairn = (() => {
                             d.lastLeaderContactMs = o.longs === $String ? $String(m.lastLeaderContactMs) : m.lastLeaderContactMs;
                         else
                             d.lastLeaderContactMs = o.longs === $String ? $util.Long.prototype.toString.call(m.lastLeaderContactMs) : o.longs === $Number ? new $util.LongBits(m.lastLeaderContactMs.low >>> 0, m.lastLeaderContactMs.high >>> 0).toNumber(true) : m.lastLeaderContactMs;
+                    }
+                    if (m["continue"] != null && $Object.hasOwnProperty.call(m, "continue")) {
+                        d["continue"] = m["continue"];
                     }
                     return d;
                 };

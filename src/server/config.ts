@@ -80,6 +80,12 @@ export interface AgentConfig {
   readonly watchBufferEvents: number;
   /** A quiet watch stream gets a bookmark this often (ms). Default 5,000. */
   readonly watchBookmarkMs: number;
+  /** Most resources in one List page; a larger `limit` is clamped to it, none means it (docs/api.md "Paging"). Default 1,000. */
+  readonly listMaxPage: number;
+  /** Most snapshots held for unfinished paged lists, one per revision; the oldest is dropped first. Default 64. */
+  readonly listSnapshots: number;
+  /** How long a paged list's snapshot serves its continue tokens, from its first page (ms). Default 300,000. */
+  readonly listSnapshotTtlMs: number;
   /**
    * Host names (or `host:port`, the port ignored) the HTTP API answers besides the loopback
    * names (localhost, 127.0.0.1, [::1]), IP literals and this node's own --http-addr and
@@ -208,6 +214,9 @@ export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertise
   quotaBytes: defaultQuotaBytes(),
   watchBufferEvents: 10_000,
   watchBookmarkMs: 5_000,
+  listMaxPage: 1_000, // PAGING_DEFAULTS of src/api
+  listSnapshots: 64,
+  listSnapshotTtlMs: 300_000,
   httpAllowedHosts: [],
   plantedBugs: [],
   insecure: false,

@@ -222,6 +222,9 @@ export class Node implements ServedNode {
     registerAclTypes(this.registry);
     this.resources = new ResourceService(this, this.registry, systemClock, {
       quotaBytes: config.quotaBytes,
+      maxPageItems: config.listMaxPage,
+      maxSnapshots: config.listSnapshots,
+      snapshotTtlMs: config.listSnapshotTtlMs,
       access: new AccessControl({ enabled: config.acl, clock: systemClock, metricsAnonymous: config.metricsAnonymous, internalSecret: this.internalSecret }),
     });
     if (config.aclInitialManagementTokenFile !== undefined) {
@@ -243,6 +246,7 @@ export class Node implements ServedNode {
         onRefused: (limit) => this.metrics.limitRefusals.inc({ limit: `watch-${limit}` }),
       },
     });
+    this.metrics.listGauges(() => ({ snapshots: this.resources.heldSnapshots }));
     this.metrics.watchGauges(() => {
       const pub = this.publisherNow();
       return pub
@@ -251,7 +255,11 @@ export class Node implements ServedNode {
     });
     this.metrics.quotaGauges(config.quotaBytes, () => this.coordinatorNow()?.dataStatus());
     // Publisher waits and trimming, and bookmarks: a tenth of the bookmark interval, at most 250 ms apart.
-    this.watchTicker = setInterval(() => this.watches.tick(), Math.max(10, Math.min(250, Math.floor(config.watchBookmarkMs / 10))));
+    // The same ticker drops expired paged-list snapshots (a node that gets no more lists frees them too).
+    this.watchTicker = setInterval(() => {
+      this.watches.tick();
+      this.resources.sweepPagedLists();
+    }, Math.max(10, Math.min(250, Math.floor(config.watchBookmarkMs / 10))));
     this.watchTicker.unref();
     this.promoter = setInterval(() => this.maybePromoteLearner(), 500);
     this.promoter.unref();

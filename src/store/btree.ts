@@ -43,3 +43,18 @@ export function prefixEnd(prefix: string): string | undefined {
   if (i < 0) return undefined;
   return prefix.slice(0, i) + String.fromCharCode(prefix.charCodeAt(i) + 1);
 }
+
+/**
+ * Visits the entries whose key starts with `prefix` and is greater than `after` (all of them
+ * when `after` is undefined), in key order, until `visit` returns false. Starts at the first
+ * such key (O(log n)), so a page in the middle of a long range costs its own length only.
+ * `visit` may not change the tree.
+ */
+export function scanPrefixFrom<V>(tree: BTree<string, V>, prefix: string, after: string | undefined, visit: (key: string, value: V) => boolean): void {
+  const start = after !== undefined && compareStrings(after, prefix) > 0 ? after : prefix;
+  for (const [k, v] of tree.entries(start === '' ? undefined : start)) {
+    if (!k.startsWith(prefix)) break;
+    if (after !== undefined && compareStrings(k, after) <= 0) continue;
+    if (!visit(k, v)) break;
+  }
+}

@@ -31,5 +31,7 @@ export {
   type WriteStatusResult,
   type ReadInput,
   type ListQuery,
+  type PageOptions,
+  type Page,
   type StoreReader,
 } from './types.js';

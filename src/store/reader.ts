@@ -1,10 +1,12 @@
 import { CairnError, ErrorCode, assert, err, ok, type Result, type Revision } from '../base/index.js';
-import { scanPrefix } from './btree.js';
+import { scanPrefix, scanPrefixFrom } from './btree.js';
 import type { Indexes } from './indexes.js';
 import { SEP, formatName, formatType, hasNul, resourceKey } from './keys.js';
 import {
   WILDCARD,
   type ListQuery,
+  type Page,
+  type PageOptions,
   type ReadInput,
   type Resource,
   type ResourceKeyRef,
@@ -18,6 +20,7 @@ import {
 export abstract class IndexReader implements StoreReader {
   protected abstract get indexes(): Indexes;
   abstract get revision(): Revision;
+  abstract snapshot(): StoreReader;
 
   get size(): number {
     return this.indexes.size;
@@ -65,8 +68,74 @@ export abstract class IndexReader implements StoreReader {
   }
 
   list(q: ListQuery): Resource[] {
+    const out: Resource[] = [];
+    this.scanQuery(q, undefined, (_k, r) => {
+      out.push(r);
+      return true;
+    });
+    return out;
+  }
+
+  /**
+   * One page of `list(q)`: the matches after the key `opts.after` (exclusive) that also pass
+   * `opts.visible`, at most `opts.limit` of them, in list order. Walks the index from `after`
+   * and stops after the page (plus one more visible match, to tell whether more remain): it
+   * never builds the whole result. `nextAfter` is set when more visible matches remain; pass
+   * it as `after` to read the next page (of this reader, or of a snapshot at the same revision).
+   */
+  listPage(q: ListQuery, opts: PageOptions): Page {
+    return this.page(opts, (after, visit) => this.scanQuery(q, after, visit));
+  }
+
+  listByOwner(ownerUid: string): Resource[] {
+    const out: Resource[] = [];
+    this.scanOwner(ownerUid, undefined, (_k, r) => {
+      out.push(r);
+      return true;
+    });
+    return out;
+  }
+
+  /** One page of `listByOwner(ownerUid)`, as `listPage` pages `list`. */
+  listByOwnerPage(ownerUid: string, opts: PageOptions): Page {
+    return this.page(opts, (after, visit) => this.scanOwner(ownerUid, after, visit));
+  }
+
+  private page(opts: PageOptions, scan: (after: string | undefined, visit: (key: string, r: Resource) => boolean) => void): Page {
+    assert(Number.isSafeInteger(opts.limit) && opts.limit >= 1, () => `listPage: limit must be a positive integer, got ${opts.limit}`);
+    const items: Resource[] = [];
+    let lastKey: string | undefined;
+    let bytes = 0;
+    let more = false;
+    scan(opts.after, (key, r) => {
+      if (opts.visible !== undefined && !opts.visible(r)) return true;
+      if (items.length >= opts.limit) {
+        more = true;
+        return false;
+      }
+      if (opts.maxBytes !== undefined && opts.sizeOf !== undefined) {
+        const size = opts.sizeOf(r);
+        // Always at least one item, so a page always makes progress.
+        if (items.length > 0 && bytes + size > opts.maxBytes) {
+          more = true;
+          return false;
+        }
+        bytes += size;
+      }
+      items.push(r);
+      lastKey = key;
+      return true;
+    });
+    return more && lastKey !== undefined ? { items, nextAfter: lastKey } : { items };
+  }
+
+  /**
+   * Visits the matches of `q` in key order, starting after the primary key `after`, until
+   * `visit` returns false. Touches only the narrowest index range the query fixes.
+   */
+  private scanQuery(q: ListQuery, after: string | undefined, visit: (key: string, r: Resource) => boolean): void {
     const namePrefix = q.namePrefix ?? '';
-    if (hasNul(q.group, q.kind, q.partition, q.namespace, namePrefix, q.ownerUid ?? '')) return [];
+    if (hasNul(q.group, q.kind, q.partition, q.namespace, namePrefix, q.ownerUid ?? '')) return;
     // The narrowest key prefix the query fixes: (group, kind), then partition, then namespace
     // and name prefix. Whatever a wildcard leaves open is filtered below.
     let prefix = q.group + SEP + q.kind + SEP;
@@ -74,30 +143,31 @@ export abstract class IndexReader implements StoreReader {
       prefix += q.partition + SEP;
       if (q.namespace !== WILDCARD) prefix += q.namespace + SEP + namePrefix;
     }
-    const out: Resource[] = [];
-    const consider = (r: Resource): void => {
+    const matches = (r: Resource): boolean => {
       const { partition, namespace } = r.id.tenancy;
-      if (q.partition !== WILDCARD && partition !== q.partition) return;
-      if (q.namespace !== WILDCARD && namespace !== q.namespace) return;
-      if (!r.id.name.startsWith(namePrefix)) return;
-      if (q.groupVersion !== undefined && r.id.type.groupVersion !== q.groupVersion) return;
-      if (q.ownerUid !== undefined && r.owner?.uid !== q.ownerUid) return;
-      out.push(r);
+      if (q.partition !== WILDCARD && partition !== q.partition) return false;
+      if (q.namespace !== WILDCARD && namespace !== q.namespace) return false;
+      if (!r.id.name.startsWith(namePrefix)) return false;
+      if (q.groupVersion !== undefined && r.id.type.groupVersion !== q.groupVersion) return false;
+      if (q.ownerUid !== undefined && r.owner?.uid !== q.ownerUid) return false;
+      return true;
     };
     if (q.ownerUid !== undefined) {
       // One owner's children are one range of the owner index, in child key order.
-      scanPrefix(this.indexes.byOwner, q.ownerUid + SEP + prefix, (_k, childKey) => consider(this.stored(childKey)));
+      const ownerPrefix = q.ownerUid + SEP;
+      scanPrefixFrom(this.indexes.byOwner, ownerPrefix + prefix, after === undefined ? undefined : ownerPrefix + after, (_k, childKey) => {
+        const r = this.stored(childKey);
+        return !matches(r) || visit(childKey, r);
+      });
     } else {
-      scanPrefix(this.indexes.byKey, prefix, (_k, r) => consider(r));
+      scanPrefixFrom(this.indexes.byKey, prefix, after, (k, r) => !matches(r) || visit(k, r));
     }
-    return out;
   }
 
-  listByOwner(ownerUid: string): Resource[] {
-    if (hasNul(ownerUid)) return [];
-    const out: Resource[] = [];
-    scanPrefix(this.indexes.byOwner, ownerUid + SEP, (_k, childKey) => out.push(this.stored(childKey)));
-    return out;
+  private scanOwner(ownerUid: string, after: string | undefined, visit: (key: string, r: Resource) => boolean): void {
+    if (hasNul(ownerUid)) return;
+    const ownerPrefix = ownerUid + SEP;
+    scanPrefixFrom(this.indexes.byOwner, ownerPrefix, after === undefined ? undefined : ownerPrefix + after, (_k, childKey) => visit(childKey, this.stored(childKey)));
   }
 
   cascadeOf(root: Resource): Resource[] {

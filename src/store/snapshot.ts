@@ -24,6 +24,11 @@ export class StoreSnapshot extends IndexReader {
     return this.rev;
   }
 
+  /** A snapshot never changes: it is its own point-in-time view. */
+  snapshot(): StoreSnapshot {
+    return this;
+  }
+
   /**
    * The snapshot serialized (codec.ts): a header chunk (format, version, revision, count), then
    * the resources in key order, `resourcesPerChunk` (default 1000) per chunk. Produced lazily;

@@ -2,7 +2,8 @@ import { deepStrictEqual } from 'node:assert/strict';
 import fc from 'fast-check';
 import t from 'tap';
 import { ok } from '../base/index.js';
-import { ResourceStore, type Resource, type StoreSnapshot } from './index.js';
+import { ResourceStore, type Page, type Resource, type StoreSnapshot } from './index.js';
+import { keyOfId } from './keys.js';
 import {
   ReferenceStore,
   SMALL,
@@ -273,4 +274,100 @@ t.test('the reference comparison catches planted bugs (a checker that cannot fai
     );
     t.ok(result.failed, `caught: ${name}${result.failed ? ` (after ${result.numRuns} runs)` : ''}`);
   }
+});
+
+/** Reads every page of a paged scan, checking each page's shape; returns the pages. */
+function readPages(read: (after: string | undefined) => Page, limit: number, fullPages: boolean): Resource[][] {
+  const pages: Resource[][] = [];
+  let after: string | undefined;
+  for (let i = 0; ; i++) {
+    if (i > 10_000) throw new Error('paging does not end');
+    const p = read(after);
+    if (p.items.length > limit) throw new Error(`a page of ${p.items.length} items with limit ${limit}`);
+    if (p.nextAfter !== undefined) {
+      if (p.items.length === 0) throw new Error('an empty page says more remain');
+      if (fullPages && p.items.length !== limit) throw new Error(`a page before the last holds ${p.items.length} of ${limit} items`);
+      if (p.nextAfter !== keyOfId((p.items.at(-1) as Resource).id)) throw new Error('nextAfter is not the key of the last item');
+    }
+    pages.push(p.items);
+    if (p.nextAfter === undefined) return pages;
+    after = p.nextAfter;
+  }
+}
+
+t.test('listPage and listByOwnerPage, page after page, give list() filtered by the visibility predicate, with full pages', async (t) => {
+  let multiPage = 0;
+  let filtered = 0;
+  fc.assert(
+    fc.property(
+      stepsArb(WIDE, 120, { write: 12, delete: 1, status: 1 }),
+      fc.array(fc.record({ q: querySpecArb(WIDE), limit: fc.integer({ min: 1, max: 9 }), hide: fc.integer({ min: 0, max: 3 }), maxBytes: fc.option(fc.integer({ min: 1, max: 3000 }), { nil: undefined }) }), { minLength: 10, maxLength: 25 }),
+      (steps, queries) => {
+        const store = new ResourceStore();
+        const ref = new ReferenceStore();
+        let revision = 0;
+        for (const step of steps) {
+          revision += step.gap;
+          apply(store, ref, resolve(WIDE, step.spec, ref), revision);
+        }
+        const owners = [...new Set(ref.resources.flatMap((r) => (r.owner === null ? [] : [r.owner.uid])))].sort();
+        const snap = store.snapshot();
+        for (const { q: spec, limit, hide, maxBytes } of queries) {
+          const q = resolveQuery(spec, owners);
+          // A predicate that hides some items (by a character of the name), as an access filter would.
+          const visible = hide === 0 ? undefined : (r: Resource): boolean => r.id.name.length % 4 !== hide;
+          const want = plain(ref.list(q).filter((r) => visible === undefined || visible(r)));
+          if (want.length !== ref.list(q).length) filtered++;
+          for (const view of [store, snap]) {
+            const sizeOf = (r: Resource): number => JSON.stringify(r).length;
+            const opts = { limit, visible, ...(maxBytes !== undefined ? { maxBytes, sizeOf } : {}) };
+            const pages = readPages((after) => view.listPage(q, { ...opts, after }), limit, maxBytes === undefined);
+            if (pages.length > 1) multiPage++;
+            deepStrictEqual(plainAll(pages.flat()), want, `listPage ${JSON.stringify(q)} limit ${limit}`);
+            if (maxBytes !== undefined) {
+              for (const p of pages) {
+                const total = p.reduce((n, r) => n + sizeOf(r), 0);
+                if (p.length > 1 && total > maxBytes) throw new Error(`a page of ${total} bytes over maxBytes ${maxBytes}`);
+              }
+            }
+          }
+          // Starting after any key: exactly the matches with a greater key.
+          const all = plainAll(store.list(q));
+          if (all.length > 0) {
+            const pivot = keyOfId((all[Math.floor(all.length / 2)] as Resource).id);
+            for (const after of [pivot, pivot + '\u0000', pivot.slice(0, -1), '', '\uffff', 'zzz']) {
+              deepStrictEqual(plainAll(store.listPage(q, { after, limit: 1_000 }).items), all.filter((r) => keyOfId(r.id) > after), `after ${JSON.stringify(after)}`);
+            }
+          }
+        }
+        for (const uid of [...owners, 'uid-nobody']) {
+          const want = plain(ref.listByOwner(uid));
+          for (const limit of [1, 2, 5]) {
+            deepStrictEqual(plainAll(readPages((after) => snap.listByOwnerPage(uid, { limit, after }), limit, true).flat()), want, `listByOwnerPage ${uid} limit ${limit}`);
+          }
+        }
+      },
+    ),
+    { numRuns: 100 },
+  );
+  t.ok(multiPage > 100, `many queries span several pages (${multiPage})`);
+  t.ok(filtered > 20, `the predicate hid items in many queries (${filtered})`);
+});
+
+t.test('a paged scan stops after its page: it does not visit the rest of the range', async (t) => {
+  const store = new ResourceStore();
+  for (let i = 0; i < 2_000; i++) {
+    const name = `n${String(i).padStart(5, '0')}`;
+    store.write({ id: { type: { group: 'g', groupVersion: 'v1', kind: 'K' }, tenancy: { partition: 'p', namespace: 'n' }, name }, data: { i } }, contextFor(i + 1));
+  }
+  const q = { group: 'g', kind: 'K', partition: 'p', namespace: 'n' };
+  let calls = 0;
+  const p = store.listPage(q, { limit: 10, after: keyOfId((store.list(q)[500] as Resource).id), visible: () => (calls++, true) });
+  t.equal(p.items.length, 10);
+  t.equal(p.items[0]?.id.name, 'n00501');
+  t.equal(calls, 11, 'the predicate ran on the page and one more item only');
+  t.ok(p.nextAfter !== undefined);
+  const last = store.listPage(q, { limit: 10, after: keyOfId((store.list(q)[1_995] as Resource).id) });
+  t.equal(last.items.length, 4);
+  t.equal(last.nextAfter, undefined, 'the last page says nothing more remains');
 });

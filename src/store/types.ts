@@ -207,6 +207,36 @@ export interface ListQuery {
   readonly ownerUid?: string;
 }
 
+/** How to read one page of a list (`StoreReader.listPage`). */
+export interface PageOptions {
+  /**
+   * Start after this primary key (exclusive): the `nextAfter` of the previous page of the same
+   * query. Absent: from the first match. Any string is safe: the scan never leaves the query's
+   * range, so a key from elsewhere only moves the start.
+   */
+  readonly after?: string | undefined;
+  /** At most this many items (a positive integer). */
+  readonly limit: number;
+  /**
+   * Only items for which this returns true count and are returned (per-item access filtering):
+   * a page holds `limit` visible items whenever that many remain.
+   */
+  readonly visible?: ((r: Resource) => boolean) | undefined;
+  /**
+   * With `sizeOf`: the page ends before the item that would take the sum of `sizeOf` over the
+   * page past `maxBytes` (a page always holds at least one item, so paging makes progress).
+   */
+  readonly maxBytes?: number | undefined;
+  readonly sizeOf?: ((r: Resource) => number) | undefined;
+}
+
+/** One page of a list. */
+export interface Page {
+  readonly items: Resource[];
+  /** Present when more visible matches remain: the key of the last item, the next page's `after`. */
+  readonly nextAfter?: string;
+}
+
 /** The wildcard of `ListQuery.partition` and `ListQuery.namespace`. */
 export const WILDCARD = '*';
 
@@ -226,8 +256,17 @@ export interface StoreReader {
   getByUid(uid: string): Resource | undefined;
   /** Sorted by (partition, namespace, name). */
   list(query: ListQuery): Resource[];
+  /** One page of `list(query)`, without building the whole list (see PageOptions). */
+  listPage(query: ListQuery, opts: PageOptions): Page;
   /** Everything whose owner has this uid, in key order (group, kind, partition, namespace, name). */
   listByOwner(ownerUid: string): Resource[];
+  /** One page of `listByOwner(ownerUid)`. */
+  listByOwnerPage(ownerUid: string, opts: PageOptions): Page;
+  /**
+   * An O(1) point-in-time view at this reader's revision: later changes never show in it (a
+   * snapshot answers itself). What a paged list holds to serve its later pages.
+   */
+  snapshot(): StoreReader;
   /** Every resource in key order (group, kind, partition, namespace, name). */
   all(): IterableIterator<Resource>;
   /**

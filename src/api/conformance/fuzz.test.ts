@@ -337,14 +337,19 @@ function generate(n: number): FuzzRequest {
       return { n, kind: `read/${defect}`, method: 'GET', target: withQuery(`/v1/resource/${t}/${nm}`, query), headers };
     }
     case 'list': {
-      const defect = r.pick(['unknown-query', 'bad-consistency', 'bad-prefix', 'bad-type', 'duplicate-param', 'scope']);
+      const defect = r.pick(['unknown-query', 'bad-consistency', 'bad-prefix', 'bad-type', 'duplicate-param', 'scope', 'bad-limit', 'bad-continue']);
       const t = defect === 'bad-type' ? r.pick(BAD_TYPES.filter((x) => x !== 'demo.Artist')) : r.chance(0.3) ? r.pick(['demo.Artist', 'demo.Album', 'demo.RecordLabel', 'demo.Executive']) : typeSeg;
       const query = [...ten];
-      if (defect === 'unknown-query') query.push(unknownParam(r, ['partition', 'namespace', 'name_prefix', 'owner_uid', 'consistency']), ...junk);
+      if (defect === 'unknown-query') query.push(unknownParam(r, ['partition', 'namespace', 'name_prefix', 'owner_uid', 'consistency', 'limit', 'continue']), ...junk);
       if (defect === 'bad-consistency') query.push(`consistency=${r.pick(['', 'eventual', zz(r)])}`);
       if (defect === 'bad-prefix') query.push(`name_prefix=${r.pick(['A', 'a_', 'a.b', '%00', 'x'.repeat(64), '*'])}`);
       if (defect === 'duplicate-param') query.push('name_prefix=a', 'name_prefix=b');
       if (defect === 'scope') query.push(`namespace=${r.pick(['Bad', '%00', 'a*', '**'])}`);
+      if (defect === 'bad-limit') query.push(`limit=${r.pick(['-1', '1.5', 'abc', '99999999999', '%00', '1e3', '0x10', ' 5'])}`);
+      if (defect === 'bad-continue') {
+        const json = r.pick(['{}', '[]', 'null', '{"v":1}', '{"v":1,"r":"1","k":"x","f":"short"}', '{"v":2,"r":"1","k":"x","f":"aaaaaaaaaaaaaaaaaaaaaa"}', zz(r)]);
+        query.push(`continue=${r.pick([zz(r), Buffer.from(json).toString('base64url'), 'A'.repeat(r.range(4097, 6000)), '%00', '!!'])}`);
+      }
       return { n, kind: `list/${defect}`, method: 'GET', target: withQuery(`/v1/resources/${t}`, query), headers };
     }
     case 'method': {

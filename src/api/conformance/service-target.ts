@@ -70,8 +70,10 @@ export function serviceTarget(name: string, svc: ResourceService): ResourceApiTa
           namePrefix: q.name_prefix,
           ownerUid: q.owner_uid,
           consistency: q.consistency ?? 'linearizable',
+          limit: q.limit === undefined ? undefined : Number(q.limit),
+          continue: q.continue,
         });
-        return { resources: r.resources, revision: String(r.revision) };
+        return { resources: r.resources, revision: String(r.revision), ...(r.continue !== undefined ? { continue: r.continue } : {}) };
       }),
   };
 }

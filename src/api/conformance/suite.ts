@@ -299,6 +299,51 @@ export function resourceApiConformance(t: Test, api: ResourceApiTarget): void {
     t.ok(must(stale, 'stale list').resources.length > 0, 'a stale list works');
   });
 
+  t.test('List pages: limit, continue, every page at the first page revision; another list\'s token, a garbled one, a lost revision', async (t) => {
+    const ns = { namespace: 'pg' };
+    const names = Array.from({ length: 11 }, (_, i) => `pg-${String(i).padStart(2, '0')}`);
+    for (const name of names) must(await api.write(A1, name, ns, { data: { name } }), `write ${name}`);
+    const got: string[] = [];
+    const revisions = new Set<string>();
+    const sizes: number[] = [];
+    let cont: string | undefined;
+    let pages = 0;
+    do {
+      const r = must(await api.list(A1, { ...ns, limit: '4', ...(cont !== undefined ? { continue: cont } : {}) }), `page ${pages}`);
+      got.push(...r.resources.map((x) => x.id.name));
+      revisions.add(r.revision);
+      sizes.push(r.resources.length);
+      cont = r.continue;
+      if (pages === 0) {
+        // Between pages: a create, an update and a delete; none shows in the later pages.
+        must(await api.write(A1, 'pg-05', ns, { data: { name: 'changed' } }), 'update');
+        must(await api.write(A1, 'pg-99', ns, { data: { name: 'new' } }), 'create');
+        must(await api.delete(A1, 'pg-10', ns), 'delete');
+      }
+      if (++pages > 10) break;
+    } while (cont !== undefined);
+    t.same(got, names, 'each resource of the first revision once, in list order');
+    t.same(sizes, [4, 4, 3], 'full pages, then the rest; the last has no continue');
+    t.equal(revisions.size, 1, 'every page carries the first page revision');
+    const whole = must(await api.list(A1, ns), 'a list without a limit');
+    t.equal(whole.continue, undefined, 'a list within the page maximum has no continue');
+    t.same(whole.resources.map((x) => x.id.name), [...names.slice(0, 10), 'pg-99'], 'and sees the later writes');
+    const first = must(await api.list(A1, { ...ns, limit: '2' }), 'first page');
+    const token = first.continue ?? '';
+    t.ok(token !== '', 'the first page of a longer list has a continue');
+    refused(t, await api.list(A1, { namespace: 'pg-other', limit: '2', continue: token }), 'INVALID_ARGUMENT', 'the token with another namespace');
+    refused(t, await api.list(A2, { ...ns, limit: '2', continue: token }), 'INVALID_ARGUMENT', 'the token with another type');
+    refused(t, await api.list(A1, { ...ns, continue: `${token.slice(0, -3)}@@@` }), 'INVALID_ARGUMENT', 'a garbled token');
+    refused(t, await api.list(A1, { ...ns, continue: Buffer.from('{"v":1,"r":"5","k":"x","f":"aaaaaaaaaaaaaaaaaaaaaa"}').toString('base64url') }), 'INVALID_ARGUMENT', 'a forged token for another filter');
+    const decoded = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as Record<string, unknown>;
+    const lost = Buffer.from(JSON.stringify({ ...decoded, r: '1' })).toString('base64url');
+    const e = refused(t, await api.list(A1, { ...ns, limit: '2', continue: lost }), 'COMPACTED', 'a revision the node does not hold');
+    t.equal(e?.details?.['revision'], '1', 'COMPACTED names the revision');
+    refused(t, await api.list(A1, { ...ns, limit: '-1' }), 'INVALID_ARGUMENT', 'a negative limit');
+    const next = must(await api.list(A1, { ...ns, limit: '2', continue: token }), 'the token with its own list');
+    t.same(next.resources.map((x) => x.id.name), ['pg-02', 'pg-03'], 'still reads the next page');
+  });
+
   t.test('List by owner (owner_uid)', async (t) => {
     const ns = { namespace: 'lbo' };
     const owner = must(await api.write(A1, 'lbo-owner', ns, { data: { name: 'Owner' } }), 'owner');

@@ -37,6 +37,10 @@ export interface ListQuery extends TenancyQuery {
   readonly name_prefix?: string;
   readonly owner_uid?: string;
   readonly consistency?: 'linearizable' | 'stale';
+  /** Page size (decimal); absent: the server's page maximum. */
+  readonly limit?: string;
+  /** The previous page's `continue`. */
+  readonly continue?: string;
 }
 
 /**
@@ -74,6 +78,8 @@ export interface DeleteJson {
 export interface ListJson {
   readonly resources: ResourceJson[];
   readonly revision: string;
+  /** Present when more remain. */
+  readonly continue?: string;
 }
 
 /** An error of API.md's table: `code`, `message`, the HTTP status it maps to, and the details. */
