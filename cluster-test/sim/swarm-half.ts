@@ -18,6 +18,9 @@ function envInt(name: string, dflt: number): number {
   return n;
 }
 
+/** The data quota of the seeds that run with one: small enough that the register workload reaches it. */
+const SIM_QUOTA_BYTES = 1500;
+
 /** Runs half `half` (0 or 1) of the CI swarm as one tap test. */
 export function swarmHalf(half: 0 | 1): void {
   const all = envInt('SIM_SEEDS', 200);
@@ -36,7 +39,10 @@ export function swarmHalf(half: 0 | 1): void {
     const profiles = new Map<string, number>();
     const failed: number[] = [];
     for (let seed = start; seed < start + seeds; seed++) {
-      const r = await runSimulation({ seed, durationMs });
+      // Every fourth seed stamps a small data quota into its writes (issue 16), so NO_SPACE
+      // refusals and the replicated alarm run under faults in CI too.
+      const quotaBytes = seed % 4 === 0 ? SIM_QUOTA_BYTES : undefined;
+      const r = await runSimulation({ seed, durationMs, ...(quotaBytes !== undefined ? { quotaBytes } : {}) });
       stats.push(r.stats);
       profiles.set(r.profile, (profiles.get(r.profile) ?? 0) + 1);
       if (!r.ok && r.violation !== undefined) {
@@ -44,7 +50,7 @@ export function swarmHalf(half: 0 | 1): void {
         t.fail(`seed ${seed} (faults ${r.profile}): ${r.violation.kind} at step ${r.violation.step}, t=${r.violation.time}ms`, {
           message: r.violation.message,
           recent: r.violation.recent.slice(-20).join('\n'),
-          replay: replayCommand({ seed, durationMs }),
+          replay: replayCommand({ seed, durationMs, ...(quotaBytes !== undefined ? { quotaBytes } : {}) }),
         });
       }
     }
