@@ -594,7 +594,7 @@ export class ClusterNode {
     if (token === undefined) return;
     let last = '';
     await until(
-      `node ${this.id} to accept the management token`,
+      `node ${this.id} to accept the management token (the leader makes it from --acl-initial-management-token-file: look for "initial management token" in its log)`,
       timeoutMs,
       async () => {
         this.assertAlive();
@@ -651,7 +651,7 @@ export interface ClusterOptions {
   readonly snapshotEntries?: number;
   /** More flags for every node. */
   readonly flags?: readonly string[];
-  /** How long to wait for the first leader. Default 30 s. */
+  /** How long to wait for the first leader (and again for the management token). Default 60 s: a loaded 2-core machine takes 10 s and more just to start the processes. */
   readonly formTimeoutMs?: number;
   /**
    * TLS on every node. Default true: the test PKI (one per process). false: plaintext, only for
@@ -738,11 +738,34 @@ export class Cluster {
       const others = cluster.nodes.filter((o) => o !== n).map((o) => o.grpcAddr);
       n.startWith(['--bootstrap-expect', String(opts.size), ...(others.length > 0 ? ['--join', others.join(',')] : [])]);
     }
-    await cluster.waitForLeader({ timeoutMs: opts.formTimeoutMs ?? 30_000 });
-    await Promise.all(cluster.nodes.map((n) => n.waitReady()));
+    const formTimeoutMs = opts.formTimeoutMs ?? 60_000;
+    // With ACLs, /v1/agent/self (what waitForLeader asks) answers only once the leader has made
+    // the management token and the node has applied it: first the public leader route, then the
+    // token, so a failure says which step did not happen.
+    await cluster.waitForLeaderNamed(formTimeoutMs);
     // Ready includes "the management token works everywhere": every request after this may use it.
     await Promise.all(cluster.nodes.map((n) => n.waitTokenWorks()));
+    await cluster.waitForLeader({ timeoutMs: formTimeoutMs });
+    await Promise.all(cluster.nodes.map((n) => n.waitReady()));
     return cluster;
+  }
+
+  /** Waits until every node of the cluster names the same leader on GET /v1/status/leader (no token needed). */
+  private async waitForLeaderNamed(timeoutMs: number): Promise<string> {
+    let last = '';
+    return until(
+      'every node to name the same leader (GET /v1/status/leader)',
+      timeoutMs,
+      async () => {
+        for (const n of this.nodes) n.assertAlive();
+        const rs = await Promise.all(this.nodes.map(async (n) => ({ n, r: await request(`${n.url}/v1/status/leader`, { token: null, timeoutMs: 1000 }) })));
+        last = rs.map(({ n, r }) => `${n.id}: ${r.status === 200 ? `leader ${String(field(r.body, 'id'))}` : describeResult(r)}`).join(', ');
+        const ids = new Set(rs.map(({ r }) => (r.status === 200 ? field(r.body, 'id') : undefined)));
+        const [id] = ids;
+        return ids.size === 1 && typeof id === 'string' && id !== '' ? id : undefined;
+      },
+      () => last,
+    );
   }
 
   /**
