@@ -744,7 +744,7 @@ export class Cluster {
     // token, so a failure says which step did not happen.
     await cluster.waitForLeaderNamed(formTimeoutMs);
     // Ready includes "the management token works everywhere": every request after this may use it.
-    await Promise.all(cluster.nodes.map((n) => n.waitTokenWorks()));
+    await Promise.all(cluster.nodes.map((n) => n.waitTokenWorks(formTimeoutMs)));
     await cluster.waitForLeader({ timeoutMs: formTimeoutMs });
     await Promise.all(cluster.nodes.map((n) => n.waitReady()));
     return cluster;
