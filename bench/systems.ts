@@ -20,7 +20,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { monotonicFactory } from 'ulid';
-import { createCa, createClientCert, createNodeCert } from '../src/auth/index.js';
+import { createCa, createClientCert, createNodeCert, newSecret } from '../src/auth/index.js';
 import { CairnClient, isCairnClientError, type ResourceRef } from '../src/client/index.js';
 import { cairn } from '../src/gen/resource.js';
 import { EtcdKv, etcdMessageSizes, etcdWatchProtocol, type EtcdStatus } from './etcd-client.js';
@@ -94,9 +94,9 @@ export interface WatchableSystem extends KvSystem {
 }
 
 /** Scrapes two of node i's watch metrics from its Prometheus text. */
-async function scrapeWatchMetrics(url: string, streams: string, eventsSent: string, timeoutMs: number, ca?: string): Promise<{ streams: number | undefined; eventsSent: number | undefined } | undefined> {
+async function scrapeWatchMetrics(url: string, streams: string, eventsSent: string, timeoutMs: number, ca?: string, token?: string): Promise<{ streams: number | undefined; eventsSent: number | undefined } | undefined> {
   try {
-    const r = await httpGet(url, timeoutMs, ca);
+    const r = await httpGet(url, timeoutMs, ca, token);
     if (r.status !== 200) return undefined;
     return { streams: metricValue(r.body, streams), eventsSent: metricValue(r.body, eventsSent) };
   } catch {
@@ -113,13 +113,19 @@ export interface FsyncCounter {
  * The TLS material of one benchmark cluster, made with Cairn's own `src/auth` (ECDSA P-256): a
  * CA, one node certificate per node (serverAuth and clientAuth, SANs localhost, 127.0.0.1, ::1:
  * etcd's Go TLS accepts them for its client and peer ports alike) and a client certificate
- * `bench` that the load generator presents to both systems.
+ * `bench` that the load generator presents to both systems. For Cairn, TLS also turns access
+ * control on (default deny): a management token secret, given to every agent with
+ * --acl-initial-management-token-file and sent by the load generator with every request (etcd
+ * runs without its auth, as before: its TLS rows check the client certificate only).
  */
 export interface BenchTls {
   readonly caFile: string;
   readonly caPem: string;
   readonly nodes: ReadonlyMap<string, { readonly certFile: string; readonly keyFile: string }>;
   readonly client: { readonly certPem: string; readonly keyPem: string };
+  /** Cairn's management token: its secret and the file holding it (mode 0600). */
+  readonly token: string;
+  readonly tokenFile: string;
 }
 
 /** Makes `BenchTls` for nodes `names` under `dir` (files mode 0600). */
@@ -138,7 +144,10 @@ export async function makeBenchTls(dir: string, names: readonly string[]): Promi
     nodes.set(n, { certFile, keyFile });
   }
   const client = await createClientCert(ca, { name: 'bench', days: 2 });
-  return { caFile, caPem: ca.certPem, nodes, client: { certPem: client.certPem, keyPem: client.keyPem } };
+  const token = newSecret('bench');
+  const tokenFile = path.join(dir, 'management-token');
+  await writeFile(tokenFile, `${token}\n`, { mode: 0o600 });
+  return { caFile, caPem: ca.certPem, nodes, client: { certPem: client.certPem, keyPem: client.keyPem }, token, tokenFile };
 }
 
 function tlsFilesOf(tls: BenchTls, name: string): { readonly certFile: string; readonly keyFile: string } {
@@ -147,12 +156,12 @@ function tlsFilesOf(tls: BenchTls, name: string): { readonly certFile: string; r
   return f;
 }
 
-/** `<name>_count` and `<name>_sum` of a Prometheus histogram, from node i's /metrics text (https:// checked against `ca`). */
-async function scrapeHistogram(url: string, name: string, ca?: string): Promise<FsyncCounter | undefined> {
+/** `<name>_count` and `<name>_sum` of a Prometheus histogram, from node i's /metrics text (https:// checked against `ca`, with `token`). */
+async function scrapeHistogram(url: string, name: string, ca?: string, token?: string): Promise<FsyncCounter | undefined> {
   try {
     let text: string;
     if (ca !== undefined) {
-      const r = await httpGet(url, 2000, ca);
+      const r = await httpGet(url, 2000, ca, token);
       if (r.status !== 200) return undefined;
       text = r.body;
     } else {
@@ -402,7 +411,10 @@ export interface CairnStartOptions {
   readonly nodeFlags?: readonly string[];
   /** Extra `cairn agent` flags for every agent (e.g. --log-store level), from BENCH_CAIRN_AGENT_FLAGS. */
   readonly agentFlags?: readonly string[];
-  /** TLS on every node (--tls-*: mutual TLS between nodes, HTTPS API); the load generator trusts the CA and presents its client certificate. */
+  /**
+   * TLS on every node (--tls-*: mutual TLS between nodes, HTTPS API) and so access control: the
+   * load generator trusts the CA, presents its client certificate and sends the management token.
+   */
   readonly tls?: BenchTls;
 }
 
@@ -453,7 +465,7 @@ export class CairnSystem implements WatchableSystem {
         '--bootstrap-expect', String(size),
         '--join', others.join(','),
         '--log-level', 'warn',
-        ...(opts.tls !== undefined ? ['--tls-ca-file', opts.tls.caFile, '--tls-cert-file', tlsFilesOf(opts.tls, n).certFile, '--tls-key-file', tlsFilesOf(opts.tls, n).keyFile] : []),
+        ...(opts.tls !== undefined ? ['--tls-ca-file', opts.tls.caFile, '--tls-cert-file', tlsFilesOf(opts.tls, n).certFile, '--tls-key-file', tlsFilesOf(opts.tls, n).keyFile, '--acl-initial-management-token-file', opts.tls.tokenFile] : []),
         ...(opts.agentFlags ?? []),
       ]; // prettier-ignore
       return new ServerProcess(n, process.execPath, args, path.join(dir, `${n}.log`), env, REPO_ROOT);
@@ -471,7 +483,7 @@ export class CairnSystem implements WatchableSystem {
     if (c === undefined) {
       // One endpoint: the benchmark chooses the node (leader or spread), not the client.
       const tls = this.tls;
-      c = new CairnClient({ endpoints: [this.grpcAddrs[i] as string], timeoutMs: 10_000, ...(tls !== undefined ? { tls: { ca: tls.caPem, cert: tls.client.certPem, key: tls.client.keyPem } } : {}) });
+      c = new CairnClient({ endpoints: [this.grpcAddrs[i] as string], timeoutMs: 10_000, ...(tls !== undefined ? { tls: { ca: tls.caPem, cert: tls.client.certPem, key: tls.client.keyPem }, token: tls.token } : {}) });
       this.clients[i] = c;
     }
     return c;
@@ -510,7 +522,8 @@ export class CairnSystem implements WatchableSystem {
     try {
       let s: AgentSelf;
       if (this.tls !== undefined) {
-        const r = await httpGet(`${this.httpUrl(i)}/v1/agent/self`, 1000, this.tls.caPem);
+        // 401 until the leader has made the management token and this node has applied it.
+        const r = await httpGet(`${this.httpUrl(i)}/v1/agent/self`, 1000, this.tls.caPem, this.tls.token);
         if (r.status !== 200) return down(`HTTP ${r.status}`);
         s = JSON.parse(r.body) as AgentSelf;
       } else {
@@ -552,7 +565,7 @@ export class CairnSystem implements WatchableSystem {
   }
 
   fsyncs(i: number): Promise<FsyncCounter | undefined> {
-    return scrapeHistogram(`${this.httpUrl(i)}/metrics`, 'cairn_log_fsync_seconds', this.tls?.caPem);
+    return scrapeHistogram(`${this.httpUrl(i)}/metrics`, 'cairn_log_fsync_seconds', this.tls?.caPem, this.tls?.token);
   }
 
   watchTarget(i: number): { address: string; protocol: GrpcWatchProtocol } {
@@ -564,7 +577,7 @@ export class CairnSystem implements WatchableSystem {
   }
 
   watchMetrics(i: number, timeoutMs = 10_000): Promise<{ streams: number | undefined; eventsSent: number | undefined } | undefined> {
-    return scrapeWatchMetrics(`${this.httpUrl(i)}/metrics`, 'cairn_watch_streams', 'cairn_watch_events_sent_total', timeoutMs, this.tls?.caPem);
+    return scrapeWatchMetrics(`${this.httpUrl(i)}/metrics`, 'cairn_watch_streams', 'cairn_watch_events_sent_total', timeoutMs, this.tls?.caPem, this.tls?.token);
   }
 
   messageSizes(): Record<string, number> {

@@ -1,9 +1,11 @@
 #!/bin/sh
 # The compose file's one-shot `tls-init` service (docker-compose.yml; deploy/README.md): makes
-# the cluster's TLS material with `cairn tls` once, into named volumes, and never replaces it.
+# the cluster's TLS material with `cairn tls` once, into named volumes, and never replaces it;
+# and the management token's secret (TLS turns access control on: docs/security.md), once too.
 #
-#   /etc/cairn/ca     (volume tls-ca)  the CA certificate and key; no node mounts it
-#   /etc/cairn/nK     (volume nK-tls)  node nK's certificate and key and the CA certificate;
+#   /etc/cairn/ca     (volume tls-ca)  the CA certificate and key, the management token; no node mounts it
+#   /etc/cairn/nK     (volume nK-tls)  node nK's certificate and key, the CA certificate and the
+#                                      management token (CAIRN_ACL_INITIAL_MANAGEMENT_TOKEN_FILE);
 #                                      mounted read-only at /etc/cairn/tls in node nK only
 #
 # Each node certificate names the node's service name (--host nK: its peers dial nK:7500) and,
@@ -21,6 +23,14 @@ if [ ! -f "$CA/cairn-ca.pem" ]; then
 else
   echo "tls-init: $CA/cairn-ca.pem exists; keeping it"
 fi
+# The management token: cairn_ops_<64 hex> (256 random bits), made with Cairn's own newSecret.
+if [ ! -f "$CA/management-token" ]; then
+  (umask 077 && node --input-type=module -e "import { newSecret } from '/opt/cairn/dist/src/auth/index.js'; process.stdout.write(newSecret('ops') + '\n');" >"$CA/management-token.tmp")
+  mv "$CA/management-token.tmp" "$CA/management-token"
+  echo "tls-init: made the management token ($CA/management-token)"
+else
+  echo "tls-init: $CA/management-token exists; keeping it"
+fi
 for id in $NODES; do
   dir=/etc/cairn/$id
   if [ ! -f "$dir/node-$id.pem" ]; then
@@ -30,9 +40,10 @@ for id in $NODES; do
   fi
   # The CA certificate beside the node's own files (a node mounts only its own volume).
   cmp -s "$CA/cairn-ca.pem" "$dir/cairn-ca.pem" 2>/dev/null || cp "$CA/cairn-ca.pem" "$dir/cairn-ca.pem"
-  chmod 0600 "$dir"/*.pem
+  cmp -s "$CA/management-token" "$dir/management-token" 2>/dev/null || cp "$CA/management-token" "$dir/management-token"
+  chmod 0600 "$dir"/*.pem "$dir/management-token"
   chown -R node:node "$dir"
 done
 chown -R node:node "$CA"
 chmod 0700 "$CA"
-echo "tls-init: TLS material ready for $NODES"
+echo "tls-init: TLS material and the management token ready for $NODES"

@@ -18,6 +18,13 @@
 # (waiting for a leader, status) checks the nodes against that CA. A .cluster/ made before TLS
 # gets a PKI on its next start; FRESH=1 deletes the PKI with the data.
 #
+# TLS turns access control on (default deny; docs/security.md "Tokens and roles"): the first
+# start also makes a management token secret in .cluster/token (mode 0600) and gives it to every
+# node with --acl-initial-management-token-file, so the leader creates that token; the start
+# waits until every node accepts it. Clients send it: `export CAIRN_TOKEN=$(cat .cluster/token)`,
+# curl -H "authorization: Bearer $CAIRN_TOKEN". (Agent flags given after N with --acl=false
+# turn ACLs off: then no token file is passed.)
+#
 # Environment: CLUSTER_DIR (default .cluster), CLUSTER_HOST (default 127.0.0.1),
 # LEADER_TIMEOUT (seconds to wait for a leader, default 60), STOP_GRACE (seconds between
 # SIGTERM and SIGKILL, default 15), FRESH=1 (delete the old data first).
@@ -62,6 +69,19 @@ known_nodes() {
 # The cluster's PKI (made by ensure_pki): the CA, node K's files, the client `admin`.
 pki_dir() { echo "$DIR/pki"; }
 ca_file() { echo "$(pki_dir)/cairn-ca.pem"; }
+# The management token's secret (made by ensure_token).
+token_file() { echo "$DIR/token"; }
+
+# Makes the management token secret (cairn_ops_<64 hex>, 256 random bits) once, mode 0600:
+# every start gives the same file to every node; the leader creates the token if it is absent.
+ensure_token() {
+  local f
+  f=$(token_file)
+  [ -f "$f" ] && return 0
+  echo "making the cluster's management token in $f"
+  (umask 077 && node --input-type=module -e "import { newSecret } from './dist/src/auth/index.js'; process.stdout.write(newSecret('ops') + '\n');" >"$f.tmp") || die "could not make the management token in $f"
+  mv "$f.tmp" "$f"
+}
 
 # Makes what is missing of the PKI: the CA once, then a certificate for each of n1..nN that has
 # none (naming CLUSTER_HOST besides the loopback names every node certificate carries), and the
@@ -131,6 +151,9 @@ cmd_start() {
   local fresh=yes
   [ -f "$DIR/size" ] && fresh=no
   ensure_pki "$n"
+  local acl=yes a
+  for a in "$@"; do [ "$a" = "--acl=false" ] && acl=no; done
+  [ "$acl" = yes ] && ensure_token
   echo "$n" >"$DIR/size"
 
   for k in "${missing[@]}"; do
@@ -141,6 +164,7 @@ cmd_start() {
     done
     local args=(agent --node-id "$id" --data-dir "$DIR/$id" --grpc-addr "$HOST:$(grpc_port "$k")" --http-addr "$HOST:$(http_port "$k")" --bootstrap-expect "$n" --demo-types --controllers
       --tls-ca-file "$(ca_file)" --tls-cert-file "$(pki_dir)/node-$id.pem" --tls-key-file "$(pki_dir)/node-$id-key.pem")
+    [ "$acl" = yes ] && args+=(--acl-initial-management-token-file "$(token_file)")
     if [ ${#join[@]} -gt 0 ]; then
       args+=(--join "$(IFS=,; echo "${join[*]}")")
     fi
@@ -164,8 +188,10 @@ cmd_start() {
   # Wait for a leader: progress on one line per second, with each node's state.
   local urls=()
   for k in $(seq 1 "$n"); do urls+=("n$k=https://$HOST:$(http_port "$k")"); done
-  if ! node scripts/cluster-wait.mjs --timeout "$LEADER_TIMEOUT" --dir "$DIR" --ca "$(ca_file)" "${urls[@]}"; then
-    echo "cluster: no leader within ${LEADER_TIMEOUT}s; the nodes are left running so you can look:" >&2
+  local tokenargs=()
+  [ "$acl" = yes ] && tokenargs=(--token-file "$(token_file)")
+  if ! node scripts/cluster-wait.mjs --timeout "$LEADER_TIMEOUT" --dir "$DIR" --ca "$(ca_file)" "${tokenargs[@]}" "${urls[@]}"; then
+    echo "cluster: no leader (or no working management token) within ${LEADER_TIMEOUT}s; the nodes are left running so you can look:" >&2
     for k in $(seq 1 "$n"); do echo "  tail $DIR/n$k.log" >&2; done
     echo "  make cluster-stop   # stops them" >&2
     exit 1
@@ -177,20 +203,35 @@ cmd_start() {
     id="n$k"
     printf '%-4s %-7s %-22s %-22s %s\n' "$id" "$(cat "$DIR/$id.pid")" "https://$HOST:$(http_port "$k")" "$HOST:$(grpc_port "$k")" "$DIR/$id.log"
   done
-  local ca
+  local ca tf
   ca=$(ca_file)
+  tf=$(token_file)
+  if [ "$acl" != yes ]; then
+    cat <<EOF
+
+TLS is on, access control is OFF (--acl=false): every client that reaches a node may do everything.
+  export CAIRN_TLS_CA_FILE=$ca CAIRN_HTTP_ADDR=https://$HOST:$(http_port 1)
+  curl -s --cacert $ca https://$HOST:$(http_port 1)/v1/operator/raft/configuration
+Status: scripts/cluster.sh status     Stop: make cluster-stop     Delete the data: scripts/cluster.sh clean
+EOF
+    return 0
+  fi
   cat <<EOF
 
 TLS is on: the nodes' certificates are signed by $ca (the CA key, the node keys and a
-client certificate 'admin' are beside it, in $(pki_dir)/). Clients check the nodes against it:
+client certificate 'admin' are beside it, in $(pki_dir)/). Clients check the nodes against it.
+Access control is on (default deny): requests need a token. The management token's secret is
+in $tf (keep it private; make scoped tokens with it: docs/security.md):
   export CAIRN_TLS_CA_FILE=$ca CAIRN_HTTP_ADDR=https://$HOST:$(http_port 1)   # for bin/cairn (or --tls-ca-file on every command)
-  curl --cacert $ca ...                                                 # https:// URLs
-  new CairnClient({ endpoints: ['$HOST:$(grpc_port 1)'], tls: { ca: readFileSync('$ca') } })
+  export CAIRN_TOKEN=\$(cat $tf)                                      # for bin/cairn (or --token-file $tf)
+  curl --cacert $ca -H "authorization: Bearer \$CAIRN_TOKEN" ...         # https:// URLs
+  new CairnClient({ endpoints: ['$HOST:$(grpc_port 1)'], tls: { ca: readFileSync('$ca') }, token: process.env.CAIRN_TOKEN })
 
-Try:
-  curl -s --cacert $ca -X PUT https://$HOST:$(http_port 1)/v1/resource/demo.v1.Artist/korn -H 'content-type: application/json' -d '{"data":{"name":"Korn","genre":"metal"}}'
-  curl -s --cacert $ca https://$HOST:$(http_port "$n")/v1/resource/demo.v1.Artist/korn
-  curl -s --cacert $ca https://$HOST:$(http_port 1)/v1/operator/raft/configuration
+Try (after the two exports):
+  curl -s --cacert $ca -H "authorization: Bearer \$CAIRN_TOKEN" -X PUT https://$HOST:$(http_port 1)/v1/resource/demo.v1.Artist/korn -H 'content-type: application/json' -d '{"data":{"name":"Korn","genre":"metal"}}'
+  curl -s --cacert $ca -H "authorization: Bearer \$CAIRN_TOKEN" https://$HOST:$(http_port "$n")/v1/resource/demo.v1.Artist/korn
+  curl -s --cacert $ca -H "authorization: Bearer \$CAIRN_TOKEN" https://$HOST:$(http_port 1)/v1/operator/raft/configuration
+  curl -s --cacert $ca https://$HOST:$(http_port 1)/v1/resources/demo.v1.Artist      # no token: 401
   bin/cairn operator raft list-peers --tls-ca-file $ca --endpoint https://$HOST:$(http_port 1)
 Status: scripts/cluster.sh status     Stop: make cluster-stop     Delete the data: scripts/cluster.sh clean
 EOF
@@ -242,12 +283,13 @@ cmd_status() {
   local n k id pid
   [ -f "$DIR/size" ] || die "no cluster in $DIR/ (make cluster N=3 starts one)"
   n=$(cat "$DIR/size")
-  local urls=()
+  local urls=() tokenargs=()
+  [ -f "$(token_file)" ] && tokenargs=(--token-file "$(token_file)")
   printf '%-4s %-7s %s\n' node pid state
   for k in $(seq 1 "$n"); do
     id="n$k"
     pid=$(live_pid "$id")
-    printf '%-4s %-7s %s\n' "$id" "${pid:--}" "$(node scripts/cluster-wait.mjs --ca "$(ca_file)" --describe "$id=https://$HOST:$(http_port "$k")")"
+    printf '%-4s %-7s %s\n' "$id" "${pid:--}" "$(node scripts/cluster-wait.mjs --ca "$(ca_file)" "${tokenargs[@]}" --describe "$id=https://$HOST:$(http_port "$k")")"
   done
 }
 

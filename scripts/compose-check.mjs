@@ -22,6 +22,10 @@
 //      in a named volume mounted read-only, mounted by no other node and filled by the one-shot
 //      service tls-init (deploy/tls-init.sh), which every node waits for
 //      (service_completed_successfully); no node mounts tls-init's CA volume (the CA key);
+//    - access control on every node (on with TLS; not CAIRN_ACL=false), with
+//      CAIRN_ACL_INITIAL_MANAGEMENT_TOKEN_FILE in the same read-only volume tls-init fills
+//      (tls-init makes the secret; the agent's loader reads the file, so the check hands it a
+//      stand-in file with a well-formed secret);
 //    - healthchecks call deploy/healthcheck.mjs (GET /readyz); published ports are on
 //      127.0.0.1, distinct, and clear of a `make run` node (7500/7501);
 //    - the Dockerfile is multi-stage on node:20-slim, builds with `make build`, and runs
@@ -47,6 +51,19 @@ const EXPECTED = { '': ['n1', 'n2', 'n3'], five: ['n1', 'n2', 'n3', 'n4', 'n5'] 
 /** The one-shot service that makes the TLS material (deploy/tls-init.sh); in every profile. */
 const TLS_INIT = 'tls-init';
 const TLS_ENV = ['CAIRN_TLS_CA_FILE', 'CAIRN_TLS_CERT_FILE', 'CAIRN_TLS_KEY_FILE'];
+/** The management token's secret file (made by tls-init), which the agent's loader reads and checks. */
+const TOKEN_ENV = 'CAIRN_ACL_INITIAL_MANAGEMENT_TOKEN_FILE';
+/** A stand-in for that file outside the container: a well-formed secret (`cairn_<accessor>_<64 hex>`). */
+let standInTokenFile;
+function standInToken() {
+  if (standInTokenFile === undefined) {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'cairn-compose-token-'));
+    standInTokenFile = path.join(dir, 'management-token');
+    writeFileSync(standInTokenFile, `cairn_ops_${'0'.repeat(64)}\n`, { mode: 0o600 });
+    process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  }
+  return standInTokenFile;
+}
 
 // ---- The Compose implementation -----------------------------------------------------------
 
@@ -126,8 +143,10 @@ async function cairnRules(resolved, profile, compose, lc, problems) {
     const env = envOf(svc);
     for (const k of Object.keys(env)) if (k.startsWith('CAIRN_') && !knownEnv.has(k)) problems.push(`${where(name)}: ${k} is not a variable the agent reads (known: ${[...knownEnv].sort().join(', ')})`);
     let config;
+    // The token file exists only inside the container (tls-init makes it): load with a stand-in.
+    const tokenFile = env[TOKEN_ENV];
     try {
-      config = lc.loadAgentConfig({ argv: [], env, cwd: '/opt/cairn', hostname: svc.hostname ?? name });
+      config = lc.loadAgentConfig({ argv: [], env: tokenFile ? { ...env, [TOKEN_ENV]: standInToken() } : env, cwd: '/opt/cairn', hostname: svc.hostname ?? name });
     } catch (e) {
       problems.push(`${where(name)}: the agent would refuse its environment: ${e.message}`);
       continue;
@@ -159,7 +178,7 @@ async function cairnRules(resolved, profile, compose, lc, problems) {
     if (missingTls.length > 0 || config.tlsCertFile === undefined) problems.push(`${where(name)}: TLS is off (${missingTls.join(', ') || 'TLS files'} not set${config.insecure ? '; CAIRN_INSECURE' : ''}): every node must serve TLS`);
     else {
       if (path.posix.basename(config.tlsCertFile) !== `node-${name}.pem`) problems.push(`${where(name)}: CAIRN_TLS_CERT_FILE ${config.tlsCertFile} is not node ${name}'s certificate (node-${name}.pem)`);
-      const mounts = [config.tlsCaFile, config.tlsCertFile, config.tlsKeyFile].map((f) => ({ f, v: vols.find((v) => f.startsWith(`${v.target.replace(/\/$/, '')}/`)) }));
+      const mounts = [config.tlsCaFile, config.tlsCertFile, config.tlsKeyFile, ...(tokenFile ? [tokenFile] : [])].map((f) => ({ f, v: vols.find((v) => f.startsWith(`${v.target.replace(/\/$/, '')}/`)) }));
       for (const { f, v } of mounts) {
         if (!v) problems.push(`${where(name)}: TLS file ${f} is in no mounted volume`);
         else if (v.type !== 'volume' || !declaredVolumes.has(v.source)) problems.push(`${where(name)}: TLS file ${f} is not in a declared named volume (${JSON.stringify(v)})`);
@@ -169,6 +188,9 @@ async function cairnRules(resolved, profile, compose, lc, problems) {
         tlsVolume ??= v?.source;
       }
     }
+    // Access control (docs/security.md): on, with the management token tls-init made.
+    if (config.acl !== true) problems.push(`${where(name)}: access control is off (CAIRN_ACL=false): every node must run with ACLs`);
+    else if (!tokenFile) problems.push(`${where(name)}: ${TOKEN_ENV} is not set: no management token would exist (set it to the file tls-init makes, /etc/cairn/tls/management-token)`);
     for (const v of vols) if (v.source === 'tls-ca') problems.push(`${where(name)}: mounts tls-ca, the volume with the CA key`);
     const deps = svc.depends_on ?? {};
     const initCond = Array.isArray(deps) ? undefined : deps[TLS_INIT]?.condition;
@@ -293,6 +315,9 @@ const PLANTED = [
   ['a writable TLS volume', (s) => s.replace('- n2-tls:/etc/cairn/tls:ro', '- n2-tls:/etc/cairn/tls')],
   ['a node that does not wait for tls-init', (s) => s.replace('  depends_on:\n    tls-init:\n      condition: service_completed_successfully\n', '')],
   ['no tls-init service', (s) => s.replace('    entrypoint: ["sh", "deploy/tls-init.sh"]', '    entrypoint: ["sh", "-c", "true"]')],
+  ['nodes without the management token file', (s) => s.replace('  CAIRN_ACL_INITIAL_MANAGEMENT_TOKEN_FILE: /etc/cairn/tls/management-token\n', '')],
+  ['the management token file outside the node volume', (s) => s.replace('CAIRN_ACL_INITIAL_MANAGEMENT_TOKEN_FILE: /etc/cairn/tls/management-token', 'CAIRN_ACL_INITIAL_MANAGEMENT_TOKEN_FILE: /var/lib/cairn/management-token')],
+  ['a node with access control off', (s) => s.replace('      CAIRN_NODE_ID: n2\n', '      CAIRN_NODE_ID: n2\n      CAIRN_ACL: "false"\n')],
 ];
 
 // ---- Main -------------------------------------------------------------------------------------

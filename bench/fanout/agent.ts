@@ -37,11 +37,12 @@ const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
  * server closing them when idle, which a loaded node (timers late) makes likely, and a scrape
  * would then fail with "other side closed".
  */
-export function httpGet(url: string, timeoutMs: number, ca?: string): Promise<{ status: number; body: string }> {
+export function httpGet(url: string, timeoutMs: number, ca?: string, token?: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    // https:// (a node serving TLS): checked against `ca`, the cluster CA.
+    // https:// (a node serving TLS): checked against `ca`, the cluster CA; `token` (access control
+    // is on with TLS) is sent as `authorization: Bearer <token>`.
     const get = url.startsWith('https:') ? https.get : http.get;
-    const req = get(url, { agent: false, timeout: timeoutMs, ...(ca !== undefined ? { ca } : {}) }, (res) => {
+    const req = get(url, { agent: false, timeout: timeoutMs, ...(ca !== undefined ? { ca } : {}), ...(token !== undefined ? { headers: { authorization: `Bearer ${token}` } } : {}) }, (res) => {
       const parts: Buffer[] = [];
       res.on('data', (c: Buffer) => parts.push(c));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(parts).toString('utf8') }));

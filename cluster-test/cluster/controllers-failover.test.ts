@@ -11,7 +11,7 @@
 import t from 'tap';
 import { CairnClient, type Resource } from '../../src/client/index.js';
 import { DEMO_ARTIST_CONTROLLER } from '../../src/controller/index.js';
-import { ARTIST, Cluster, clientTls, now, until, type ClusterNode } from './harness.js';
+import { ARTIST, Cluster, now, until, type ClusterNode } from './harness.js';
 
 const NAMESPACE = 'ctl';
 const RUNNING = 'caches synced; controllers running';
@@ -44,7 +44,7 @@ function current(r: Resource<unknown>): boolean {
 
 t.test('leader-only controllers: converge, kill -9 the leader, resume on the new leader and converge again', async (t) => {
   const cluster = await Cluster.start(t, { size: 3, flags: ['--demo-controllers'] });
-  const client = new CairnClient({ endpoints: cluster.nodes.map((n) => n.grpcAddr), timeoutMs: 20_000, tls: await clientTls() });
+  const client = new CairnClient({ endpoints: cluster.nodes.map((n) => n.grpcAddr), timeoutMs: 20_000, ...(await cluster.clientOptions()) });
   t.teardown(() => client.close());
 
   let last = '';

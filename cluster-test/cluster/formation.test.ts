@@ -1,10 +1,13 @@
 /**
  * Clusters form from nothing (3 and 5 nodes started with --bootstrap-expect N --join <others>,
  * as a user starts them), and a write sent to any node, followers included, is committed and
- * read back linearizably from every node with the same version and data.
+ * read back linearizably from every node with the same version and data. The clusters run TLS
+ * and therefore access control (default deny): the harness's management token works on every
+ * node, a caller without a token is refused (401) except on the health routes, and a scoped
+ * token (read and list on demo Artists) may read but not write (403).
  */
 import t, { type Test } from 'tap';
-import { ARTIST, Cluster, describeConfiguration, get, field, list, now, writeUntilAcked, type Ack } from './harness.js';
+import { ARTIST, Cluster, describeConfiguration, describeResult, get, field, list, now, request, writeUntilAcked, type Ack } from './harness.js';
 
 async function formAndWrite(t: Test, size: number): Promise<void> {
   const started = now();
@@ -74,6 +77,32 @@ async function formAndWrite(t: Test, size: number): Promise<void> {
   const views = await Promise.all(cluster.nodes.map(async (n) => ({ n, m: await list(n, ARTIST) })));
   const reference = JSON.stringify([...(views[0]?.m ?? new Map())].sort());
   for (const { n, m } of views) t.equal(JSON.stringify([...m].sort()), reference, `node ${n.id} lists the same ${m.size} resources`);
+
+  // Access control is on (TLS): anonymous callers get only the health routes, a scoped token
+  // gets what its role grants, on every node.
+  t.ok(cluster.token !== undefined, 'the TLS cluster has a management token');
+  const reader = await cluster.makeToken([{ verbs: ['read', 'list'], types: [ARTIST], namespaces: ['default'] }], { description: 'formation test reader' });
+  const probe = acks[0];
+  for (const n of cluster.nodes) {
+    const anonWrite = await request(`${n.url}/v1/resource/${ARTIST}/anonymous-${n.id}`, { method: 'PUT', body: { data: { name: 'anonymous' } }, token: null });
+    t.equal(describeResult(anonWrite), '401 UNAUTHENTICATED', `${n.id}: a write without a token is refused (${describeResult(anonWrite)})`);
+    const anonRead = await request(`${n.url}/v1/resources/${ARTIST}`, { token: null });
+    t.equal(anonRead.status, 401, `${n.id}: a list without a token is refused (${describeResult(anonRead)})`);
+    const forged = await request(`${n.url}/v1/agent/self`, { token: `cairn_harness_${'0'.repeat(64)}` });
+    t.equal(forged.status, 401, `${n.id}: a well-formed but unknown token is refused (${describeResult(forged)})`);
+    for (const route of ['/healthz', '/readyz', '/v1/status/leader']) {
+      const r = await request(`${n.url}${route}`, { token: null });
+      t.equal(r.status, 200, `${n.id}: ${route} answers without a token (${describeResult(r)})`);
+    }
+    if (probe !== undefined) {
+      const r = await get(n, ARTIST, probe.name, { token: reader.secret });
+      t.equal(field(r.body, 'version'), probe.version, `${n.id}: the scoped token reads ${probe.name} (${describeResult(r)})`);
+    }
+    const w = await request(`${n.url}/v1/resource/${ARTIST}/scoped-${n.id}`, { method: 'PUT', body: { data: { name: 'scoped' } }, token: reader.secret });
+    t.equal(describeResult(w), '403 PERMISSION_DENIED', `${n.id}: the scoped token may not write (${describeResult(w)})`);
+  }
+  const after = await list(cluster.nodes[0] ?? leader, ARTIST);
+  t.notOk([...after.keys()].some((k) => k.startsWith('anonymous-') || k.startsWith('scoped-')), 'no refused write left anything behind');
 
   const stopStarted = now();
   await cluster.stopAll();

@@ -15,6 +15,12 @@
  *   --tls-ca-file/--tls-cert-file/--tls-key-file, its URL https://, and `request` trusts that
  *   CA; clients of the library get `clientTls()`. `{ tls: false }` starts a plaintext cluster,
  *   for the tests that are about plaintext.
+ * - Access control is on with TLS (docs/security.md "Tokens and roles"): a TLS cluster makes a
+ *   management token secret (`cluster.token`, written to `<dir>/management-token`), starts every
+ *   node with --acl-initial-management-token-file, and counts as formed only once that token
+ *   works on every node. `request` (and `fetchNode`) send it to the cluster's nodes unless told
+ *   otherwise (`token: null` is anonymous, a string is that token); library clients get
+ *   `cluster.clientOptions()`; `cluster.makeToken(rules)` makes a scoped token.
  * - Teardown SIGKILLs every process this file started, also when a test fails or the test
  *   process is told to stop; on failure it prints each node's last log lines and keeps the
  *   data dirs and full logs for inspection (CLUSTER_KEEP=1 keeps them always).
@@ -24,7 +30,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { freePorts, TEST_WAL_SEGMENT_BYTES } from '../../src/server/testing/index.js';
 import os from 'node:os';
 import path from 'node:path';
@@ -33,7 +39,7 @@ import { fileURLToPath } from 'node:url';
 import type { Test } from 'tap';
 import { Agent, fetch as undiciFetch, setGlobalDispatcher } from 'undici';
 import { makeTestPki, type TestPki } from '../../src/auth/testing/index.js';
-import type { PemPair, TlsFiles } from '../../src/auth/index.js';
+import { newSecret, type PemPair, type TlsFiles } from '../../src/auth/index.js';
 import { checkSet, type SetAdd, type SetCheckResult } from '../checker/set-checker.js';
 
 /** The checkout: dist/cluster-test/cluster/harness.js -> ../../../ */
@@ -135,14 +141,52 @@ export interface RequestInit {
   readonly body?: unknown;
   readonly headers?: Readonly<Record<string, string>>;
   readonly timeoutMs?: number;
+  /**
+   * The bearer token to send. Absent: the management token of the harness cluster whose node the
+   * URL names, if it has one (`tokenFor`); null: none (an anonymous caller); a string: that one.
+   * An `authorization` header in `headers` wins over all three.
+   */
+  readonly token?: string | null;
+}
+
+// ---- Tokens: a secure cluster's management token, by node address ----------------------------
+
+/** host:port of a node's HTTP API -> its cluster's management token (set by ClusterNode). */
+const tokensByHost = new Map<string, string>();
+
+/** The management token of the harness cluster serving `url`, if it runs with ACLs. */
+export function tokenFor(url: string): string | undefined {
+  try {
+    return tokensByHost.get(new URL(url).host);
+  } catch {
+    return undefined;
+  }
+}
+
+/** `headers` plus `authorization: Bearer <token>` as `RequestInit.token` says (never replacing one given). */
+export function withToken(url: string, headers: Readonly<Record<string, string>>, token?: string | null): Record<string, string> {
+  const out: Record<string, string> = { ...headers };
+  if (Object.keys(out).some((k) => k.toLowerCase() === 'authorization')) return out;
+  const t = token === null ? undefined : (token ?? tokenFor(url));
+  if (t !== undefined) out['authorization'] = `Bearer ${t}`;
+  return out;
 }
 
 /**
  * `fetch`, but an https:// URL goes through undici's own fetch with an Agent that trusts the test
  * CA (`testPki()` must have been made: every TLS cluster makes it first), or the CA a cluster
- * with its own PKI named (`trustHttpsCa`), since the global fetch cannot be given a CA.
+ * with its own PKI named (`trustHttpsCa`), since the global fetch cannot be given a CA. Sends the
+ * cluster's management token as `request` does (`token`: null for none, a string for that one),
+ * unless `init.headers` (a plain object) has an `authorization` header.
  */
-export async function fetchNode(url: string, init: globalThis.RequestInit): Promise<Response> {
+export async function fetchNode(url: string, init: globalThis.RequestInit & { readonly token?: string | null }): Promise<Response> {
+  const { token, ...rest } = init;
+  const headers = withToken(url, (rest.headers ?? {}) as Record<string, string>, token);
+  return fetchRaw(url, { ...rest, headers });
+}
+
+/** `fetchNode` without the token. */
+async function fetchRaw(url: string, init: globalThis.RequestInit): Promise<Response> {
   if (!url.startsWith('https:')) return fetch(url, init);
   if (customDispatcher === undefined) await testPki();
   const dispatcher = customDispatcher ?? tlsDispatcher;
@@ -165,13 +209,13 @@ export function trustHttpsCa(caPem: string | readonly string[]): void {
 /** One HTTP request with a deadline. Never throws: a failure to get an answer is status 0. */
 export async function request(url: string, init: RequestInit = {}): Promise<HttpResult> {
   const started = now();
-  const headers: Record<string, string> = { ...(init.headers ?? {}) };
+  const headers = withToken(url, init.headers ?? {}, init.token);
   let body: string | undefined;
   if (init.body !== undefined) body = JSON.stringify(init.body);
   // The API takes PUT, POST and PATCH only as application/json, with a body or without.
   if (body !== undefined || (init.method !== undefined && init.method !== 'GET' && init.method !== 'DELETE')) headers['content-type'] = 'application/json';
   try {
-    const res = await fetchNode(url, { method: init.method ?? 'GET', headers, ...(body !== undefined ? { body } : {}), signal: AbortSignal.timeout(init.timeoutMs ?? 5000) });
+    const res = await fetchRaw(url, { method: init.method ?? 'GET', headers, ...(body !== undefined ? { body } : {}), signal: AbortSignal.timeout(init.timeoutMs ?? 5000) });
     const text = await res.text();
     let parsed: unknown = text;
     try {
@@ -330,7 +374,9 @@ export class ClusterNode {
     readonly id: string,
     readonly grpcPort: number,
     readonly httpPort: number,
-  ) {}
+  ) {
+    if (cluster.token !== undefined) tokensByHost.set(this.httpAddr, cluster.token);
+  }
 
   get grpcAddr(): string {
     return `127.0.0.1:${this.grpcPort}`;
@@ -525,10 +571,39 @@ export class ClusterNode {
     return out;
   }
 
-  /** GET /v1/agent/self, or undefined if the node does not answer it (yet). */
+  /**
+   * GET /v1/agent/self, or undefined if the node does not answer it (yet). With ACLs that is
+   * also until the management token has reached this node (it is made once a leader is elected).
+   */
   async self(timeoutMs = 1000): Promise<AgentSelf | undefined> {
     const r = await request(`${this.url}/v1/agent/self`, { timeoutMs });
+    this.lastSelf = describeResult(r);
     return r.status === 200 ? parseSelf(r.body) : undefined;
+  }
+
+  /** How the last `self()` went when it gave nothing (`401 UNAUTHENTICATED`, `ECONNREFUSED`): for wait messages. */
+  lastSelf = '';
+
+  /**
+   * Waits until this node accepts the cluster's management token (GET /v1/acl/token/self answers
+   * 200 with it): the token was created by a leader and this node has applied it. At once for a
+   * cluster without ACLs.
+   */
+  async waitTokenWorks(timeoutMs = 30_000): Promise<void> {
+    const token = this.cluster.token;
+    if (token === undefined) return;
+    let last = '';
+    await until(
+      `node ${this.id} to accept the management token (the leader makes it from --acl-initial-management-token-file: look for "initial management token" in its log)`,
+      timeoutMs,
+      async () => {
+        this.assertAlive();
+        const r = await request(`${this.url}/v1/acl/token/self`, { token, timeoutMs: 1000 });
+        last = `${describeResult(r)} ${JSON.stringify(r.body)}`;
+        return r.status === 200 && field(r.body, 'management') === true ? true : undefined;
+      },
+      () => last,
+    );
   }
 
   /** GET /v1/operator/raft/configuration as this node sees it. */
@@ -576,7 +651,7 @@ export interface ClusterOptions {
   readonly snapshotEntries?: number;
   /** More flags for every node. */
   readonly flags?: readonly string[];
-  /** How long to wait for the first leader. Default 30 s. */
+  /** How long to wait for the first leader (and again for the management token). Default 60 s: a loaded 2-core machine takes 10 s and more just to start the processes. */
   readonly formTimeoutMs?: number;
   /**
    * TLS on every node. Default true: the test PKI (one per process). false: plaintext, only for
@@ -585,6 +660,22 @@ export interface ClusterOptions {
    * requests trust (security tests with PKIs of their own).
    */
   readonly tls?: boolean | ClusterTls;
+}
+
+/** One rule of a role, as PUT /v1/acl/roles/{name} takes it (docs/security.md "Tokens and roles"). */
+export interface AclRuleJson {
+  readonly verbs: readonly string[];
+  readonly types: readonly string[];
+  readonly partitions?: readonly string[];
+  readonly namespaces?: readonly string[];
+  readonly name_prefix?: string;
+}
+
+/** A token made with `Cluster.makeToken`. */
+export interface MadeToken {
+  readonly accessorId: string;
+  readonly secret: string;
+  readonly role: string;
 }
 
 export interface ClusterTls {
@@ -597,6 +688,15 @@ export class Cluster {
   private nextId: number;
   /** Whether the nodes serve TLS (ClusterOptions.tls). */
   readonly tls: boolean;
+  /**
+   * The management token's secret (`cairn_harness_<64 hex>`) of a TLS cluster, whose nodes run
+   * with access control (on by default with TLS); undefined for a plaintext cluster. Every node
+   * gets it with --acl-initial-management-token-file `tokenFile`; the harness's requests send it.
+   */
+  readonly token: string | undefined;
+  /** The file holding `token` (mode 0600, in the cluster's directory). */
+  readonly tokenFile: string;
+  private roleSeq = 0;
 
   private constructor(
     readonly dir: string,
@@ -604,6 +704,8 @@ export class Cluster {
   ) {
     this.nextId = opts.size + 1;
     this.tls = opts.tls !== false;
+    this.token = this.tls ? newSecret('harness') : undefined;
+    this.tokenFile = path.join(dir, 'management-token');
   }
 
   /**
@@ -616,9 +718,11 @@ export class Cluster {
     if (typeof opts.tls === 'object') trustHttpsCa(opts.tls.caPem);
     const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-cluster-'));
     const cluster = new Cluster(dir, opts);
+    if (cluster.token !== undefined) await writeFile(cluster.tokenFile, `${cluster.token}\n`, { mode: 0o600 });
     t.teardown(async () => {
       const failed = !t.passing();
       await cluster.killAll();
+      for (const n of cluster.nodes) if (tokensByHost.get(n.httpAddr) === cluster.token) tokensByHost.delete(n.httpAddr);
       if (failed) {
         for (const n of cluster.nodes) t.comment(`---- ${n.id} (${n.logFile}), last lines:\n${tail(n.log(), 25)}`);
       }
@@ -634,9 +738,80 @@ export class Cluster {
       const others = cluster.nodes.filter((o) => o !== n).map((o) => o.grpcAddr);
       n.startWith(['--bootstrap-expect', String(opts.size), ...(others.length > 0 ? ['--join', others.join(',')] : [])]);
     }
-    await cluster.waitForLeader({ timeoutMs: opts.formTimeoutMs ?? 30_000 });
+    const formTimeoutMs = opts.formTimeoutMs ?? 60_000;
+    // With ACLs, /v1/agent/self (what waitForLeader asks) answers only once the leader has made
+    // the management token and the node has applied it: first the public leader route, then the
+    // token, so a failure says which step did not happen.
+    await cluster.waitForLeaderNamed(formTimeoutMs);
+    // Ready includes "the management token works everywhere": every request after this may use it.
+    await Promise.all(cluster.nodes.map((n) => n.waitTokenWorks(formTimeoutMs)));
+    await cluster.waitForLeader({ timeoutMs: formTimeoutMs });
     await Promise.all(cluster.nodes.map((n) => n.waitReady()));
     return cluster;
+  }
+
+  /** Waits until every node of the cluster names the same leader on GET /v1/status/leader (no token needed). */
+  private async waitForLeaderNamed(timeoutMs: number): Promise<string> {
+    let last = '';
+    return until(
+      'every node to name the same leader (GET /v1/status/leader)',
+      timeoutMs,
+      async () => {
+        for (const n of this.nodes) n.assertAlive();
+        const rs = await Promise.all(this.nodes.map(async (n) => ({ n, r: await request(`${n.url}/v1/status/leader`, { token: null, timeoutMs: 1000 }) })));
+        last = rs.map(({ n, r }) => `${n.id}: ${r.status === 200 ? `leader ${String(field(r.body, 'id'))}` : describeResult(r)}`).join(', ');
+        const ids = new Set(rs.map(({ r }) => (r.status === 200 ? field(r.body, 'id') : undefined)));
+        const [id] = ids;
+        return ids.size === 1 && typeof id === 'string' && id !== '' ? id : undefined;
+      },
+      () => last,
+    );
+  }
+
+  /**
+   * What a library client of this cluster needs besides endpoints: `tls` trusting the cluster's
+   * CA (the test PKI's, or the cluster's own) and the management `token` (or `token`, e.g. a
+   * scoped one from `makeToken`; null for none). Spread into `new CairnClient({ endpoints, ...})`.
+   */
+  async clientOptions(token?: string | null): Promise<{ readonly tls?: { readonly ca: string }; readonly token?: string }> {
+    const t = token === null ? undefined : (token ?? this.token);
+    const custom = this.customTls;
+    const tls = !this.tls ? undefined : custom !== undefined ? { ca: typeof custom.caPem === 'string' ? custom.caPem : custom.caPem.join('\n') } : await clientTls();
+    return { ...(tls !== undefined ? { tls } : {}), ...(t !== undefined ? { token: t } : {}) };
+  }
+
+  /**
+   * Makes a role with `rules` (PUT /v1/acl/roles/{role}) and a token holding it (POST
+   * /v1/acl/tokens), with the management token, through the first running node: a scoped token
+   * for a test. Throws with the node's answer when either is refused.
+   */
+  async makeToken(rules: readonly AclRuleJson[], opts: { readonly role?: string; readonly description?: string; readonly via?: ClusterNode } = {}): Promise<MadeToken> {
+    if (this.token === undefined) throw new Error('this cluster runs without access control (no TLS): there are no tokens to make');
+    const via = opts.via ?? this.running()[0];
+    if (via === undefined) throw new Error('no running node to make a token through');
+    const role = opts.role ?? `harness-role-${++this.roleSeq}`;
+    const r1 = await request(`${via.url}/v1/acl/roles/${role}`, { method: 'PUT', body: { rules, ...(opts.description !== undefined ? { description: opts.description } : {}) }, token: this.token, timeoutMs: 15_000 });
+    if (r1.status !== 200) throw new Error(`PUT /v1/acl/roles/${role} on ${via.id}: ${describeResult(r1)} ${JSON.stringify(r1.body)}`);
+    const r2 = await request(`${via.url}/v1/acl/tokens`, { method: 'POST', body: { roles: [role], ...(opts.description !== undefined ? { description: opts.description } : {}) }, token: this.token, timeoutMs: 15_000 });
+    if (r2.status !== 200) throw new Error(`POST /v1/acl/tokens on ${via.id}: ${describeResult(r2)} ${JSON.stringify(r2.body)}`);
+    const made = { accessorId: str(r2.body, 'accessor_id'), secret: str(r2.body, 'secret_id'), role };
+    // Committed is not yet applied everywhere: wait until every running node knows the token.
+    await Promise.all(
+      this.running().map(async (n) => {
+        let last = '';
+        await until(
+          `node ${n.id} to accept the new token ${made.accessorId}`,
+          15_000,
+          async () => {
+            const r = await request(`${n.url}/v1/acl/token/self`, { token: made.secret, timeoutMs: 1000 });
+            last = describeResult(r);
+            return r.status === 200 ? true : undefined;
+          },
+          () => last,
+        );
+      }),
+    );
+    return made;
   }
 
   /** Flags every node gets: the demo types, 256 KiB log segments (as in-process test agents) and the cluster's timing. */
@@ -647,6 +822,7 @@ export class Cluster {
       String(TEST_WAL_SEGMENT_BYTES),
       ...(this.opts.tickMs !== undefined ? ['--tick-ms', String(this.opts.tickMs)] : []),
       ...(this.opts.snapshotEntries !== undefined ? ['--snapshot-entries', String(this.opts.snapshotEntries)] : []),
+      ...(this.token !== undefined ? ['--acl-initial-management-token-file', this.tokenFile] : []),
       ...(this.opts.flags ?? []),
     ];
   }
@@ -692,7 +868,7 @@ export class Cluster {
         const among = opts.among ?? this.running();
         for (const n of among) n.assertAlive();
         const selves = await Promise.all(among.map(async (n) => ({ n, s: await n.self() })));
-        last = selves.map(({ n, s }) => `${n.id}: ${s ? `${s.role} t${s.term} leader=${s.leader ?? '-'}` : 'no answer'}`).join(', ');
+        last = selves.map(({ n, s }) => `${n.id}: ${s ? `${s.role} t${s.term} leader=${s.leader ?? '-'}` : `no status (${n.lastSelf})`}`).join(', ');
         const leaders = selves.filter(({ s }) => s?.role === 'leader');
         if (leaders.length !== 1) return undefined;
         const leader = leaders[0]?.n as ClusterNode;
@@ -794,8 +970,8 @@ export function put(node: ClusterNode, w: WriteSpec, timeoutMs = 15_000): Promis
 }
 
 /** One GET; linearizable unless told otherwise. */
-export function get(node: ClusterNode, type: string, name: string, opts: { namespace?: string; consistency?: 'linearizable' | 'stale'; timeoutMs?: number } = {}): Promise<HttpResult> {
-  return request(resourceUrl(node, type, name, opts.namespace, { consistency: opts.consistency ?? 'linearizable' }), { timeoutMs: opts.timeoutMs ?? 10_000 });
+export function get(node: ClusterNode, type: string, name: string, opts: { namespace?: string; consistency?: 'linearizable' | 'stale'; timeoutMs?: number; token?: string | null } = {}): Promise<HttpResult> {
+  return request(resourceUrl(node, type, name, opts.namespace, { consistency: opts.consistency ?? 'linearizable' }), { timeoutMs: opts.timeoutMs ?? 10_000, ...(opts.token !== undefined ? { token: opts.token } : {}) });
 }
 
 /** HTTP answers after which the same write (same key) is tried again: the outcome is unknown or nothing happened. */

@@ -29,11 +29,11 @@ interface Holder {
   exited: Promise<void>;
 }
 
-function holder(t: Test, endpoints: string[], id: string, caFile: string): Holder {
+function holder(t: Test, endpoints: string[], id: string, caFile: string, token: string | undefined): Holder {
   // Through `env -u NODE_OPTIONS`: tap's loader hooks must not load into the child (harness.ts).
   const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, SCRIPT, endpoints.join(','), 'controllers', id, String(LEASE_MS), String(RENEW_MS), String(RETRY_MS)], {
     cwd: REPO_ROOT,
-    env: { ...process.env, CAIRN_TLS_CA_FILE: caFile },
+    env: { ...process.env, CAIRN_TLS_CA_FILE: caFile, ...(token !== undefined ? { CAIRN_TOKEN: token } : {}) },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const events: Holder['events'] = [];
@@ -56,10 +56,10 @@ t.test('lease lock across processes: one holder; kill -9 hands over after the le
   const cluster = await Cluster.start(t, { size: 3 });
   const endpoints = cluster.nodes.map((n) => n.grpcAddr);
   const { caFile } = await testPki();
-  const a = holder(t, endpoints, 'proc-a', caFile);
+  const a = holder(t, endpoints, 'proc-a', caFile, cluster.token);
   await until('proc-a to hold the lock', 30_000, async () => (a.has('acquired') ? true : undefined));
-  const b = holder(t, endpoints, 'proc-b', caFile);
-  const c = holder(t, endpoints, 'proc-c', caFile);
+  const b = holder(t, endpoints, 'proc-b', caFile, cluster.token);
+  const c = holder(t, endpoints, 'proc-c', caFile, cluster.token);
   await until('b and c to start', 30_000, async () => (b.has('started') && c.has('started') ? true : undefined));
   // Longer than a lease: b and c see a renewing holder and stay candidates.
   const waitFrom = now();

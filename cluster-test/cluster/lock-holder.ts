@@ -5,7 +5,8 @@
  * stdout: `{"event":"started"}`, `{"event":"acquired"}` when its work starts (it holds the
  * lock), `{"event":"aborted"}` when the work's signal fires; each with `at` (epoch ms). SIGTERM
  * stops it cleanly (releasing the lock) and exits 0; SIGKILL is the crash the test is about.
- * With CAIRN_TLS_CA_FILE set (the cluster runs TLS), the client trusts that CA.
+ * With CAIRN_TLS_CA_FILE set (the cluster runs TLS), the client trusts that CA; with
+ * CAIRN_TOKEN set (the cluster runs with access control, as TLS clusters do), it sends that token.
  */
 import { readFileSync } from 'node:fs';
 import { CairnClient } from '../../src/client/index.js';
@@ -21,7 +22,8 @@ const say = (event: string, extra: Record<string, unknown> = {}): void => {
   process.stdout.write(`${JSON.stringify({ event, at: Date.now(), identity, ...extra })}\n`);
 };
 const caFile = process.env['CAIRN_TLS_CA_FILE'];
-const client = new CairnClient({ endpoints: endpoints.split(','), timeoutMs: 5000, ...(caFile ? { tls: { ca: readFileSync(caFile) } } : {}) });
+const token = process.env['CAIRN_TOKEN'];
+const client = new CairnClient({ endpoints: endpoints.split(','), timeoutMs: 5000, ...(caFile ? { tls: { ca: readFileSync(caFile) } } : {}), ...(token ? { token } : {}) });
 const handle = runWithLock(
   client,
   lockName,

@@ -14,7 +14,9 @@
  *   check them, src/api); the one that takes raw bytes into a log entry is PUT /v1/snapshot.
  *   A body with a bad magic, one with a bad checksum, and one with a valid checksum over
  *   garbage frames are refused 400; a write of an unregistered type and a write that is not
- *   JSON are refused too.
+ *   JSON are refused too. These are sent with the management token (access control is on with
+ *   TLS), so the body is what is refused: even an admin cannot poison the log; without a token
+ *   the snapshot route answers 401 before reading the body.
  *
  * Then all three nodes are stopped (SIGTERM) and started again on the same data: they elect a
  * leader, serve every write made before, and acknowledge new ones.
@@ -57,9 +59,11 @@ const BAD: readonly { readonly what: string; readonly req: Partial<ForwardReques
   { what: 'a membership change with a bad address', req: { op: 'configChange', configChange: packValue({ type: 'add-learner', id: 'evil', address: 'http://x' }) } },
 ];
 
-async function putBytes(node: ClusterNode, path: string, body: Buffer, contentType: string): Promise<number> {
+/** A raw PUT (global fetch: the harness trusts the cluster's CA there) with `token` if given. */
+async function putBytes(node: ClusterNode, path: string, body: Buffer, contentType: string, token: string | undefined): Promise<number> {
   try {
-    const r = await fetch(`${node.url}${path}`, { method: 'PUT', headers: { 'content-type': contentType }, body, signal: AbortSignal.timeout(10_000) });
+    const headers: Record<string, string> = { 'content-type': contentType, ...(token !== undefined ? { authorization: `Bearer ${token}` } : {}) };
+    const r = await fetch(`${node.url}${path}`, { method: 'PUT', headers, body, signal: AbortSignal.timeout(10_000) });
     await r.text();
     return r.status;
   } catch {
@@ -105,16 +109,20 @@ t.test('the poison pill by every route is refused; the cluster survives a full r
   crc.writeUInt32BE(crc32(good) >>> 0);
   const badCrc = Buffer.alloc(4);
   badCrc.writeUInt32BE((crc32(good) + 1) >>> 0);
+  const token = cluster.token;
+  t.ok(token !== undefined, 'the TLS cluster runs with access control and a management token');
   for (const target of cluster.nodes) {
-    const a = await putBytes(target, '/v1/snapshot', Buffer.concat([Buffer.from('NOTCAIRN'), good, crc]), 'application/octet-stream');
+    const anon = await putBytes(target, '/v1/snapshot', Buffer.concat([magic, good, crc]), 'application/octet-stream', undefined);
+    t.equal(anon, 401, `${target.id}: PUT /v1/snapshot without a token -> ${anon}`);
+    const a = await putBytes(target, '/v1/snapshot', Buffer.concat([Buffer.from('NOTCAIRN'), good, crc]), 'application/octet-stream', token);
     t.equal(a, 400, `${target.id}: PUT /v1/snapshot with a bad magic -> ${a}`);
-    const b = await putBytes(target, '/v1/snapshot', Buffer.concat([magic, good, badCrc]), 'application/octet-stream');
+    const b = await putBytes(target, '/v1/snapshot', Buffer.concat([magic, good, badCrc]), 'application/octet-stream', token);
     t.equal(b, 400, `${target.id}: PUT /v1/snapshot with a bad checksum -> ${b}`);
-    const c = await putBytes(target, '/v1/snapshot', Buffer.concat([magic, good, crc]), 'application/octet-stream');
+    const c = await putBytes(target, '/v1/snapshot', Buffer.concat([magic, good, crc]), 'application/octet-stream', token);
     t.equal(c, 400, `${target.id}: PUT /v1/snapshot with a valid checksum over garbage frames -> ${c}`);
     const d = await request(`${target.url}/v1/resource/evil.v1.X/x`, { method: 'PUT', body: { data: { name: 'x' } }, headers: { 'idempotency-key': `evil-${target.id}` } });
     t.ok(d.status >= 400 && d.status < 500, `${target.id}: PUT of an unregistered type -> ${d.status} ${d.error ?? ''}`);
-    const e = await putBytes(target, `/v1/resource/${ARTIST}/not-json`, Buffer.from([0x7f, 0xc0]), 'application/octet-stream');
+    const e = await putBytes(target, `/v1/resource/${ARTIST}/not-json`, Buffer.from([0x7f, 0xc0]), 'application/octet-stream', token);
     t.ok(e >= 400 && e < 500, `${target.id}: PUT of raw envelope bytes to a resource -> ${e}`);
   }
   for (const n of cluster.nodes) t.ok(n.running(), `${n.id} still runs`);

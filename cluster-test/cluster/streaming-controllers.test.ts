@@ -28,7 +28,7 @@ import {
   type PartitionSpec,
   type SpuSpec,
 } from '../../src/types/index.js';
-import { Cluster, clientTls, now, until, type ClusterNode } from './harness.js';
+import { Cluster, now, until, type ClusterNode } from './harness.js';
 
 /** Short, so the test sees an SPU go Offline quickly; heartbeats come 8 times as often. */
 const SPU_TIMEOUT_MS = 4000;
@@ -80,9 +80,9 @@ class Heartbeats {
 
 t.test('streaming controllers on the leader of 3 real agents: SPU group, topic, SPU failure, delete, kill -9 of the leader', async (t) => {
   const cluster = await Cluster.start(t, { size: 3, flags: ['--controllers', '--spu-timeout-ms', String(SPU_TIMEOUT_MS)] });
-  const tls = await clientTls();
-  const client = new CairnClient({ endpoints: cluster.nodes.map((n) => n.grpcAddr), timeoutMs: 20_000, tls });
-  const beats = new Heartbeats(new CairnClient({ endpoints: cluster.nodes.map((n) => n.grpcAddr), timeoutMs: 5000, tls }));
+  const auth = await cluster.clientOptions(); // TLS trust and the management token
+  const client = new CairnClient({ endpoints: cluster.nodes.map((n) => n.grpcAddr), timeoutMs: 20_000, ...auth });
+  const beats = new Heartbeats(new CairnClient({ endpoints: cluster.nodes.map((n) => n.grpcAddr), timeoutMs: 5000, ...auth }));
   t.teardown(async () => {
     await beats.stop();
     client.close();

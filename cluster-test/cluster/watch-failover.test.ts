@@ -9,7 +9,7 @@
  */
 import t from 'tap';
 import { CairnClient, isOutcomeUnknown, type WatchEvent } from '../../src/client/index.js';
-import { ARTIST, Cluster, clientTls, now, until } from './harness.js';
+import { ARTIST, Cluster, now, until } from './harness.js';
 
 const NAMESPACE = 'wf';
 const NAMES = 12;
@@ -22,8 +22,8 @@ interface Ack {
 t.test('a watch resumes on another node after kill -9 of its node: no gap, no duplicate', async (t) => {
   const cluster = await Cluster.start(t, { size: 3 });
   const { leader: x, followers } = await cluster.roles();
-  const watcher = new CairnClient({ endpoints: [x.grpcAddr, ...followers.map((n) => n.grpcAddr)], endpointOrder: 'listed', tls: await clientTls() });
-  const writer = new CairnClient({ endpoints: followers.map((n) => n.grpcAddr), timeoutMs: 20_000, tls: await clientTls() });
+  const watcher = new CairnClient({ endpoints: [x.grpcAddr, ...followers.map((n) => n.grpcAddr)], endpointOrder: 'listed', ...(await cluster.clientOptions()) });
+  const writer = new CairnClient({ endpoints: followers.map((n) => n.grpcAddr), timeoutMs: 20_000, ...(await cluster.clientOptions()) });
   t.teardown(() => {
     watcher.close();
     writer.close();

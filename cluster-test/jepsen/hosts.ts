@@ -7,7 +7,10 @@
  * TLS is on (docs/security.md): `Hosts.create` makes the run's PKI in `<dir>/pki` (a CA, and a
  * node certificate per host naming its 10.x address, `--host <ip>`), every agent gets
  * --tls-ca-file/--tls-cert-file/--tls-key-file, its URL is https://, `Host.fetch` trusts the CA,
- * and `Hosts.clientTls` is what the workloads' clients are given.
+ * and `Hosts.clientTls` is what the workloads' clients are given. TLS brings access control
+ * (default deny): `Hosts.create` also makes a management token secret (`<dir>/pki/management-token`,
+ * `Hosts.token`), every agent gets --acl-initial-management-token-file, `Host.fetch` sends it,
+ * and so do the workloads' clients (`token`).
  *
  * Everything made here carries the run's name prefix, so `cleanupLeftovers` finds it again after
  * a crash of the harness: namespaces `cairn-j*` (their processes are killed first; nftables
@@ -20,7 +23,7 @@ import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { makeTestPki, type TestPki } from '../../src/auth/testing/index.js';
-import type { TlsFiles } from '../../src/auth/index.js';
+import { newSecret, type TlsFiles } from '../../src/auth/index.js';
 import { TEST_WAL_SEGMENT_BYTES } from '../../src/server/testing/index.js';
 
 const execFileAsync = promisify(execFile);
@@ -161,13 +164,19 @@ export class Host {
     readonly dir: string,
     /** This node's certificate (naming its IP) and key, and the run's CA. */
     readonly tls: TlsFiles & { readonly caPem: string },
+    /** The run's management token: its secret (sent by `fetch`) and the file every agent is given. */
+    readonly token: { readonly secret: string; readonly file: string },
   ) {
     this.dispatcher = new Agent({ connect: { ca: tls.caPem } });
   }
 
-  /** `fetch` of `route` on this node's HTTPS API, trusting the run's CA (the global fetch cannot be given one). */
+  /**
+   * `fetch` of `route` on this node's HTTPS API, trusting the run's CA (the global fetch cannot be
+   * given one), with the run's management token (`init.headers`, if given, is a plain object).
+   */
   async fetch(route: string, init: RequestInit = {}): Promise<Response> {
-    return (await undiciFetch(`${this.url}${route}`, { ...(init as object), dispatcher: this.dispatcher } as Parameters<typeof undiciFetch>[1])) as unknown as Response;
+    const headers = { ...((init.headers ?? {}) as Record<string, string>), authorization: `Bearer ${this.token.secret}` };
+    return (await undiciFetch(`${this.url}${route}`, { ...(init as object), headers, dispatcher: this.dispatcher } as Parameters<typeof undiciFetch>[1])) as unknown as Response;
   }
 
   get grpcAddr(): string {
@@ -208,6 +217,7 @@ export class Host {
       '--tls-ca-file', this.tls.caFile,
       '--tls-cert-file', this.tls.certFile,
       '--tls-key-file', this.tls.keyFile,
+      '--acl-initial-management-token-file', this.token.file,
       ...(peers.length > 0 ? ['--join', peers.join(',')] : []),
       ...extraArgs,
     ];
@@ -270,6 +280,8 @@ export class Hosts {
   private cleaned = false;
   /** The run's PKI (set by `create`). */
   pki: TestPki | undefined;
+  /** The run's management token secret (set by `create`; `<dir>/pki/management-token`). */
+  token: string | undefined;
 
   private constructor(
     readonly runId: string,
@@ -304,6 +316,9 @@ export class Hosts {
     mkdirSync(pkiDir, { recursive: true });
     const pki = await makeTestPki({ name: `Cairn fault-harness CA ${runId}`, dir: pkiDir });
     h.pki = pki;
+    const token = { secret: newSecret('jepsen'), file: path.join(pkiDir, 'management-token') };
+    writeFileSync(token.file, `${token.secret}\n`, { mode: 0o600 });
+    h.token = token.secret;
     const certs = await Promise.all(Array.from({ length: o.nodes }, (_, i) => pki.node(`n${i + 1}`, { hosts: [`${h.subnet}.${11 + i}`] })));
     try {
       sh('ip', ['link', 'add', h.bridge, 'type', 'bridge']);
@@ -324,7 +339,7 @@ export class Hosts {
         sh('ip', ['-n', ns, 'link', 'set', 'eth0', 'up']);
         sh('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
         const c = certs[i] as TlsFiles;
-        h.hosts.push(new Host(i, `n${i + 1}`, ns, ip, o.dir, { caFile: c.caFile, certFile: c.certFile, keyFile: c.keyFile, caPem: pki.ca.certPem }));
+        h.hosts.push(new Host(i, `n${i + 1}`, ns, ip, o.dir, { caFile: c.caFile, certFile: c.certFile, keyFile: c.keyFile, caPem: pki.ca.certPem }, token));
       }
     } catch (e) {
       h.closeSync();

@@ -23,7 +23,7 @@ import { checkHistory, formatAnomaly } from '../checker/linearizability.js';
 import { checkSet } from '../checker/set-checker.js';
 import { checkWatchRun, formatWatchRun } from '../checker/watch-history.js';
 import { parseWatchLog } from '../checker/watch-log.js';
-import { cleanupLeftovers, Hosts, REPO_ROOT } from './hosts.js';
+import { cleanupLeftovers, Hosts, REPO_ROOT, type Host } from './hosts.js';
 import { findLeader, Nemesis, type AppliedFault } from './nemesis.js';
 import { countStatuses, renderSvg } from './report.js';
 import { describeFault, makeSchedule, parseNemeses } from './schedule.js';
@@ -105,8 +105,13 @@ async function until(what: string, ms: number, probe: () => Promise<boolean>): P
   }
 }
 
+/**
+ * Every node answers /readyz and accepts the run's management token (GET /v1/acl/token/self:
+ * the leader made the token from --acl-initial-management-token-file and the node applied it).
+ */
 async function ready(hosts: Hosts): Promise<boolean> {
-  const rs = await Promise.all(hosts.hosts.map((h) => h.fetch('/readyz', { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 200, () => false)));
+  const ok = (h: Host, route: string): Promise<boolean> => h.fetch(route, { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 200, () => false);
+  const rs = await Promise.all(hosts.hosts.map(async (h) => (await ok(h, '/readyz')) && (await ok(h, '/v1/acl/token/self'))));
   return rs.every(Boolean);
 }
 
@@ -130,16 +135,17 @@ export async function runJepsen(o: RunOptions): Promise<RunResult> {
   try {
     log(`cluster-test: hosts ${hosts.hosts.map((h) => `${h.id}=${h.ns}@${h.ip}`).join(' ')}, bridge ${hosts.bridge}@${hosts.bridgeIp}`);
     hosts.startAll();
-    await until('every node ready', 60_000, () => ready(hosts));
+    await until('every node ready and accepting the management token', 60_000, () => ready(hosts));
     const t0 = performance.now();
     const now = (): number => Math.round((performance.now() - t0) * 1000) / 1000;
     const endpoints = hosts.hosts.map((h) => h.grpcAddr);
     const tls = hosts.clientTls;
-    const client = { endpoints, now, tls, ...(o.pinClients === true ? { pinned: true } : {}), ...(o.clientTimeoutMs !== undefined ? { timeoutMs: o.clientTimeoutMs } : {}) };
+    const token = hosts.token;
+    const client = { endpoints, now, tls, ...(token !== undefined ? { token } : {}), ...(o.pinClients === true ? { pinned: true } : {}), ...(o.clientTimeoutMs !== undefined ? { timeoutMs: o.clientTimeoutMs } : {}) };
     const register = workloads.includes('register') ? new RegisterWorkload({ ...client, seed: o.seed }) : undefined;
     const set = workloads.includes('set') ? new SetWorkload({ ...client, seed: o.seed + 1, workers: 2 }) : undefined;
     // Half the watchers start in the middle of the run; the others get their initial state before any write.
-    const watch = workloads.includes('watch') ? new WatchWorkload({ endpoints, tls, nodeNames: hosts.hosts.map((h) => h.id), seed: o.seed + 2, now, lateStartWithinMs: [timeMs * 0.15, timeMs * 0.6] }) : undefined;
+    const watch = workloads.includes('watch') ? new WatchWorkload({ endpoints, tls, ...(token !== undefined ? { token } : {}), nodeNames: hosts.hosts.map((h) => h.id), seed: o.seed + 2, now, lateStartWithinMs: [timeMs * 0.15, timeMs * 0.6] }) : undefined;
     await watch?.start();
     register?.start();
     set?.start();

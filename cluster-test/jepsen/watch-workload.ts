@@ -44,6 +44,8 @@ export interface WatchWorkloadOptions {
   readonly nodeNames?: readonly string[];
   /** The cluster CA the clients check the nodes against (the nodes run TLS); absent: plaintext. */
   readonly tls?: { readonly ca: string };
+  /** The bearer token the clients send (the nodes run with access control, as TLS nodes do). */
+  readonly token?: string;
   readonly seed: number;
   /** Milliseconds since the run started. */
   readonly now: () => number;
@@ -95,9 +97,10 @@ class Watcher {
     private readonly log: (l: WatchLogLine) => void,
     private readonly now: () => number,
     tls: { readonly ca: string } | undefined,
+    token: string | undefined,
   ) {
     // `listed`: the caller rotated the endpoints so this watcher's node comes first; fail-over goes down the list.
-    this.client = new CairnClient({ endpoints, endpointOrder: 'listed', ...(tls !== undefined ? { tls } : {}) });
+    this.client = new CairnClient({ endpoints, endpointOrder: 'listed', ...(tls !== undefined ? { tls } : {}), ...(token !== undefined ? { token } : {}) });
   }
 
   get started(): boolean {
@@ -195,7 +198,7 @@ export class WatchWorkload {
       const first = (base + i) % this.o.endpoints.length;
       const endpoints = [...this.o.endpoints.slice(first), ...this.o.endpoints.slice(0, first)];
       const nodeNames = [...names.slice(first), ...names.slice(0, first)];
-      const w = new Watcher(`w${i}`, FILTERS[i % FILTERS.length] as WatchSpec, endpoints, nodeNames, this.log, this.o.now, this.o.tls);
+      const w = new Watcher(`w${i}`, FILTERS[i % FILTERS.length] as WatchSpec, endpoints, nodeNames, this.log, this.o.now, this.o.tls, this.o.token);
       this.watchers.push(w);
       const window = this.o.lateStartWithinMs;
       if (window !== undefined && i % 4 >= 2) late.push({ w, at: window[0] + rng.int(Math.max(1, window[1] - window[0])) });
@@ -208,7 +211,7 @@ export class WatchWorkload {
     }
     this.running = true;
     for (let k = 0; k < (this.o.writers ?? 2); k++) {
-      const client = new CairnClient({ endpoints: this.o.endpoints, timeoutMs: this.o.timeoutMs ?? 5000, ...(this.o.tls !== undefined ? { tls: this.o.tls } : {}) });
+      const client = new CairnClient({ endpoints: this.o.endpoints, timeoutMs: this.o.timeoutMs ?? 5000, ...(this.o.tls !== undefined ? { tls: this.o.tls } : {}), ...(this.o.token !== undefined ? { token: this.o.token } : {}) });
       this.writerClients.push(client);
       this.loops.push(this.writer(k, client, new Rng((this.o.seed ^ (0x85ebca6b * (k + 1))) >>> 0)));
     }
@@ -230,7 +233,7 @@ export class WatchWorkload {
    * every 5 s), then closes the watchers. Returns the watchers that did not get there.
    */
   async finish(listMs = 60_000, coverMs = 30_000): Promise<string[]> {
-    const client = new CairnClient({ endpoints: this.o.endpoints, timeoutMs: 5000, ...(this.o.tls !== undefined ? { tls: this.o.tls } : {}) });
+    const client = new CairnClient({ endpoints: this.o.endpoints, timeoutMs: 5000, ...(this.o.tls !== undefined ? { tls: this.o.tls } : {}), ...(this.o.token !== undefined ? { token: this.o.token } : {}) });
     try {
       const deadline = Date.now() + listMs;
       for (;;) {

@@ -35,6 +35,8 @@ export interface WorkloadOptions {
   readonly pinned?: boolean;
   /** The cluster CA the clients check the nodes against (the nodes run TLS); absent: plaintext. */
   readonly tls?: { readonly ca: string };
+  /** The bearer token the clients send (the nodes run with access control, as TLS nodes do). */
+  readonly token?: string;
 }
 
 type Artist = { name: string; genre?: string };
@@ -65,7 +67,7 @@ abstract class Workload {
     const n = this.o.workers ?? 4;
     for (let w = 0; w < n; w++) {
       const endpoints = this.o.pinned === true ? [this.o.endpoints[w % this.o.endpoints.length] as string] : this.o.endpoints;
-      const client = new CairnClient({ endpoints, timeoutMs: this.o.timeoutMs ?? 5000, ...(this.o.tls !== undefined ? { tls: this.o.tls } : {}) });
+      const client = new CairnClient({ endpoints, timeoutMs: this.o.timeoutMs ?? 5000, ...(this.o.tls !== undefined ? { tls: this.o.tls } : {}), ...(this.o.token !== undefined ? { token: this.o.token } : {}) });
       this.clients.push(client);
       this.loops.push(this.loop(w, client, new Rng((this.o.seed ^ (0x9e3779b9 * (w + 1))) >>> 0)));
     }
@@ -184,7 +186,7 @@ export class SetWorkload extends Workload {
 
   /** The final read: a linearizable list of every `js-` name, retried until a node answers. */
   async finalRead(deadlineMs = 60_000): Promise<string[]> {
-    const client = this.clients[0] ?? new CairnClient({ endpoints: this.o.endpoints, ...(this.o.tls !== undefined ? { tls: this.o.tls } : {}) });
+    const client = this.clients[0] ?? new CairnClient({ endpoints: this.o.endpoints, ...(this.o.tls !== undefined ? { tls: this.o.tls } : {}), ...(this.o.token !== undefined ? { token: this.o.token } : {}) });
     const deadline = Date.now() + deadlineMs;
     for (;;) {
       try {
