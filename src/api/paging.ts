@@ -31,8 +31,8 @@ export const PAGING_DEFAULTS = {
 } as const satisfies Required<PagingOptions>;
 
 /** Validated paging limits; throws INVALID_ARGUMENT naming the option. */
-export function pagingLimits(opts: PagingOptions = {}): Required<PagingOptions> {
-  const out = { ...PAGING_DEFAULTS, ...stripUndefined(opts) };
+export function pagingLimits(opts: { readonly [K in keyof PagingOptions]?: PagingOptions[K] | undefined } = {}): Required<PagingOptions> {
+  const out = { ...PAGING_DEFAULTS, ...(stripUndefined(opts) as PagingOptions) };
   for (const [k, v] of Object.entries(out)) {
     if (!Number.isSafeInteger(v) || v < 1) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `paging option ${k} must be a positive integer, got ${String(v)}`);
   }

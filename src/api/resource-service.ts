@@ -306,7 +306,7 @@ export class ResourceService {
   ) {
     this.access = opts.access ?? new AccessControl({ enabled: false, clock });
     this.quotaBytes = opts.quotaBytes;
-    this.paging = pagingLimits(opts);
+    this.paging = pagingLimits({ maxPageItems: opts.maxPageItems, maxPageBytes: opts.maxPageBytes, maxSnapshots: opts.maxSnapshots, snapshotTtlMs: opts.snapshotTtlMs });
     this.snapshots = new SnapshotCache(clock, this.paging.maxSnapshots, this.paging.snapshotTtlMs);
   }
 
