@@ -13,7 +13,10 @@ export function bearerToken(auth: unknown): string | undefined {
   // handed on as it is, and access control refuses it as a token that is not valid.
   if (auth === undefined || auth === null) return undefined;
   if (typeof auth !== 'string') return '\u0000not-a-token';
-  return /^bearer /i.test(auth) ? auth.slice(7).trim() : auth === '' ? '\u0000not-a-token' : auth;
+  // RFC 7235: the scheme is case-insensitive and one or more spaces may follow it. Any other
+  // scheme (or a bare secret) is a credential this node does not take.
+  const m = /^bearer +(.*)$/is.exec(auth);
+  return m === null ? '\u0000not-a-token' : (m[1] as string).trim();
 }
 
 /** A token of the form `cairn_<accessor>_<64 hex>` (the accessor id is public; the rest is the secret). */

@@ -574,7 +574,7 @@ export class ResourceService {
       break;
     }
     if (!r.ok) throw fromApplyError(r);
-    if (r.kind !== 'delete') throw new CairnError(ErrorCode.INTERNAL, `unexpected ${r.kind} result for a delete`);
+    if (r.kind !== 'delete') throw reusedRequestId(r.kind, 'delete');
     return { deleted: r.deleted, resource: r.resource ? resourceToJson(r.resource) : null };
   }
 
@@ -601,7 +601,7 @@ export class ResourceService {
     };
     const r = await c.propose(CommandType.ResourceStatus, cmd, ctx.timeoutMs);
     if (!r.ok) throw fromApplyError(r);
-    if (r.kind !== 'status') throw new CairnError(ErrorCode.INTERNAL, `unexpected ${r.kind} result for a status write`);
+    if (r.kind !== 'status') throw reusedRequestId(r.kind, 'status write');
     return resourceToJson(r.resource);
   }
 
@@ -861,7 +861,7 @@ function fromApplyError(r: Extract<ApplyResult, { ok: false }>): CairnError {
 
 function expectWrite(r: ApplyResult): Resource {
   if (!r.ok) throw fromApplyError(r);
-  if (r.kind !== 'write') throw new CairnError(ErrorCode.INTERNAL, `unexpected ${r.kind} result for a write`);
+  if (r.kind !== 'write') throw reusedRequestId(r.kind, 'write');
   return r.resource;
 }
 
@@ -869,4 +869,16 @@ function expectWrite(r: ApplyResult): Resource {
 export function aclVerb(group: string, kind: string, verb: AccessVerb | 'watch'): AclVerb {
   if (isAclType(group, kind)) return 'admin';
   return verb === 'status' ? 'write-status' : verb;
+}
+
+/**
+ * The state machine answered a repeated request id with the first result it had for that id,
+ * which was another kind of operation: the caller reused an idempotency key for a different
+ * request. Nothing was applied for this one.
+ */
+function reusedRequestId(first: string, asked: string): CairnError {
+  return new CairnError(
+    ErrorCode.INVALID_ARGUMENT,
+    `the request id (Idempotency-Key / request_id) was first used for a ${first === 'status' ? 'status write' : first}, and a repeated id is answered with its first result; use a new id for this ${asked} (nothing was applied)`,
+  );
 }
