@@ -1036,19 +1036,52 @@ export interface StoredResource {
   readonly data: unknown;
 }
 
-/** GET /v1/resources/{type} (linearizable unless told otherwise): every resource in the namespace, by name. */
+/**
+ * GET /v1/resources/{type} (linearizable unless told otherwise): every resource in the namespace,
+ * by name. Lists are paged (docs/api.md "Paging"): this follows the continue tokens, all pages
+ * at the first page's revision, and starts over if that revision is gone (410 COMPACTED).
+ */
 export async function list(node: ClusterNode, type: string, opts: { namespace?: string; consistency?: 'linearizable' | 'stale'; timeoutMs?: number } = {}): Promise<Map<string, StoredResource>> {
-  const q = new URLSearchParams({ ...(opts.namespace !== undefined ? { namespace: opts.namespace } : {}), consistency: opts.consistency ?? 'linearizable' });
-  const r = await request(`${node.url}/v1/resources/${type}?${q.toString()}`, { timeoutMs: opts.timeoutMs ?? 15_000 });
-  if (r.status !== 200) throw new Error(`list ${type} on ${node.id}: ${describeResult(r)} ${JSON.stringify(r.body)}`);
-  const items = field(r.body, 'resources');
-  if (!Array.isArray(items)) throw new Error(`list ${type} on ${node.id}: no resources array`);
-  const out = new Map<string, StoredResource>();
-  for (const it of items as unknown[]) {
-    const name = str(field(it, 'id'), 'name');
-    out.set(name, { name, version: str(it, 'version'), data: field(it, 'data') });
+  return (await listAll(node, type, opts)).resources;
+}
+
+/** `list`, with the revision every page reflects. */
+export async function listAll(
+  node: ClusterNode,
+  type: string,
+  opts: { namespace?: string; consistency?: 'linearizable' | 'stale'; timeoutMs?: number } = {},
+): Promise<{ resources: Map<string, StoredResource>; items: unknown[]; revision: string }> {
+  for (let attempt = 0; ; attempt++) {
+    const out = new Map<string, StoredResource>();
+    const all: unknown[] = [];
+    let revision = '';
+    let token: string | undefined;
+    let compacted = false;
+    do {
+      const q = new URLSearchParams({
+        ...(opts.namespace !== undefined ? { namespace: opts.namespace } : {}),
+        consistency: opts.consistency ?? 'linearizable',
+        ...(token !== undefined ? { continue: token } : {}),
+      });
+      const r = await request(`${node.url}/v1/resources/${type}?${q.toString()}`, { timeoutMs: opts.timeoutMs ?? 15_000 });
+      if (r.status === 410 && token !== undefined && attempt < 3) {
+        compacted = true;
+        break;
+      }
+      if (r.status !== 200) throw new Error(`list ${type} on ${node.id}: ${describeResult(r)} ${JSON.stringify(r.body)}`);
+      const items = field(r.body, 'resources');
+      if (!Array.isArray(items)) throw new Error(`list ${type} on ${node.id}: no resources array`);
+      for (const it of items as unknown[]) {
+        const name = str(field(it, 'id'), 'name');
+        out.set(name, { name, version: str(it, 'version'), data: field(it, 'data') });
+        all.push(it);
+      }
+      revision = String(field(r.body, 'revision'));
+      const next = field(r.body, 'continue');
+      token = typeof next === 'string' && next !== '' ? next : undefined;
+    } while (token !== undefined);
+    if (!compacted) return { resources: out, items: all, revision };
   }
-  return out;
 }
 
 // ---- Load -----------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ function errorOf(r: HttpResult): Record<string, unknown> {
 }
 
 /** `cairn info` against a node, as an operator runs it. */
-function cairnInfo(node: ClusterNode): Promise<{ code: number | null; out: string; err: string }> {
+function cairnInfo(node: ClusterNode, tokenFile: string): Promise<{ code: number | null; out: string; err: string }> {
   const caFile = node.tlsFiles?.caFile;
   if (caFile === undefined) throw new Error(`${node.id} has no TLS files`);
   return new Promise((resolve, reject) => {
@@ -84,7 +84,7 @@ function cairnInfo(node: ClusterNode): Promise<{ code: number | null; out: strin
     // the extensionless ES module bin/cairn, and without CAIRN_* settings.
     const env: Record<string, string> = {};
     for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !/^(CAIRN_|NODE_OPTIONS$|NODE_V8_COVERAGE$|TAP|_TAPJS)/.test(k)) env[k] = v;
-    const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, CAIRN_BIN, 'info', '--endpoint', node.url, '--tls-ca-file', caFile], { cwd: REPO_ROOT, env });
+    const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, CAIRN_BIN, 'info', '--endpoint', node.url, '--tls-ca-file', caFile, '--token-file', tokenFile], { cwd: REPO_ROOT, env });
     let out = '';
     let err = '';
     child.stdout.on('data', (b: Buffer) => (out += b.toString()));
@@ -179,7 +179,7 @@ t.test('a 3-node cluster filled to its quota by 8 writers: the alarm rises every
     t.equal(errorOf(grow)['code'], 'NO_SPACE');
     t.equal(errorOf(grow)['alarm'], true, 'because the alarm is raised');
   }
-  const info = await cairnInfo(nodes[1] as ClusterNode);
+  const info = await cairnInfo(nodes[1] as ClusterNode, cluster.tokenFile);
   t.equal(info.code, 0, `cairn info exits 0 (${info.err.trim()})`);
   t.match(info.out, /^ALARM NO_SPACE: /, 'cairn info prints the alarm first');
   t.match(info.out, /^quota: +4\.0 MiB \(4194304 bytes\)$/m);

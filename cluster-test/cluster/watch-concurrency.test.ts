@@ -38,7 +38,7 @@ import {
   type WatcherRecord,
   type WatchKey,
 } from '../checker/watch-checker.js';
-import { ALBUM, ARTIST, Cluster, describeResult, field, now, request, retryable, sleep, until, type ClusterNode, type HttpResult } from './harness.js';
+import { ALBUM, ARTIST, Cluster, describeResult, field, listAll, now, request, retryable, sleep, until, type ClusterNode, type HttpResult } from './harness.js';
 import { projectResource, TrackedWatch, WatchStream, type WatchRequestSpec } from './watch-client.js';
 
 const SEED = Number(process.env['WATCH_SEED'] ?? Math.floor(Math.random() * 2 ** 31));
@@ -256,15 +256,13 @@ t.test('fifty watchers under eight concurrent writers see exactly the committed 
 
   // ---- The final state, and every watch brought up to it ------------------------------------------
   const finalList = async (type: string): Promise<ListSnapshot> => {
-    const r = await request(`${pick(nodes).url}/v1/resources/${type}?namespace=*&consistency=linearizable`, { timeoutMs: 15_000 });
-    if (r.status !== 200) throw new Error(`final list of ${type}: ${describeResult(r)} ${JSON.stringify(r.body)}`);
-    const items = field(r.body, 'resources');
-    if (!Array.isArray(items)) throw new Error(`final list of ${type}: no resources`);
-    const resources: StateEntry[] = items.map((it: unknown) => {
+    // Every page, at the first page's revision (lists are paged).
+    const r = await listAll(pick(nodes), type, { namespace: '*', consistency: 'linearizable' });
+    const resources: StateEntry[] = r.items.map((it: unknown) => {
       const { key, value } = projectResource(it);
       return { key, revision: Number(field(it, 'version')), value };
     });
-    return { revision: Number(field(r.body, 'revision')), resources };
+    return { revision: Number(r.revision), resources };
   };
   const lists = { artist: await finalList(ARTIST), album: await finalList(ALBUM) };
   const target = Math.max(lists.artist.revision, lists.album.revision);

@@ -5,7 +5,7 @@
  * raised NO_SPACE alarm means writes that grow the data are being refused.
  */
 import type { Command } from 'commander';
-import { clientOptions, printJson, withClientOptions, type CliIo } from './context.js';
+import { clientOptions, connection, printJson, withClientOptions, type CliIo } from './context.js';
 import { requestJson, unexpected, type RequestOptions } from './http.js';
 import { formatFields } from './table.js';
 
@@ -87,7 +87,7 @@ export function registerInfoCommand(program: Command, io: CliIo): void {
   withClientOptions(program.command('info').description("show a node's status: role, leader, indexes, data size, quota and alarms (GET /v1/agent/self)"), io, TIMEOUT_MS).action(
     async (_opts: unknown, cmd: Command) => {
       const options = clientOptions(cmd, io);
-      const req: RequestOptions = { endpoint: options.endpoint, timeoutMs: options.timeoutMs, ...(options.tls !== undefined ? { tls: options.tls } : {}), method: 'GET', path: '/v1/agent/self', write: false };
+      const req: RequestOptions = { ...connection(options), method: 'GET', path: '/v1/agent/self', write: false };
       const body = await requestJson(req);
       const info = asAgentInfo(body);
       if (typeof info === 'string') throw unexpected(req, info);
