@@ -103,6 +103,21 @@ export async function createManagementToken(resources: ResourceService, secret: 
   }
 }
 
+/**
+ * Every page of a list of ACL objects (lists are paged: docs/api.md "Paging"), at the first
+ * page's revision. There are few of them; the answer is one array.
+ */
+async function listEvery(resources: ResourceService, type: string, ctx: CallContext): Promise<ResourceJson[]> {
+  const out: ResourceJson[] = [];
+  let cont: string | undefined;
+  do {
+    const r = await resources.list({ type, ...(cont !== undefined ? { continue: cont } : {}) }, ctx);
+    out.push(...r.resources);
+    cont = r.continue;
+  } while (cont !== undefined);
+  return out;
+}
+
 /** The server acting on its own authority (never derived from a request). */
 const SYSTEM: Identity = { kind: 'node', nodeId: 'self' };
 
@@ -165,8 +180,8 @@ export function addAclRoutes(router: Router, deps: AclRouteDeps): void {
     '/v1/acl/tokens',
     async (req) => {
       noQuery(req);
-      const r = await resources.list({ type: TOKEN_TYPE }, httpCallContext(req));
-      return { status: 200, json: { tokens: r.resources.map(tokenToJson) } };
+      const all = await listEvery(resources, TOKEN_TYPE, httpCallContext(req));
+      return { status: 200, json: { tokens: all.map(tokenToJson) } };
     },
     { access: 'service' },
   );
@@ -242,8 +257,8 @@ export function addAclRoutes(router: Router, deps: AclRouteDeps): void {
     '/v1/acl/roles',
     async (req) => {
       noQuery(req);
-      const r = await resources.list({ type: ROLE_TYPE }, httpCallContext(req));
-      return { status: 200, json: { roles: r.resources.map(roleToJson) } };
+      const all = await listEvery(resources, ROLE_TYPE, httpCallContext(req));
+      return { status: 200, json: { roles: all.map(roleToJson) } };
     },
     { access: 'service' },
   );
