@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { pino, type Logger as PinoLogger } from 'pino';
 import { ErrorCode, type Clock } from '../base/index.js';
+import { ROLE_TYPE, TOKEN_TYPE } from './acl.js';
 import { accessorOf } from './limits.js';
 
 /**
@@ -179,4 +180,4 @@ function redact(message: string, token: string | undefined): string {
 }
 
 /** The ACL resource types whose writes and deletes are admin actions. */
-export const ACL_TYPES: ReadonlySet<string> = new Set(['cairn.v1.ACLToken', 'cairn.v1.ACLRole']);
+export const ACL_TYPES: ReadonlySet<string> = new Set([TOKEN_TYPE, ROLE_TYPE]);

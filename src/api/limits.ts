@@ -1,3 +1,4 @@
+import { secretAccessor } from '../auth/index.js';
 import { createHash } from 'node:crypto';
 import { CairnError, ErrorCode, type Clock } from '../base/index.js';
 
@@ -19,13 +20,10 @@ export function bearerToken(auth: unknown): string | undefined {
   return m === null ? '\u0000not-a-token' : (m[1] as string).trim();
 }
 
-/** A token of the form `cairn_<accessor>_<64 hex>` (the accessor id is public; the rest is the secret). */
-const CAIRN_TOKEN_RE = /^cairn_([A-Za-z0-9-]{1,64})_[0-9a-f]{64}$/;
-
 /** The public accessor id of a `cairn_<accessor>_<secret>` token, or undefined for any other value. */
 export function accessorOf(token: string | undefined): string | undefined {
-  if (token === undefined) return undefined;
-  return CAIRN_TOKEN_RE.exec(token)?.[1];
+  // The one definition of the token format is access control's (src/auth/acl.ts).
+  return token === undefined ? undefined : secretAccessor(token);
 }
 
 /**
