@@ -30,7 +30,7 @@ import {
 } from './simulation.js';
 
 const PLANTED_BUGS = ['doubleVote', 'commitOldTermByCount', 'readIndexWithoutHeartbeat'] as const;
-const DRIVER_BUGS = ['answerBeforeCommit', 'applyBeforeCommit', 'voteBeforeDurable', 'ackBeforeDurable'] as const satisfies readonly (keyof ReplicaPlantedBugs)[];
+const DRIVER_BUGS = ['answerBeforeCommit', 'applyBeforeCommit', 'voteBeforeDurable', 'ackBeforeDurable', 'countOwnWriteEarly', 'syncOnlyEntries', 'answerAheadOfWrites'] as const satisfies readonly (keyof ReplicaPlantedBugs)[];
 
 class UsageError extends Error {}
 

@@ -81,6 +81,11 @@ export interface NodeHost {
   isCommitted(index: number, term: number): boolean;
   /** Every log entry any node appends goes through here (the configuration history). */
   onAppended(entries: readonly Entry[]): void;
+  /**
+   * A leader appended a configuration change to its log in memory: it is in force for that
+   * leader's commit decisions from now (thesis §4.1), before the pipelined driver writes it.
+   */
+  onConfigProposed(config: Config): void;
   /** The number of register changes the entry at `index` made, as first applied (undefined: unknown). */
   changesAt(index: number): number | undefined;
   recordChanges(node: SimNode, index: number, changes: number): void;
@@ -389,7 +394,11 @@ export class SimNode {
   }
 
   proposeConfigChange(change: ConfigChange): Promise<unknown> {
-    return this.onReplica('proposeConfigChange', (_inc, replica) => replica.proposeConfigChange(change));
+    return this.onReplica('proposeConfigChange', (_inc, replica) => {
+      const p = replica.proposeConfigChange(change);
+      this.host.onConfigProposed(replica.basicStatus().config);
+      return p;
+    });
   }
 
   /** A spurious election timeout: campaign now (pre-vote first). */

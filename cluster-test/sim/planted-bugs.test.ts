@@ -57,6 +57,24 @@ const CASES: readonly Case[] = [
     expect: ['ready-contract'],
     maxSeeds: 20,
   },
+  {
+    name: 'countOwnWriteEarly (driver): a pipelined write counted durable when it is handed off',
+    options: { faults: 'crashes', driverBugs: { countOwnWriteEarly: true } },
+    expect: ['lost-applied-entry', 'apply-before-commit', 'answer-before-commit'],
+    maxSeeds: 40,
+  },
+  {
+    name: 'syncOnlyEntries (driver): a new term or vote written without fsync',
+    options: { faults: 'default', driverBugs: { syncOnlyEntries: true } },
+    expect: ['ready-contract'],
+    maxSeeds: 20,
+  },
+  {
+    name: 'answerAheadOfWrites (driver): a Ready without a write answers before an earlier write is durable',
+    options: { faults: 'default', driverBugs: { answerAheadOfWrites: true } },
+    expect: ['ready-contract'],
+    maxSeeds: 20,
+  },
 ];
 
 for (const c of CASES) {

@@ -424,6 +424,11 @@ class Simulation implements NodeHost {
     }
   }
 
+  onConfigProposed(config: Config): void {
+    const vs = [...voters(config)].sort();
+    this.voterSets.set(vs.join(','), vs);
+  }
+
   changesAt(index: number): number | undefined {
     return this.changes.get(index);
   }

@@ -19,6 +19,13 @@ export class RaftLog {
   applied: LogIndex;
   /** Last index known durable on this node's disk. */
   stabled: LogIndex;
+  /**
+   * Last index handed to the driver for writing (`RawNode.accept`), durable or not: the next
+   * Ready's entries start after it. `stabled <= inProgress <= lastIndex()`. The driver may write
+   * several Readies' entries before the first is durable (a pipelined write path, etcd's
+   * asynchronous storage writes); a truncated suffix is handed out again.
+   */
+  inProgress: LogIndex;
   /** The newest snapshot (durable, or incoming and not yet persisted). */
   snapshot: Snapshot | undefined;
   /** An incoming snapshot the driver has not persisted and installed yet. */
@@ -42,6 +49,7 @@ export class RaftLog {
       expect++;
     }
     this.stabled = this.lastIndex();
+    this.inProgress = this.stabled;
     if (commit > this.lastIndex()) {
       throw new AssertionError(`persisted commit index ${commit} is beyond the last log index ${this.lastIndex()}`);
     }
@@ -132,6 +140,7 @@ export class RaftLog {
   private truncateFrom(i: LogIndex): void {
     this.entries.length = i - this.prevIndex - 1;
     if (this.stabled >= i) this.stabled = (i - 1) as LogIndex;
+    if (this.inProgress >= i) this.inProgress = (i - 1) as LogIndex;
     while (this.configs.length > 1 && (this.configs[this.configs.length - 1] as { index: number }).index >= i) this.configs.pop();
   }
 
@@ -184,10 +193,15 @@ export class RaftLog {
     return true;
   }
 
-  /** Entries not yet durable, for the driver to persist. */
+  /** Entries not yet handed to the driver for writing (neither durable nor in progress). */
   unstableEntries(): Entry[] {
-    if (this.stabled >= this.lastIndex()) return [];
-    return this.entries.slice(this.stabled - this.prevIndex);
+    if (this.inProgress >= this.lastIndex()) return [];
+    return this.entries.slice(this.inProgress - this.prevIndex);
+  }
+
+  /** The driver took entries up to (i, t) for writing. Ignored if that entry was since replaced. */
+  inProgressTo(i: LogIndex, t: Term): void {
+    if (this.matchTerm(i, t) && i > this.inProgress) this.inProgress = i;
   }
 
   /** Committed, durable, not yet applied entries (none while a snapshot awaits install). */
@@ -205,12 +219,14 @@ export class RaftLog {
   /** The driver made entries up to (i, t) durable. Ignored if that entry was since replaced. */
   stableTo(i: LogIndex, t: Term): void {
     if (this.matchTerm(i, t) && i > this.stabled) this.stabled = i;
+    if (this.inProgress < this.stabled) this.inProgress = this.stabled;
   }
 
   /** The driver persisted and installed the pending snapshot. */
   snapshotInstalled(index: LogIndex): void {
     if (this.pendingSnapshot && this.pendingSnapshot.meta.index === index) this.pendingSnapshot = undefined;
     if (this.stabled < index) this.stabled = index;
+    if (this.inProgress < index) this.inProgress = index;
     if (this.applied < index) this.applied = index;
   }
 
@@ -228,6 +244,7 @@ export class RaftLog {
     // Nothing below the snapshot remains; the snapshot itself is durable once the driver
     // persists ready.snapshot, and nothing is applied from the log until it is installed.
     this.stabled = snapshot.meta.index;
+    this.inProgress = snapshot.meta.index;
     this.snapshot = snapshot;
     this.pendingSnapshot = snapshot;
     this.configs = [{ index: snapshot.meta.index, config: snapshot.meta.config }];

@@ -188,7 +188,7 @@ export class RawNode {
     const ls = r.leaderState();
     if (r.msgs.length > 0 || r.readStates.length > 0 || r.readFailures.length > 0 || this.forwardQueue.length > 0) return true;
     if (r.broadcastWanted || (ls !== undefined && ls.readRoundWanted)) return true;
-    if (r.log.pendingSnapshot || r.log.stabled < r.log.lastIndex() || r.log.hasNextCommittedEntries()) return true;
+    if (r.log.pendingSnapshot || r.log.inProgress < r.log.lastIndex() || r.log.hasNextCommittedEntries()) return true;
     if (r.role.kind !== this.prevSoft.role || r.leader !== this.prevSoft.leader) return true;
     return r.term !== this.prevHard.term || r.vote !== this.prevHard.vote || r.log.committed !== this.prevHard.commit;
   }
@@ -223,18 +223,46 @@ export class RawNode {
     return rd;
   }
 
-  /** The driver did everything `rd` asked (persisted, sent, applied). */
+  /**
+   * The driver did everything `rd` asked (persisted, sent, applied): `accept` and `persisted`
+   * in one. The only way to finish a Ready that carries a snapshot.
+   */
   advance(rd: Ready): void {
     assert(rd === this.outstanding, 'advance() must be given the Ready returned by the last ready()');
+    if (rd.snapshot) this.r.log.snapshotInstalled(rd.snapshot.meta.index);
+    this.accept(rd);
+    this.persisted(rd);
+  }
+
+  /**
+   * The pipelined half of `advance` (etcd raft's asynchronous storage writes): the driver sent
+   * what vouches for nothing in the Ready's write, applied its committed entries, and started
+   * (or queued) its write, which is not durable yet. The next Ready may be taken now; its
+   * entries start after this one's. The driver calls `persisted(rd)` once the write is
+   * durable, in the order the Readies were handed out. A Ready with a snapshot is not accepted
+   * before it is durable: it is finished with `advance`.
+   */
+  accept(rd: Ready): void {
+    assert(rd === this.outstanding, 'accept() must be given the Ready returned by the last ready()');
+    assert(rd.snapshot === undefined || this.r.log.pendingSnapshot === undefined, 'a Ready with a snapshot is finished with advance(), once it is durable');
     this.outstanding = undefined;
     const r = this.r;
-    if (rd.snapshot) r.log.snapshotInstalled(rd.snapshot.meta.index);
     const last = rd.entries[rd.entries.length - 1];
-    if (last) r.log.stableTo(last.index, last.term);
+    if (last) r.log.inProgressTo(last.index, last.term);
     const applied = rd.committedEntries[rd.committedEntries.length - 1];
     if (applied && applied.index > r.log.applied) r.log.appliedTo(applied.index);
+  }
+
+  /**
+   * The write of an accepted Ready is durable. Its entries count as stable (if not replaced
+   * meanwhile), and a leader counts them toward commit: the leader's own entries count only
+   * once they are on its disk (Raft §5.4, thesis §10.2.1).
+   */
+  persisted(rd: Ready): void {
+    const r = this.r;
+    const last = rd.entries[rd.entries.length - 1];
+    if (last) r.log.stableTo(last.index, last.term);
     const ls = r.leaderState();
-    // The leader counts its own entries toward commit only once they are durable.
     if (ls && maybeCommit(r, ls)) maybeStepDownAfterRemoval(r);
   }
 

@@ -206,6 +206,9 @@ export type MessageType = Message['type'];
  *   3. install `snapshot` into the state machine, then apply `committedEntries` in order;
  *   4. hand `readStates` to waiting readers once their index is applied;
  *   5. call `advance(ready)`.
+ * A pipelined driver instead calls `accept(ready)` once it has sent what vouches for nothing,
+ * applied, and queued the write, and `persisted(ready)` once the write is durable (in order);
+ * src/replica/README.md, "Pipelined writes".
  */
 export interface Ready {
   readonly softState: SoftState | undefined;

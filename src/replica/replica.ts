@@ -55,6 +55,20 @@ export interface ReplicaPlantedBugs {
   readonly voteBeforeDurable?: boolean;
   /** Append acknowledgements go out before the Ready's write (the entries) is durable. */
   readonly ackBeforeDurable?: boolean;
+  /**
+   * The pipelined write path tells the core a Ready's write is durable as soon as it is
+   * handed off, not when it completes: a leader counts its own entries toward commit (and
+   * every node applies them) before they are on its disk.
+   */
+  readonly countOwnWriteEarly?: boolean;
+  /** A hard state that changed its term or vote is written without fsync (only entries are synced). */
+  readonly syncOnlyEntries?: boolean;
+  /**
+   * A Ready that writes nothing durable sends all its messages at once, even while an earlier
+   * Ready's write is still running: an append acknowledgement it carries may cover entries
+   * that write has not made durable yet.
+   */
+  readonly answerAheadOfWrites?: boolean;
 }
 
 /** What subscribers see after each apply, in commit order. */
@@ -98,20 +112,44 @@ interface ProposalWaiter<Result> {
   readonly term: Term;
   readonly resolve: (r: Result) => void;
   readonly reject: (e: Error) => void;
-  readonly timer: unknown;
+  /** Monotonic ms after which the tick's sweep answers TIMEOUT. */
+  readonly deadline: number;
+  readonly timeoutMs: number;
 }
 
 interface ReadWaiter {
   readonly resolve: (index: LogIndex) => void;
   readonly reject: (e: Error) => void;
-  readonly timer: unknown;
+  readonly deadline: number;
+  readonly timeoutMs: number;
   index: LogIndex | undefined;
 }
 
-/** Messages that vouch for nothing in the Ready's own write (thesis §10.2.1 for the leader's). */
-function sendsBeforePersist(m: Message, bugs: ReplicaPlantedBugs | undefined): boolean {
-  if (bugs !== undefined && ((bugs.voteBeforeDurable === true && m.type === 'vote-resp') || (bugs.ackBeforeDurable === true && m.type === 'app-resp'))) return true;
-  return m.type === 'app' || m.type === 'heartbeat' || m.type === 'snap' || m.type === 'read-index-resp';
+/**
+ * One log write of the pipelined path: the Readies taken while the previous write ran, merged
+ * (group commit). Started when the write before it completes; their late messages go once it
+ * is durable.
+ */
+interface PendingWrite {
+  readonly readies: Ready[];
+  entries: Entry[];
+  hardState: HardState | undefined;
+  sync: boolean;
+  readonly late: Message[];
+}
+
+/**
+ * Messages that vouch for nothing on this node's disk, so they never wait for a write
+ * (src/replica/README.md, "Pipelined writes"): a leader's appends, heartbeats and snapshot
+ * chunks (thesis §10.2.1), read-index requests and answers (they vouch only for a commit index
+ * already durable on a quorum).
+ */
+function vouchesForNothing(m: Message): boolean {
+  return m.type === 'app' || m.type === 'heartbeat' || m.type === 'snap' || m.type === 'read-index-resp' || m.type === 'read-index';
+}
+
+function plantedEarly(m: Message, bugs: ReplicaPlantedBugs | undefined): boolean {
+  return bugs !== undefined && ((bugs.voteBeforeDurable === true && m.type === 'vote-resp') || (bugs.ackBeforeDurable === true && m.type === 'app-resp'));
 }
 
 function positive(name: string, v: number): number {
@@ -152,6 +190,12 @@ export class Replica<Result = unknown, R = unknown> {
   private readonly leaderSilenceMs: number;
   private readonly sm: StateMachine<Result>;
   private readonly bugs: ReplicaPlantedBugs | undefined;
+  /** The log write in flight (pipelined path); settles after its completion was handled. */
+  private writing: Promise<void> | undefined;
+  /** Readies taken while `writing` runs, merged into the next write. */
+  private queued: PendingWrite | undefined;
+  /** The term of the newest hard state known durable: a heartbeat answer in it vouches for nothing unwritten. */
+  private durableTerm: Term;
 
   private constructor(opts: ReplicaOptions<Result, R>, raw: RawNode, snapshotIndex: LogIndex) {
     this.opts = opts;
@@ -160,6 +204,7 @@ export class Replica<Result = unknown, R = unknown> {
     this.bugs = opts.plantedBugs;
     this.log = opts.logger ?? silentLogger;
     this.lastSnapshotIndex = snapshotIndex;
+    this.durableTerm = raw.basicStatus().term;
     this.lastLeaderContact = opts.clock.monotonicMs();
     this.leaderSilenceMs = resolveRaftOptions({ ...(opts.raft ?? {}), id: opts.id, random: opts.random }).electionTimeoutTicks * (opts.tickMs ?? 100);
     opts.transport.onMessage((m) => this.receive(m));
@@ -283,13 +328,14 @@ export class Replica<Result = unknown, R = unknown> {
       return Promise.reject(e instanceof Error ? e : new Error(String(e)));
     }
     this.schedule();
+    const deadline = this.opts.clock.monotonicMs() + timeoutMs;
     return new Promise<Result>((resolve, reject) => {
-      const timer = this.opts.timers.setTimeout(() => {
-        if (this.proposals.get(index)?.timer !== timer) return;
-        this.proposals.delete(index);
-        reject(new CairnError(ErrorCode.TIMEOUT, `entry ${index} was not applied within ${timeoutMs} ms; it may or may not commit`, { index }));
-      }, timeoutMs);
-      this.proposals.set(index, { term, resolve, reject, timer });
+      // A waiter of an older term at this index: its entry left this node's log (this leader
+      // never had it), but another node may still hold it and a later leader commit it, so
+      // its outcome is unknown, not dropped.
+      const old = this.proposals.get(index);
+      if (old) old.reject(new CairnError(ErrorCode.TIMEOUT, `entry ${index} of term ${old.term} was replaced in this node's log by a newer leader's entry; it may or may not commit`, { index }));
+      this.proposals.set(index, { term, resolve, reject, deadline, timeoutMs });
     });
   }
 
@@ -306,11 +352,7 @@ export class Replica<Result = unknown, R = unknown> {
     const id = `${this.opts.id}:${++this.readSeq}`;
     return new Promise<LogIndex>((resolve, reject) => {
       const ms = this.opts.readTimeoutMs ?? 5000;
-      const timer = this.opts.timers.setTimeout(() => {
-        if (!this.reads.delete(id)) return;
-        reject(new CairnError(ErrorCode.TIMEOUT, `read index not confirmed within ${ms} ms`));
-      }, ms);
-      this.reads.set(id, { resolve, reject, timer, index: undefined });
+      this.reads.set(id, { resolve, reject, deadline: this.opts.clock.monotonicMs() + ms, timeoutMs: ms, index: undefined });
       this.raw.readIndex(id);
       this.schedule();
     });
@@ -399,7 +441,7 @@ export class Replica<Result = unknown, R = unknown> {
     this.opts.timers.clearInterval(this.ticker);
     this.failAll(new CairnError(ErrorCode.UNAVAILABLE, `node ${this.opts.id} is shutting down`));
     this.wakeRoleWaiters();
-    while (this.processing || this.snapshotting) await this.opts.timers.yield();
+    while (this.processing || this.snapshotting || this.writing !== undefined) await this.opts.timers.yield();
     await this.opts.transport.close();
     await this.opts.logStore.close();
     await this.opts.snapshotStore.close();
@@ -417,7 +459,27 @@ export class Replica<Result = unknown, R = unknown> {
   private tick(): void {
     if (this.closed || this.failure) return;
     this.raw.tick();
+    this.sweepDeadlines();
     this.schedule();
+  }
+
+  /**
+   * Answers TIMEOUT to proposals and reads past their deadline: one sweep per tick instead of
+   * a timer per request (a deadline is met to within a tick).
+   */
+  private sweepDeadlines(): void {
+    if (this.proposals.size === 0 && this.reads.size === 0) return;
+    const now = this.opts.clock.monotonicMs();
+    for (const [index, w] of this.proposals) {
+      if (w.deadline > now) continue;
+      this.proposals.delete(index);
+      w.reject(new CairnError(ErrorCode.TIMEOUT, `entry ${index} was not applied within ${w.timeoutMs} ms; it may or may not commit`, { index }));
+    }
+    for (const [id, w] of this.reads) {
+      if (w.deadline > now) continue;
+      this.reads.delete(id);
+      w.reject(new CairnError(ErrorCode.TIMEOUT, `read index not confirmed within ${w.timeoutMs} ms`));
+    }
   }
 
   private receive(m: Message): void {
@@ -502,35 +564,19 @@ export class Replica<Result = unknown, R = unknown> {
     queueMicrotask(() => void this.run());
   }
 
+  /**
+   * The Ready loop (src/replica/README.md, "The order of one Ready" and "Pipelined writes"). A
+   * Ready without a snapshot or a role change is pipelined: sent, applied and accepted at
+   * once, its write queued behind the one in flight; the loop goes on to the next Ready
+   * without waiting for the disk. A Ready with a snapshot or a role change waits for every
+   * earlier write and its own before it applies.
+   */
   private async run(): Promise<void> {
     try {
       while (!this.closed && !this.failure && this.raw.hasReady()) {
         const rd = this.raw.ready();
-        // Steps 1 and 5 of src/replica/README.md: what vouches for nothing in this Ready's
-        // write goes now (thesis §10.2.1); votes and append answers wait for it.
-        const early: Message[] = [];
-        const late: Message[] = [];
-        for (const m of rd.messages) (!rd.mustSync || sendsBeforePersist(m, this.bugs) ? early : late).push(m);
-        if (early.length > 0) this.opts.transport.send(early);
-        // Step 3: committed entries are durable here and on a quorum, so they are applied while
-        // the write runs (started first); a snapshot or a role change applies after it (3').
-        const applyFirst = rd.snapshot === undefined && rd.softState === undefined;
-        if (this.bugs?.applyBeforeCommit === true) {
-          for (const e of rd.entries) if (e.index === this.sm.appliedIndex + 1) this.applyEntry(e);
-        }
-        const persisted = this.persist(rd);
-        if (applyFirst) {
-          try {
-            this.apply(rd);
-          } finally {
-            // Settle the write before an apply failure propagates (no unhandled rejection).
-            await persisted;
-          }
-        } else await persisted;
-        if (late.length > 0) this.opts.transport.send(late);
-        if (!applyFirst) this.apply(rd);
-        this.raw.advance(rd);
-        this.maybeSnapshot();
+        if (rd.snapshot === undefined && rd.softState === undefined) this.pipeline(rd);
+        else await this.inOrder(rd);
       }
     } catch (e) {
       this.stop(e);
@@ -538,6 +584,123 @@ export class Replica<Result = unknown, R = unknown> {
       this.processing = false;
     }
     if (!this.closed && !this.failure && this.raw.hasReady()) this.schedule();
+  }
+
+  /**
+   * Whether `m` may go now, before this Ready's write and every write still running is
+   * durable. A leader's appends, heartbeats and snapshot chunks and read-index traffic vouch
+   * for nothing on this disk; a heartbeat answer vouches only for its term, so it goes now
+   * when that term is durable; anything else goes now only when nothing this node wrote or is
+   * writing needs an fsync first.
+   */
+  private sendsNow(m: Message, rd: Ready, writesPending: boolean): boolean {
+    if (vouchesForNothing(m) || plantedEarly(m, this.bugs)) return true;
+    if (m.type === 'heartbeat-resp' && m.term <= this.durableTerm) return true;
+    return !rd.mustSync && (!writesPending || this.bugs?.answerAheadOfWrites === true);
+  }
+
+  /** Steps 1-6 for a Ready without a snapshot or a role change, without waiting for its write. */
+  private pipeline(rd: Ready): void {
+    const pending = this.writing !== undefined || this.queued !== undefined;
+    const early: Message[] = [];
+    const late: Message[] = [];
+    for (const m of rd.messages) (this.sendsNow(m, rd, pending) ? early : late).push(m);
+    if (early.length > 0) this.opts.transport.send(early);
+    if (this.bugs?.applyBeforeCommit === true) {
+      for (const e of rd.entries) if (e.index === this.sm.appliedIndex + 1) this.applyEntry(e);
+    }
+    // Committed entries handed out are durable here and on a quorum: applied now, whatever
+    // write is running (step 3).
+    this.apply(rd);
+    this.raw.accept(rd);
+    const writes = rd.entries.length > 0 || rd.hardState !== undefined;
+    if (!writes && late.length === 0 && !pending) {
+      this.raw.persisted(rd);
+    } else {
+      this.enqueue(rd, late);
+      if (this.bugs?.countOwnWriteEarly === true) this.raw.persisted(rd);
+    }
+    this.maybeSnapshot();
+  }
+
+  /** Adds a Ready's write to the next batch (merging: a later entry replaces the suffix from its index). */
+  private enqueue(rd: Ready, late: readonly Message[]): void {
+    const q = (this.queued ??= { readies: [], entries: [], hardState: undefined, sync: false, late: [] });
+    q.readies.push(rd);
+    const first = rd.entries[0];
+    if (first !== undefined) {
+      const head = q.entries[0];
+      if (head !== undefined && first.index <= head.index + q.entries.length - 1) q.entries.length = Math.max(0, first.index - head.index);
+      for (const e of rd.entries) q.entries.push(e);
+    }
+    if (rd.hardState !== undefined) q.hardState = rd.hardState;
+    if (rd.mustSync && !(this.bugs?.syncOnlyEntries === true && rd.entries.length === 0)) q.sync = true;
+    for (const m of late) q.late.push(m);
+    this.startWrite();
+  }
+
+  /** Starts the queued batch unless a write is running (writes complete in the order they were taken). */
+  private startWrite(): void {
+    if (this.writing !== undefined || this.queued === undefined || this.closed || this.failure) return;
+    const w = this.queued;
+    this.queued = undefined;
+    this.writing = this.write(w).then(
+      () => {
+        try {
+          this.written(w);
+        } catch (e) {
+          this.stop(e);
+        }
+      },
+      (e: unknown) => {
+        this.writing = undefined;
+        this.stop(e);
+      },
+    );
+  }
+
+  private async write(w: PendingWrite): Promise<void> {
+    if (w.entries.length === 0 && w.hardState === undefined) return;
+    await this.opts.logStore.append({ entries: w.entries, hardState: w.hardState, sync: w.sync });
+  }
+
+  /** A pipelined write is durable: tell the core, send what waited for it, start the next. */
+  private written(w: PendingWrite): void {
+    this.writing = undefined;
+    if (this.closed || this.failure) return;
+    if (w.sync && w.hardState !== undefined && w.hardState.term > this.durableTerm) this.durableTerm = w.hardState.term;
+    if (this.bugs?.countOwnWriteEarly !== true) for (const rd of w.readies) this.raw.persisted(rd);
+    if (w.late.length > 0) this.opts.transport.send(w.late);
+    this.startWrite();
+    this.schedule();
+  }
+
+  /** Resolves once every write taken so far is durable. */
+  private async drain(): Promise<void> {
+    while ((this.writing !== undefined || this.queued !== undefined) && !this.closed && !this.failure) {
+      this.startWrite();
+      await this.writing;
+    }
+  }
+
+  /**
+   * A Ready with a snapshot or a role change keeps the plain order: every earlier write, then
+   * its own (snapshot file first), then what waited for it, then restore and apply.
+   */
+  private async inOrder(rd: Ready): Promise<void> {
+    const early: Message[] = [];
+    const late: Message[] = [];
+    for (const m of rd.messages) (this.sendsNow(m, rd, true) ? early : late).push(m);
+    if (early.length > 0) this.opts.transport.send(early);
+    await this.drain();
+    if (this.closed || this.failure) return;
+    await this.persist(rd);
+    const hs = rd.hardState;
+    if (rd.mustSync && hs !== undefined && hs.term > this.durableTerm) this.durableTerm = hs.term;
+    if (late.length > 0) this.opts.transport.send(late);
+    this.apply(rd);
+    this.raw.advance(rd);
+    this.maybeSnapshot();
   }
 
   private async persist(rd: Ready): Promise<void> {
@@ -579,7 +742,6 @@ export class Replica<Result = unknown, R = unknown> {
       const w = this.reads.get(rf.requestId);
       if (!w) continue;
       this.reads.delete(rf.requestId);
-      this.opts.timers.clearTimeout(w.timer);
       const leader = this.raw.basicStatus().leader;
       w.reject(new CairnError(ErrorCode.NOT_LEADER, `read index failed (${rf.reason}) on ${this.opts.id}`, { leader }));
     }
@@ -601,7 +763,6 @@ export class Replica<Result = unknown, R = unknown> {
     const w = this.proposals.get(e.index);
     if (w) {
       this.proposals.delete(e.index);
-      this.opts.timers.clearTimeout(w.timer);
       if (w.term === e.term || this.bugs?.answerBeforeCommit === true) w.resolve(result);
       // Another leader's entry took this index: ours was never committed anywhere.
       else w.reject(new CairnError(ErrorCode.PROPOSAL_DROPPED, `entry ${e.index} of term ${w.term} was replaced by a new leader's entry; it was not applied`));
@@ -619,7 +780,6 @@ export class Replica<Result = unknown, R = unknown> {
     for (const [id, w] of this.reads) {
       if (w.index !== undefined && w.index <= applied) {
         this.reads.delete(id);
-        this.opts.timers.clearTimeout(w.timer);
         w.resolve(w.index);
       }
     }
@@ -706,13 +866,11 @@ export class Replica<Result = unknown, R = unknown> {
 
   private failAll(err: CairnError): void {
     for (const [, w] of this.proposals) {
-      this.opts.timers.clearTimeout(w.timer);
       // The entry may still commit on other nodes: the outcome is unknown, not failed.
       w.reject(new CairnError(ErrorCode.TIMEOUT, `${err.message}; the write may or may not have been applied`));
     }
     this.proposals.clear();
     for (const [, w] of this.reads) {
-      this.opts.timers.clearTimeout(w.timer);
       w.reject(err);
     }
     this.reads.clear();
