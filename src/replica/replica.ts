@@ -139,13 +139,13 @@ interface PendingWrite {
 }
 
 /**
- * Messages that vouch for nothing on this node's disk, so they never wait for a write
- * (src/replica/README.md, "Pipelined writes"): a leader's appends, heartbeats and snapshot
- * chunks (thesis §10.2.1), read-index requests and answers (they vouch only for a commit index
- * already durable on a quorum).
+ * Messages that vouch for nothing on this node's disk but their term, so they wait for no
+ * write once their term is durable (src/replica/README.md, "Pipelined writes"): a leader's
+ * appends, heartbeats and snapshot chunks (thesis §10.2.1), read-index requests and answers
+ * (they vouch only for a commit index already durable on a quorum), heartbeat answers.
  */
 function vouchesForNothing(m: Message): boolean {
-  return m.type === 'app' || m.type === 'heartbeat' || m.type === 'snap' || m.type === 'read-index-resp' || m.type === 'read-index';
+  return m.type === 'app' || m.type === 'heartbeat' || m.type === 'snap' || m.type === 'read-index-resp' || m.type === 'read-index' || m.type === 'heartbeat-resp';
 }
 
 function plantedEarly(m: Message, bugs: ReplicaPlantedBugs | undefined): boolean {
@@ -588,14 +588,16 @@ export class Replica<Result = unknown, R = unknown> {
 
   /**
    * Whether `m` may go now, before this Ready's write and every write still running is
-   * durable. A leader's appends, heartbeats and snapshot chunks and read-index traffic vouch
-   * for nothing on this disk; a heartbeat answer vouches only for its term, so it goes now
-   * when that term is durable; anything else goes now only when nothing this node wrote or is
-   * writing needs an fsync first.
+   * durable. No message names a term the disk does not hold yet (pre-votes aside: they carry a
+   * prospective term and promise nothing). Within that, a leader's appends, heartbeats and
+   * snapshot chunks, read-index traffic and heartbeat answers vouch for nothing on this disk;
+   * anything else goes now only when nothing this node wrote or is writing needs an fsync first.
    */
   private sendsNow(m: Message, rd: Ready, writesPending: boolean): boolean {
-    if (vouchesForNothing(m) || plantedEarly(m, this.bugs)) return true;
-    if (m.type === 'heartbeat-resp' && m.term <= this.durableTerm) return true;
+    if (plantedEarly(m, this.bugs)) return true;
+    if (m.type === 'pre-vote' || m.type === 'pre-vote-resp') return !rd.mustSync && (!writesPending || this.bugs?.answerAheadOfWrites === true);
+    if (m.term > this.durableTerm) return false;
+    if (vouchesForNothing(m)) return true;
     return !rd.mustSync && (!writesPending || this.bugs?.answerAheadOfWrites === true);
   }
 
