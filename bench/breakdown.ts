@@ -1,0 +1,198 @@
+/**
+ * Where a Cairn CAS spends its time (issue 17, item 5), from the servers' own metrics: each
+ * node's /metrics is scraped when the measured window opens and when it closes, and the
+ * histograms' growth over the window (sum / count) gives the mean time of each step in it. The
+ * event-loop delay gauges (prom-client's monitorEventLoopDelay, reset at every scrape) read at
+ * the closing scrape cover the window. Pure functions, tested in compare.test.ts.
+ */
+import { metricValue } from './fanout/proc.js';
+import { spreadOf, spreadText, type Spread } from './spread.js';
+
+/** Count and total seconds of one histogram series (one label set) in the window. */
+export interface HistogramTotal {
+  readonly count: number;
+  readonly seconds: number;
+}
+
+/** One node's metrics over a measured window. */
+export interface NodeWindowMetrics {
+  /** Growth in the window, keyed `name` or `name{k="v",...}` (labels sorted). */
+  readonly histograms: Readonly<Record<string, HistogramTotal>>;
+  /** Gauges read at the closing scrape. */
+  readonly gauges: Readonly<Record<string, number>>;
+}
+
+/** The histograms a Cairn node exports for the breakdown (src/api/metrics.ts). */
+export const CAIRN_TIMING_HISTOGRAMS = [
+  'cairn_read_index_seconds',
+  'cairn_proposal_seconds',
+  'cairn_raft_round_trip_seconds',
+  'cairn_apply_seconds',
+  'cairn_log_append_seconds',
+  'cairn_log_fsync_seconds',
+] as const;
+
+/** prom-client's event-loop delay gauges under Cairn's prefix: one window's figures, reset at each scrape. */
+export const CAIRN_WINDOW_GAUGES = ['cairn_process_nodejs_eventloop_lag_mean_seconds', 'cairn_process_nodejs_eventloop_lag_p99_seconds'] as const;
+
+/** etcd's counterparts, kept in the JSON for comparison (not in the breakdown table). */
+export const ETCD_TIMING_HISTOGRAMS = ['etcd_disk_wal_fsync_duration_seconds', 'etcd_disk_backend_commit_duration_seconds', 'etcd_network_peer_round_trip_time_seconds'] as const;
+
+const SAMPLE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)/;
+
+/** `{b="2",a="1"}` -> `{a="1",b="2"}`; '' for no labels. */
+function normalizeLabels(raw: string | undefined): string {
+  if (raw === undefined || raw === '{}') return '';
+  const parts = raw
+    .slice(1, -1)
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '')
+    .sort();
+  return parts.length === 0 ? '' : `{${parts.join(',')}}`;
+}
+
+/** `<name>_sum` and `<name>_count` of each listed histogram, per label set, from Prometheus text. */
+export function histogramTotals(text: string, names: readonly string[]): Map<string, HistogramTotal> {
+  const want = new Set(names);
+  const sums = new Map<string, number>();
+  const counts = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#')) continue;
+    const m = SAMPLE.exec(line);
+    if (!m) continue;
+    const name = m[1] as string;
+    const value = Number(m[3]);
+    if (!Number.isFinite(value)) continue;
+    for (const [suffix, into] of [
+      ['_sum', sums],
+      ['_count', counts],
+    ] as const) {
+      if (!name.endsWith(suffix)) continue;
+      const base = name.slice(0, -suffix.length);
+      if (want.has(base)) into.set(`${base}${normalizeLabels(m[2])}`, value);
+    }
+  }
+  const out = new Map<string, HistogramTotal>();
+  for (const [key, count] of counts) {
+    const seconds = sums.get(key);
+    if (seconds !== undefined) out.set(key, { count, seconds });
+  }
+  return out;
+}
+
+/**
+ * One node's window from its two scrapes: the growth of each histogram (a series missing from
+ * either scrape is left out; a counter that went down, as after a restart, too) and the gauges
+ * of the closing scrape.
+ */
+export function windowMetrics(before: string | undefined, after: string | undefined, histograms: readonly string[], gauges: readonly string[]): NodeWindowMetrics | undefined {
+  if (before === undefined || after === undefined) return undefined;
+  const h0 = histogramTotals(before, histograms);
+  const h1 = histogramTotals(after, histograms);
+  const hs: Record<string, HistogramTotal> = {};
+  for (const [key, b] of h1) {
+    const a = h0.get(key);
+    if (a === undefined || b.count < a.count) continue;
+    hs[key] = { count: b.count - a.count, seconds: b.seconds - a.seconds };
+  }
+  const gs: Record<string, number> = {};
+  for (const g of gauges) {
+    const v = metricValue(after, g);
+    if (v !== undefined) gs[g] = v;
+  }
+  return { histograms: hs, gauges: gs };
+}
+
+/** Mean ms of one histogram series over the given nodes together (NaN when none had a sample). */
+export function meanMs(nodes: readonly (NodeWindowMetrics | undefined)[], key: string): number {
+  let count = 0;
+  let seconds = 0;
+  for (const n of nodes) {
+    const h = n?.histograms[key];
+    if (h === undefined) continue;
+    count += h.count;
+    seconds += h.seconds;
+  }
+  return count > 0 ? (seconds / count) * 1000 : Number.NaN;
+}
+
+function gaugeMs(nodes: readonly (NodeWindowMetrics | undefined)[], name: string): number {
+  const vs = nodes.map((n) => n?.gauges[name]).filter((v): v is number => v !== undefined && Number.isFinite(v));
+  return vs.length === 0 ? Number.NaN : (Math.max(...vs) * 1000);
+}
+
+/** What one run of a phase gives the breakdown. */
+export interface BreakdownInput {
+  /** The client's mean round (for CAS: the read plus the write), ms. */
+  readonly roundMeanMs: number;
+  readonly leaderIndex: number;
+  /** Per node, in node order; undefined where a scrape failed. */
+  readonly nodes: readonly (NodeWindowMetrics | undefined)[];
+  /** The load generator's own event-loop delay in the window, ms (mean, p99). */
+  readonly loadgenEventLoopDelayMs: { readonly mean: number; readonly p99: number };
+}
+
+/** The breakdown's rows, in order; `part` rows are inside the one above them (they overlap it). */
+export const BREAKDOWN_ROWS = [
+  { id: 'round', label: 'CAS round at the client (read + write), mean', where: 'load generator', part: false },
+  { id: 'readIndex', label: 'read: read-index wait', where: 'serving node', part: false },
+  { id: 'heartbeatRtt', label: '  heartbeat round trip (network both ways + follower turn)', where: 'leader', part: true },
+  { id: 'proposal', label: 'write: proposal until committed and applied', where: 'leader', part: false },
+  { id: 'leaderAppend', label: '  log write, one batch until durable (queueing included)', where: 'leader', part: true },
+  { id: 'leaderFsync', label: '    of which fdatasync', where: 'leader', part: true },
+  { id: 'appendRtt', label: '  append round trip (sent until acknowledged)', where: 'leader', part: true },
+  { id: 'followerAppend', label: '    follower log write, one batch', where: 'followers', part: true },
+  { id: 'apply', label: '  apply, one entry', where: 'leader', part: true },
+  { id: 'rest', label: 'rest: round - read index - proposal (gRPC, decode, checks, forwarding, client)', where: 'derived', part: false },
+  { id: 'loopLeader', label: 'event-loop delay per wait, mean (p99 in JSON)', where: 'leader', part: false },
+  { id: 'loopFollowers', label: 'event-loop delay per wait, mean (the worse follower)', where: 'followers', part: false },
+  { id: 'loopLoadgen', label: 'event-loop delay per wait, mean', where: 'load generator', part: false },
+] as const;
+
+export type BreakdownId = (typeof BREAKDOWN_ROWS)[number]['id'];
+
+/** Mean ms of each step in one run of a CAS phase (NaN where not measured). */
+export function casBreakdown(input: BreakdownInput): Record<BreakdownId, number> {
+  const all = input.nodes;
+  const leader = [all[input.leaderIndex]];
+  const followers = all.filter((_, i) => i !== input.leaderIndex);
+  const readIndex = meanMs(all, 'cairn_read_index_seconds');
+  const proposal = meanMs(leader, 'cairn_proposal_seconds');
+  return {
+    round: input.roundMeanMs,
+    readIndex,
+    heartbeatRtt: meanMs(leader, 'cairn_raft_round_trip_seconds{kind="heartbeat"}'),
+    proposal,
+    leaderAppend: meanMs(leader, 'cairn_log_append_seconds'),
+    leaderFsync: meanMs(leader, 'cairn_log_fsync_seconds'),
+    appendRtt: meanMs(leader, 'cairn_raft_round_trip_seconds{kind="append"}'),
+    followerAppend: meanMs(followers, 'cairn_log_append_seconds'),
+    apply: meanMs(leader, 'cairn_apply_seconds'),
+    rest: input.roundMeanMs - (Number.isFinite(readIndex) ? readIndex : 0) - (Number.isFinite(proposal) ? proposal : 0),
+    loopLeader: gaugeMs(leader, 'cairn_process_nodejs_eventloop_lag_mean_seconds'),
+    loopFollowers: gaugeMs(followers, 'cairn_process_nodejs_eventloop_lag_mean_seconds'),
+    loopLoadgen: input.loadgenEventLoopDelayMs.mean,
+  };
+}
+
+/**
+ * The breakdown table of one phase over its runs: per step the median ms (and range), and its
+ * share of the median round. Steps overlap (the leader's log write runs beside the append round
+ * trip; a wait for the event loop is inside every step), so shares do not add up to 100%.
+ */
+export function breakdownRows(runs: readonly Record<BreakdownId, number>[]): string[][] {
+  const round = spreadOf(runs.map((r) => r.round)).median;
+  return BREAKDOWN_ROWS.map((row) => {
+    const s: Spread = spreadOf(runs.map((r) => r[row.id]));
+    const share = Number.isFinite(s.median) && round > 0 ? `${((s.median / round) * 100).toFixed(0)}%` : '-';
+    return [row.label, row.where, spreadText(s, msText), share];
+  });
+}
+
+export const BREAKDOWN_HEADERS = ['step', 'measured on', 'ms, median of runs (range)', 'share of the round'];
+
+export function msText(x: number): string {
+  if (!Number.isFinite(x)) return '-';
+  return x < 1 ? x.toFixed(3) : x < 10 ? x.toFixed(2) : x < 100 ? x.toFixed(1) : x.toFixed(0);
+}
