@@ -30,6 +30,7 @@ export const CAIRN_TIMING_HISTOGRAMS = [
   'cairn_apply_seconds',
   'cairn_log_append_seconds',
   'cairn_log_fsync_seconds',
+  'cairn_grpc_request_seconds',
 ] as const;
 
 /** prom-client's event-loop delay gauges under Cairn's prefix: one window's figures, reset at each scrape. */
@@ -136,15 +137,18 @@ export interface BreakdownInput {
 /** The breakdown's rows, in order; `part` rows are inside the one above them (they overlap it). */
 export const BREAKDOWN_ROWS = [
   { id: 'round', label: 'CAS round at the client (read + write), mean', where: 'load generator', part: false },
-  { id: 'readIndex', label: 'read: read-index wait', where: 'serving node', part: false },
+  { id: 'readCall', label: 'read: the Read call, arrival to status', where: 'serving node', part: false },
+  { id: 'readIndex', label: '  read-index wait', where: 'serving node', part: true },
   { id: 'heartbeatRtt', label: '  heartbeat round trip (network both ways + follower turn)', where: 'leader', part: true },
-  { id: 'proposal', label: 'write: proposal until committed and applied', where: 'leader', part: false },
+  { id: 'writeCall', label: 'write: the Write call, arrival to status', where: 'serving node', part: false },
+  { id: 'proposal', label: '  proposal until committed and applied', where: 'leader', part: true },
   { id: 'leaderAppend', label: '  log write, one batch until durable (queueing included)', where: 'leader', part: true },
   { id: 'leaderFsync', label: '    of which fdatasync', where: 'leader', part: true },
   { id: 'appendRtt', label: '  append round trip (sent until acknowledged)', where: 'leader', part: true },
   { id: 'followerAppend', label: '    follower log write, one batch', where: 'followers', part: true },
   { id: 'apply', label: '  apply, one entry', where: 'leader', part: true },
-  { id: 'rest', label: 'rest: round - read index - proposal (gRPC, decode, checks, forwarding, client)', where: 'derived', part: false },
+  { id: 'serverRest', label: 'in the calls, outside read index and proposal (decode, checks, forward, encode)', where: 'derived', part: false },
+  { id: 'clientRest', label: 'outside the calls (load generator, network, gRPC framing, queueing for the loop)', where: 'derived', part: false },
   { id: 'loopLeader', label: 'event-loop delay per wait, mean (p99 in JSON)', where: 'leader', part: false },
   { id: 'loopFollowers', label: 'event-loop delay per wait, mean (the worse follower)', where: 'followers', part: false },
   { id: 'loopLoadgen', label: 'event-loop delay per wait, mean', where: 'load generator', part: false },
@@ -159,9 +163,13 @@ export function casBreakdown(input: BreakdownInput): Record<BreakdownId, number>
   const followers = all.filter((_, i) => i !== input.leaderIndex);
   const readIndex = meanMs(all, 'cairn_read_index_seconds');
   const proposal = meanMs(leader, 'cairn_proposal_seconds');
+  const readCall = meanMs(all, 'cairn_grpc_request_seconds{method="Read"}');
+  const writeCall = meanMs(all, 'cairn_grpc_request_seconds{method="Write"}');
   return {
     round: input.roundMeanMs,
+    readCall,
     readIndex,
+    writeCall,
     heartbeatRtt: meanMs(leader, 'cairn_raft_round_trip_seconds{kind="heartbeat"}'),
     proposal,
     leaderAppend: meanMs(leader, 'cairn_log_append_seconds'),
@@ -169,7 +177,8 @@ export function casBreakdown(input: BreakdownInput): Record<BreakdownId, number>
     appendRtt: meanMs(leader, 'cairn_raft_round_trip_seconds{kind="append"}'),
     followerAppend: meanMs(followers, 'cairn_log_append_seconds'),
     apply: meanMs(leader, 'cairn_apply_seconds'),
-    rest: input.roundMeanMs - (Number.isFinite(readIndex) ? readIndex : 0) - (Number.isFinite(proposal) ? proposal : 0),
+    serverRest: readCall + writeCall - readIndex - proposal,
+    clientRest: input.roundMeanMs - readCall - writeCall,
     loopLeader: gaugeMs(leader, 'cairn_process_nodejs_eventloop_lag_mean_seconds'),
     loopFollowers: gaugeMs(followers, 'cairn_process_nodejs_eventloop_lag_mean_seconds'),
     loopLoadgen: input.loadgenEventLoopDelayMs.mean,

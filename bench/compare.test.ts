@@ -529,6 +529,8 @@ t.test('breakdown: leader steps from the leader, follower steps from the followe
       cairn_log_append_seconds: [10, 0.02],
       cairn_log_fsync_seconds: [10, 0.01],
       cairn_apply_seconds: [100, 0.001],
+      'cairn_grpc_request_seconds{method="Read"}': [100, 0.3],
+      'cairn_grpc_request_seconds{method="Write"}': [100, 0.6],
     },
     0.003,
   );
@@ -543,16 +545,20 @@ t.test('breakdown: leader steps from the leader, follower steps from the followe
   t.equal(b.leaderFsync, 1);
   t.equal(b.followerAppend, 4, "both followers' batches together: 0.08 s over 20");
   t.equal(b.apply, 0.01);
-  t.equal(b.rest, 3, '10 - 2 - 5');
+  t.equal(b.readCall, 3);
+  t.equal(b.writeCall, 6);
+  t.equal(b.serverRest, 2, 'in the calls (3 + 6) outside read index (2) and proposal (5)');
+  t.equal(b.clientRest, 1, 'the round (10) outside the calls (3 + 6)');
   t.equal(b.loopLeader, 3);
   t.equal(b.loopFollowers, 6, 'the worse follower');
   t.equal(b.loopLoadgen, 1.5);
   const rows = breakdownRows([b, { ...b, round: 20, proposal: 15 }, { ...b, round: 12, proposal: 7 }]);
-  const proposalRow = rows.find((r) => (r[0] ?? '').startsWith('write:'));
+  const proposalRow = rows.find((r) => (r[0] ?? '').trim().startsWith('proposal'));
   t.equal(proposalRow?.[2], '7.00 (5.00-15.0)', 'median of the runs with the range');
   t.equal(proposalRow?.[3], '58%', 'share of the median round: 7 / 12');
   const missing = breakdownRows([casBreakdown({ roundMeanMs: 10, leaderIndex: 0, nodes: [undefined], loadgenEventLoopDelayMs: { mean: Number.NaN, p99: Number.NaN } })]);
-  t.equal(missing.find((r) => (r[0] ?? '').startsWith('write:'))?.[2], '-', 'not measured: a dash, not a zero');
+  t.equal(missing.find((r) => (r[0] ?? '').trim().startsWith('proposal'))?.[2], '-', 'not measured: a dash, not a zero');
+  t.equal(missing.find((r) => (r[0] ?? '').startsWith('outside the calls'))?.[2], '-', 'nor anything derived from it');
 });
 
 t.test('a phase reads fsyncs and the timing metrics from one scrape per node at each end of the window', async (t) => {

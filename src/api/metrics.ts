@@ -18,6 +18,7 @@ export class Metrics {
   readonly proposalSeconds: prom.Histogram;
   readonly roundTripSeconds: prom.Histogram<'kind'>;
   readonly applySeconds: prom.Histogram;
+  readonly grpcRequestSeconds: prom.Histogram<'method'>;
   readonly httpRequests: prom.Counter<'method' | 'status'>;
   readonly watchEvents: prom.Counter;
   readonly watchEnded: prom.Counter<'code'>;
@@ -108,6 +109,13 @@ export class Metrics {
       name: 'cairn_apply_seconds',
       help: 'Applying one committed entry to the state machine on this node.',
       buckets: [0.00001, 0.00002, 0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05],
+      registers: [r],
+    });
+    this.grpcRequestSeconds = new prom.Histogram({
+      name: 'cairn_grpc_request_seconds',
+      help: "A unary call of the public gRPC API on this node, by method: from its arrival (headers) until its status is sent.",
+      labelNames: ['method'],
+      buckets,
       registers: [r],
     });
     this.httpRequests = new prom.Counter({ name: 'cairn_http_requests_total', help: 'HTTP requests by method and status.', labelNames: ['method', 'status'], registers: [r] });
