@@ -105,8 +105,8 @@ export function windowMetrics(before: string | undefined, after: string | undefi
   return { histograms: hs, gauges: gs };
 }
 
-/** Mean ms of one histogram series over the given nodes together (NaN when none had a sample). */
-export function meanMs(nodes: readonly (NodeWindowMetrics | undefined)[], key: string): number {
+/** Count and total ms of one histogram series over the given nodes together. */
+export function pooled(nodes: readonly (NodeWindowMetrics | undefined)[], key: string): { readonly count: number; readonly ms: number } {
   let count = 0;
   let seconds = 0;
   for (const n of nodes) {
@@ -115,18 +115,26 @@ export function meanMs(nodes: readonly (NodeWindowMetrics | undefined)[], key: s
     count += h.count;
     seconds += h.seconds;
   }
-  return count > 0 ? (seconds / count) * 1000 : Number.NaN;
+  return { count, ms: seconds * 1000 };
+}
+
+/** Mean ms of one histogram series over the given nodes together (NaN when none had a sample). */
+export function meanMs(nodes: readonly (NodeWindowMetrics | undefined)[], key: string): number {
+  const p = pooled(nodes, key);
+  return p.count > 0 ? p.ms / p.count : Number.NaN;
 }
 
 function gaugeMs(nodes: readonly (NodeWindowMetrics | undefined)[], name: string): number {
   const vs = nodes.map((n) => n?.gauges[name]).filter((v): v is number => v !== undefined && Number.isFinite(v));
-  return vs.length === 0 ? Number.NaN : (Math.max(...vs) * 1000);
+  return vs.length === 0 ? Number.NaN : Math.max(...vs) * 1000;
 }
 
 /** What one run of a phase gives the breakdown. */
 export interface BreakdownInput {
   /** The client's mean round (for CAS: the read plus the write), ms. */
   readonly roundMeanMs: number;
+  /** Rounds the client completed in the window (for CAS: attempts, applied or not). */
+  readonly rounds: number;
   readonly leaderIndex: number;
   /** Per node, in node order; undefined where a scrape failed. */
   readonly nodes: readonly (NodeWindowMetrics | undefined)[];
@@ -134,74 +142,107 @@ export interface BreakdownInput {
   readonly loadgenEventLoopDelayMs: { readonly mean: number; readonly p99: number };
 }
 
-/** The breakdown's rows, in order; `part` rows are inside the one above them (they overlap it). */
+/**
+ * A step's figures in one run. `perCasMs`: the step's total time in the window over the rounds
+ * (its time per CAS, however often a CAS meets it; NaN for steps that many CAS share, like a log
+ * batch, or that overlap, like the round trips to two followers). `perCas`: how often a CAS met
+ * it (occurrences over rounds). `eachMs`: the mean of one occurrence.
+ */
+export interface StepFigures {
+  readonly perCasMs: number;
+  readonly perCas: number;
+  readonly eachMs: number;
+}
+
+/** The breakdown's rows, in order; `per`: whether the step's time is a share of each CAS ('cas') or a wait it meets ('each'). */
 export const BREAKDOWN_ROWS = [
-  { id: 'round', label: 'CAS round at the client (read + write), mean', where: 'load generator', part: false },
-  { id: 'readCall', label: 'read: the Read call, arrival to status', where: 'serving node', part: false },
-  { id: 'readIndex', label: '  read-index wait', where: 'serving node', part: true },
-  { id: 'heartbeatRtt', label: '  heartbeat round trip (network both ways + follower turn)', where: 'leader', part: true },
-  { id: 'writeCall', label: 'write: the Write call, arrival to status', where: 'serving node', part: false },
-  { id: 'proposal', label: '  proposal until committed and applied', where: 'leader', part: true },
-  { id: 'leaderAppend', label: '  log write, one batch until durable (queueing included)', where: 'leader', part: true },
-  { id: 'leaderFsync', label: '    of which fdatasync', where: 'leader', part: true },
-  { id: 'appendRtt', label: '  append round trip (sent until acknowledged)', where: 'leader', part: true },
-  { id: 'followerAppend', label: '    follower log write, one batch', where: 'followers', part: true },
-  { id: 'apply', label: '  apply, one entry', where: 'leader', part: true },
-  { id: 'serverRest', label: 'in the calls, outside read index and proposal (decode, checks, forward, encode)', where: 'derived', part: false },
-  { id: 'clientRest', label: 'outside the calls (load generator, network, gRPC framing, queueing for the loop)', where: 'derived', part: false },
-  { id: 'loopLeader', label: 'event-loop delay per wait, mean (p99 in JSON)', where: 'leader', part: false },
-  { id: 'loopFollowers', label: 'event-loop delay per wait, mean (the worse follower)', where: 'followers', part: false },
-  { id: 'loopLoadgen', label: 'event-loop delay per wait, mean', where: 'load generator', part: false },
+  { id: 'round', label: 'CAS round at the client (read + write)', where: 'load generator', per: 'cas' },
+  { id: 'readCall', label: 'read: the Read call, arrival to status', where: 'serving node', per: 'cas' },
+  { id: 'readIndex', label: '  read-index wait (every linearizable read of the round)', where: 'serving node', per: 'cas' },
+  { id: 'heartbeatRtt', label: '  heartbeat round trip (network both ways + follower turn)', where: 'leader', per: 'each' },
+  { id: 'writeCall', label: 'write: the Write call, arrival to status', where: 'serving node', per: 'cas' },
+  { id: 'proposal', label: '  proposal until committed and applied', where: 'leader', per: 'cas' },
+  { id: 'leaderAppend', label: '  log write, one batch until durable (queueing included)', where: 'leader', per: 'each' },
+  { id: 'leaderFsync', label: '    of which fdatasync', where: 'leader', per: 'each' },
+  { id: 'appendRtt', label: '  append round trip (sent until acknowledged)', where: 'leader', per: 'each' },
+  { id: 'followerAppend', label: '    follower log write, one batch', where: 'followers', per: 'each' },
+  { id: 'apply', label: '  apply, one entry', where: 'leader', per: 'cas' },
+  { id: 'serverRest', label: 'in the calls, outside read index and proposal (decode, checks, forward, encode)', where: 'derived', per: 'cas' },
+  { id: 'clientRest', label: 'outside the calls (load generator, network, gRPC framing, queueing for the loop)', where: 'derived', per: 'cas' },
+  { id: 'loopLeader', label: 'event-loop delay, per wait', where: 'leader', per: 'each' },
+  { id: 'loopFollowers', label: 'event-loop delay, per wait (the worse follower)', where: 'followers', per: 'each' },
+  { id: 'loopLoadgen', label: 'event-loop delay, per wait', where: 'load generator', per: 'each' },
 ] as const;
 
 export type BreakdownId = (typeof BREAKDOWN_ROWS)[number]['id'];
 
-/** Mean ms of each step in one run of a CAS phase (NaN where not measured). */
-export function casBreakdown(input: BreakdownInput): Record<BreakdownId, number> {
+const NONE: StepFigures = { perCasMs: Number.NaN, perCas: Number.NaN, eachMs: Number.NaN };
+
+/** Each step of one run of a CAS phase (NaN where not measured). */
+export function casBreakdown(input: BreakdownInput): Record<BreakdownId, StepFigures> {
   const all = input.nodes;
   const leader = [all[input.leaderIndex]];
   const followers = all.filter((_, i) => i !== input.leaderIndex);
-  const readIndex = meanMs(all, 'cairn_read_index_seconds');
-  const proposal = meanMs(leader, 'cairn_proposal_seconds');
-  const readCall = meanMs(all, 'cairn_grpc_request_seconds{method="Read"}');
-  const writeCall = meanMs(all, 'cairn_grpc_request_seconds{method="Write"}');
+  const rounds = input.rounds;
+  /** A step every CAS goes through: its total over the rounds. */
+  const perCas = (nodes: readonly (NodeWindowMetrics | undefined)[], key: string): StepFigures => {
+    const p = pooled(nodes, key);
+    if (p.count === 0 || !(rounds > 0)) return NONE;
+    return { perCasMs: p.ms / rounds, perCas: p.count / rounds, eachMs: p.ms / p.count };
+  };
+  /** A wait many CAS share or that overlaps others: only how often and how long each. */
+  const each = (nodes: readonly (NodeWindowMetrics | undefined)[], key: string): StepFigures => {
+    const p = pooled(nodes, key);
+    if (p.count === 0 || !(rounds > 0)) return NONE;
+    return { perCasMs: Number.NaN, perCas: p.count / rounds, eachMs: p.ms / p.count };
+  };
+  const wait = (ms: number): StepFigures => ({ perCasMs: Number.NaN, perCas: Number.NaN, eachMs: ms });
+  const derived = (ms: number): StepFigures => ({ perCasMs: ms, perCas: Number.NaN, eachMs: Number.NaN });
+  const readCall = perCas(all, 'cairn_grpc_request_seconds{method="Read"}');
+  const writeCall = perCas(all, 'cairn_grpc_request_seconds{method="Write"}');
+  const readIndex = perCas(all, 'cairn_read_index_seconds');
+  const proposal = perCas(leader, 'cairn_proposal_seconds');
   return {
-    round: input.roundMeanMs,
+    round: { perCasMs: input.roundMeanMs, perCas: 1, eachMs: input.roundMeanMs },
     readCall,
     readIndex,
+    heartbeatRtt: each(leader, 'cairn_raft_round_trip_seconds{kind="heartbeat"}'),
     writeCall,
-    heartbeatRtt: meanMs(leader, 'cairn_raft_round_trip_seconds{kind="heartbeat"}'),
     proposal,
-    leaderAppend: meanMs(leader, 'cairn_log_append_seconds'),
-    leaderFsync: meanMs(leader, 'cairn_log_fsync_seconds'),
-    appendRtt: meanMs(leader, 'cairn_raft_round_trip_seconds{kind="append"}'),
-    followerAppend: meanMs(followers, 'cairn_log_append_seconds'),
-    apply: meanMs(leader, 'cairn_apply_seconds'),
-    serverRest: readCall + writeCall - readIndex - proposal,
-    clientRest: input.roundMeanMs - readCall - writeCall,
-    loopLeader: gaugeMs(leader, 'cairn_process_nodejs_eventloop_lag_mean_seconds'),
-    loopFollowers: gaugeMs(followers, 'cairn_process_nodejs_eventloop_lag_mean_seconds'),
-    loopLoadgen: input.loadgenEventLoopDelayMs.mean,
+    leaderAppend: each(leader, 'cairn_log_append_seconds'),
+    leaderFsync: each(leader, 'cairn_log_fsync_seconds'),
+    appendRtt: each(leader, 'cairn_raft_round_trip_seconds{kind="append"}'),
+    followerAppend: each(followers, 'cairn_log_append_seconds'),
+    apply: perCas(leader, 'cairn_apply_seconds'),
+    serverRest: derived(readCall.perCasMs + writeCall.perCasMs - readIndex.perCasMs - proposal.perCasMs),
+    clientRest: derived(input.roundMeanMs - readCall.perCasMs - writeCall.perCasMs),
+    loopLeader: wait(gaugeMs(leader, 'cairn_process_nodejs_eventloop_lag_mean_seconds')),
+    loopFollowers: wait(gaugeMs(followers, 'cairn_process_nodejs_eventloop_lag_mean_seconds')),
+    loopLoadgen: wait(input.loadgenEventLoopDelayMs.mean),
   };
 }
 
 /**
- * The breakdown table of one phase over its runs: per step the median ms (and range), and its
- * share of the median round. Steps overlap (the leader's log write runs beside the append round
- * trip; a wait for the event loop is inside every step), so shares do not add up to 100%.
+ * The breakdown table of one phase over its runs, medians of the runs: per step its ms per CAS
+ * (with the range) and its share of the median round, how often a CAS met it, and the mean of
+ * one occurrence. Steps nest and overlap (the leader's log write runs beside the append round
+ * trip; waits for the event loop are inside every step), so the shares do not add up to 100%.
  */
-export function breakdownRows(runs: readonly Record<BreakdownId, number>[]): string[][] {
-  const round = spreadOf(runs.map((r) => r.round)).median;
+export function breakdownRows(runs: readonly Record<BreakdownId, StepFigures>[]): string[][] {
+  const round = spreadOf(runs.map((r) => r.round.perCasMs)).median;
   return BREAKDOWN_ROWS.map((row) => {
-    const s: Spread = spreadOf(runs.map((r) => r[row.id]));
-    const share = Number.isFinite(s.median) && round > 0 ? `${((s.median / round) * 100).toFixed(0)}%` : '-';
-    return [row.label, row.where, spreadText(s, msText), share];
+    const perCasMs: Spread = spreadOf(runs.map((r) => r[row.id].perCasMs));
+    const perCas = spreadOf(runs.map((r) => r[row.id].perCas)).median;
+    const eachMs: Spread = spreadOf(runs.map((r) => r[row.id].eachMs));
+    const share = Number.isFinite(perCasMs.median) && round > 0 ? `${((perCasMs.median / round) * 100).toFixed(0)}%` : '-';
+    return [row.label, row.where, spreadText(perCasMs, msText), share, Number.isFinite(perCas) ? perCas.toFixed(2) : '-', spreadText(eachMs, msText)];
   });
 }
 
-export const BREAKDOWN_HEADERS = ['step', 'measured on', 'ms, median of runs (range)', 'share of the round'];
+export const BREAKDOWN_HEADERS = ['step', 'measured on', 'ms per CAS (range of runs)', 'share of the round', 'times per CAS', 'ms each (range)'];
 
 export function msText(x: number): string {
   if (!Number.isFinite(x)) return '-';
-  return x < 1 ? x.toFixed(3) : x < 10 ? x.toFixed(2) : x < 100 ? x.toFixed(1) : x.toFixed(0);
+  const a = Math.abs(x);
+  return a < 1 ? x.toFixed(3) : a < 10 ? x.toFixed(2) : a < 100 ? x.toFixed(1) : x.toFixed(0);
 }

@@ -515,14 +515,16 @@ t.test('breakdown: the window is the growth between two scrapes; gauges from the
   t.ok(Number.isNaN(meanMs([w, undefined], 'cairn_read_index_seconds')));
 });
 
-t.test('breakdown: leader steps from the leader, follower steps from the followers, the rest derived', async (t) => {
+t.test('breakdown: per CAS for the steps every CAS takes, per occurrence for shared waits; leader and followers apart; the rest derived', async (t) => {
   const node = (h: Record<string, [number, number]>, lagS: number): NodeWindowMetrics => ({
     histograms: Object.fromEntries(Object.entries(h).map(([k, [count, seconds]]) => [k, { count, seconds }])),
     gauges: { cairn_process_nodejs_eventloop_lag_mean_seconds: lagS },
   });
+  // 100 CAS rounds in the window, each with a Read call and a Write call on the leader; the
+  // Write also reads linearizably (200 read-index waits in all).
   const leader = node(
     {
-      cairn_read_index_seconds: [100, 0.2],
+      cairn_read_index_seconds: [200, 0.2],
       cairn_proposal_seconds: [100, 0.5],
       'cairn_raft_round_trip_seconds{kind="heartbeat"}': [200, 0.2],
       'cairn_raft_round_trip_seconds{kind="append"}': [50, 0.15],
@@ -535,30 +537,39 @@ t.test('breakdown: leader steps from the leader, follower steps from the followe
     0.003,
   );
   const follower = (appendS: number, lagS: number): NodeWindowMetrics => node({ cairn_log_append_seconds: [10, appendS], cairn_proposal_seconds: [1, 100] }, lagS);
-  const b = casBreakdown({ roundMeanMs: 10, leaderIndex: 1, nodes: [follower(0.03, 0.001), leader, follower(0.05, 0.006)], loadgenEventLoopDelayMs: { mean: 1.5, p99: 9 } });
-  t.equal(b.round, 10);
-  t.equal(b.readIndex, 2);
-  t.equal(b.proposal, 5, "the followers' proposal series are not the leader's");
-  t.equal(b.heartbeatRtt, 1);
-  t.equal(b.appendRtt, 3);
-  t.equal(b.leaderAppend, 2);
-  t.equal(b.leaderFsync, 1);
-  t.equal(b.followerAppend, 4, "both followers' batches together: 0.08 s over 20");
-  t.equal(b.apply, 0.01);
-  t.equal(b.readCall, 3);
-  t.equal(b.writeCall, 6);
-  t.equal(b.serverRest, 2, 'in the calls (3 + 6) outside read index (2) and proposal (5)');
-  t.equal(b.clientRest, 1, 'the round (10) outside the calls (3 + 6)');
-  t.equal(b.loopLeader, 3);
-  t.equal(b.loopFollowers, 6, 'the worse follower');
-  t.equal(b.loopLoadgen, 1.5);
-  const rows = breakdownRows([b, { ...b, round: 20, proposal: 15 }, { ...b, round: 12, proposal: 7 }]);
+  const b = casBreakdown({ roundMeanMs: 10, rounds: 100, leaderIndex: 1, nodes: [follower(0.03, 0.001), leader, follower(0.05, 0.006)], loadgenEventLoopDelayMs: { mean: 1.5, p99: 9 } });
+  t.same(b.round, { perCasMs: 10, perCas: 1, eachMs: 10 });
+  t.same(b.readIndex, { perCasMs: 2, perCas: 2, eachMs: 1 }, 'two waits of 1 ms per CAS: 2 ms per CAS');
+  t.same(b.proposal, { perCasMs: 5, perCas: 1, eachMs: 5 }, "the followers' proposal series are not the leader's");
+  t.same(b.readCall, { perCasMs: 3, perCas: 1, eachMs: 3 });
+  t.same(b.writeCall, { perCasMs: 6, perCas: 1, eachMs: 6 });
+  t.ok(Number.isNaN(b.heartbeatRtt.perCasMs), 'a shared wait has no time per CAS');
+  t.equal(b.heartbeatRtt.eachMs, 1);
+  t.equal(b.heartbeatRtt.perCas, 2);
+  t.equal(b.appendRtt.eachMs, 3);
+  t.equal(b.leaderAppend.eachMs, 2);
+  t.equal(b.leaderAppend.perCas, 0.1, 'ten CAS per batch');
+  t.equal(b.leaderFsync.eachMs, 1);
+  t.equal(b.followerAppend.eachMs, 4, "both followers' batches together: 0.08 s over 20");
+  t.equal(b.apply.perCasMs, 0.01);
+  t.equal(b.serverRest.perCasMs, 2, 'in the calls (3 + 6) outside read index (2) and proposal (5)');
+  t.equal(b.clientRest.perCasMs, 1, 'the round (10) outside the calls (3 + 6)');
+  t.equal(b.loopLeader.eachMs, 3);
+  t.equal(b.loopFollowers.eachMs, 6, 'the worse follower');
+  t.equal(b.loopLoadgen.eachMs, 1.5);
+  const slower = (round: number, proposalMs: number): typeof b => ({ ...b, round: { ...b.round, perCasMs: round }, proposal: { ...b.proposal, perCasMs: proposalMs } });
+  const rows = breakdownRows([b, slower(20, 15), slower(12, 7)]);
   const proposalRow = rows.find((r) => (r[0] ?? '').trim().startsWith('proposal'));
   t.equal(proposalRow?.[2], '7.00 (5.00-15.0)', 'median of the runs with the range');
   t.equal(proposalRow?.[3], '58%', 'share of the median round: 7 / 12');
-  const missing = breakdownRows([casBreakdown({ roundMeanMs: 10, leaderIndex: 0, nodes: [undefined], loadgenEventLoopDelayMs: { mean: Number.NaN, p99: Number.NaN } })]);
+  t.equal(proposalRow?.[4], '1.00');
+  const rtt = rows.find((r) => (r[0] ?? '').trim().startsWith('heartbeat'));
+  t.same(rtt?.slice(2), ['-', '-', '2.00', '1.00'], 'a shared wait: no share of the round, its count and its length');
+  const missing = breakdownRows([casBreakdown({ roundMeanMs: 10, rounds: 100, leaderIndex: 0, nodes: [undefined], loadgenEventLoopDelayMs: { mean: Number.NaN, p99: Number.NaN } })]);
   t.equal(missing.find((r) => (r[0] ?? '').trim().startsWith('proposal'))?.[2], '-', 'not measured: a dash, not a zero');
   t.equal(missing.find((r) => (r[0] ?? '').startsWith('outside the calls'))?.[2], '-', 'nor anything derived from it');
+  const noRounds = casBreakdown({ roundMeanMs: Number.NaN, rounds: 0, leaderIndex: 1, nodes: [undefined, leader, undefined], loadgenEventLoopDelayMs: { mean: 1, p99: 1 } });
+  t.ok(Number.isNaN(noRounds.proposal.perCasMs), 'no rounds in the window: nothing per CAS');
 });
 
 t.test('a phase reads fsyncs and the timing metrics from one scrape per node at each end of the window', async (t) => {

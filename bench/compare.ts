@@ -1,17 +1,23 @@
 /**
  * Stage 8: Cairn side by side with etcd (`make bench`; issue 9).
  *
- *   node dist/bench/compare.js [--quick] [--dir PATH] [--systems etcd,cairn] [--only ID,...]
+ *   node dist/bench/compare.js [--quick] [--repeat N] [--dir PATH] [--systems etcd,cairn] [--only ID,...]
  *
  * Starts a 3-node etcd cluster, measures it, stops it; then a 3-node Cairn cluster, the same
- * way (never both at once). Both on loopback, with free ports, data dirs in one temporary
- * directory (the same disk), default timing and fsync on. One load generator (this process)
+ * way (never both at once); N times each (--repeat, default 3, quick 2), alternating which
+ * system goes first, a fresh cluster each time. The table gives each row's median over the runs
+ * with the lowest and highest run, ratios of medians, and marks a row client-bound when the load
+ * generator was above 80% of a core; under it, where a Cairn CAS spent its time, from the nodes'
+ * own metrics (bench/breakdown.ts). The JSON keeps every run.
+ *
+ * Both on loopback, with free ports, data dirs in one temporary directory (the same disk),
+ * default timing and fsync on. One load generator (this process)
  * drives both over gRPC with the same payloads: 1,000 keys, 256-byte values. Measures:
  *
- * - CAS writes (read the version, then compare-and-set) at 1, 16, 64 and 256 concurrent
- *   clients, all to the leader and spread over all nodes; a contended variant (64 clients, 10
- *   keys) with its conflict rate;
- * - unconditional writes and linearizable reads, 64 clients, to the leader;
+ * - CAS writes (read the version, then compare-and-set) at 1, 16 and 64 concurrent clients to
+ *   the leader, 16 and 64 spread over all nodes (256 clients and spread with 1 only with
+ *   --only); a contended variant (64 clients, 10 keys) with its conflict rate;
+ * - unconditional writes and linearizable reads, 16 and 64 clients, to the leader;
  * - watch fan-out: 100, 1,000 and 10,000 watchers on one follower at 200 writes/s to the
  *   leader (bench/fanout/cluster-phase.ts, the measurement of `make bench-watch`);
  * - leader failover: SIGKILL of the leader, time to the next acknowledged write, median of 5;
@@ -23,7 +29,7 @@
  * Each phase reports throughput, p50/p99/p99.9 latency, the load generator's CPU and each
  * server's. Prints one table with the Cairn/etcd ratios and the issue's targets, writes
  * bench/results/bench-<date>-<HHMM>[-quick].json and .svg. --quick: shorter windows, 3 failover trials
- * (under 3 minutes). --only runs the named phases only (ids as in the JSON: cas-leader-64,
+ * (about 6 minutes). --only runs the named phases only (ids as in the JSON: cas-leader-64,
  * watch-fanout, failover, ...), e.g. to profile one; --watchers 1000 gives the fan-out phase
  * other watcher counts. BENCH_CAIRN_NODE_FLAGS adds `node` flags to every Cairn
  * agent (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"), BENCH_CAIRN_AGENT_FLAGS `cairn agent` flags
@@ -324,8 +330,8 @@ function breakdownTables(results: readonly SystemResults[]): string {
     if (p.kind !== 'cas' && p.kind !== 'cas-contended') continue;
     const rs = runs.filter((r) => r.id === p.id);
     if (rs.length === 0) continue;
-    const steps = rs.map((r) => casBreakdown({ roundMeanMs: r.latency.meanMs, leaderIndex: r.leaderIndex, nodes: r.nodeMetrics ?? [], loadgenEventLoopDelayMs: r.loadgenEventLoopDelayMs }));
-    out.push(`Cairn, ${phaseLabel(p)}: where a CAS spends its time (${rs.length} run${rs.length === 1 ? '' : 's'})\n${formatColumns(BREAKDOWN_HEADERS, breakdownRows(steps), [false, false, true, true])}`);
+    const steps = rs.map((r) => casBreakdown({ roundMeanMs: r.latency.meanMs, rounds: r.attempts, leaderIndex: r.leaderIndex, nodes: r.nodeMetrics ?? [], loadgenEventLoopDelayMs: r.loadgenEventLoopDelayMs }));
+    out.push(`Cairn, ${phaseLabel(p)}: where a CAS spends its time (${rs.length} run${rs.length === 1 ? '' : 's'})\n${formatColumns(BREAKDOWN_HEADERS, breakdownRows(steps), [false, false, true, true, true, true])}`);
   }
   return out.join('\n\n');
 }
@@ -438,8 +444,9 @@ async function main(): Promise<void> {
       `${others}. Other work skews a ratio when it differs between the two parts.\n` +
       fanoutText +
       (breakdown !== ''
-        ? `\nWhere a Cairn CAS spends its time, from the nodes' own metrics scraped when each window opened and closed (mean per occurrence in the window; medians of the runs). ` +
-          'Steps overlap: the leader\'s log write runs beside the append round trip, and event-loop waits are inside every step, so the shares do not add up to 100%. ' +
+        ? `\nWhere a Cairn CAS spends its time, from the nodes' own metrics scraped when each window opened and closed (medians of the runs). ` +
+          '"ms per CAS": the step\'s total time in the window over the CAS rounds (for steps every CAS goes through); "times per CAS": how often a CAS met the step; "ms each": one occurrence (for shared waits: a log batch serves many CAS, a heartbeat round many reads). ' +
+          'Steps nest and overlap: the leader\'s log write runs beside the append round trip, and event-loop waits are inside every step, so the shares do not add up to 100%. ' +
           'Event-loop delay: how late a 10 ms timer fired, mean (prom-client monitorEventLoopDelay, reset at each scrape); a round waits for a loop turn several times on each node it crosses.\n\n' +
           `${breakdown}\n`
         : ''),
