@@ -83,9 +83,9 @@ export function histogramTotals(text: string, names: readonly string[]): Map<str
 }
 
 /**
- * One node's window from its two scrapes: the growth of each histogram (a series missing from
- * either scrape is left out; a counter that went down, as after a restart, too) and the gauges
- * of the closing scrape.
+ * One node's window from its two scrapes: the growth of each histogram and the gauges of the
+ * closing scrape. A series absent from the opening scrape counts from zero (a labelled series
+ * appears with its first sample); one that went down (a restart) is left out.
  */
 export function windowMetrics(before: string | undefined, after: string | undefined, histograms: readonly string[], gauges: readonly string[]): NodeWindowMetrics | undefined {
   if (before === undefined || after === undefined) return undefined;
@@ -93,8 +93,8 @@ export function windowMetrics(before: string | undefined, after: string | undefi
   const h1 = histogramTotals(after, histograms);
   const hs: Record<string, HistogramTotal> = {};
   for (const [key, b] of h1) {
-    const a = h0.get(key);
-    if (a === undefined || b.count < a.count) continue;
+    const a = h0.get(key) ?? { count: 0, seconds: 0 };
+    if (b.count < a.count) continue;
     hs[key] = { count: b.count - a.count, seconds: b.seconds - a.seconds };
   }
   const gs: Record<string, number> = {};
@@ -133,7 +133,11 @@ function gaugeMs(nodes: readonly (NodeWindowMetrics | undefined)[], name: string
 export interface BreakdownInput {
   /** The client's mean round (for CAS: the read plus the write), ms. */
   readonly roundMeanMs: number;
-  /** Rounds the client completed in the window (for CAS: attempts, applied or not). */
+  /**
+   * Rounds the client completed in the window (for CAS: attempts, applied or not). Used only
+   * when the servers did not count their Read calls: the servers' count covers exactly the
+   * interval between the scrapes, which the histograms cover too.
+   */
   readonly rounds: number;
   readonly leaderIndex: number;
   /** Per node, in node order; undefined where a scrape failed. */
@@ -183,18 +187,24 @@ export function casBreakdown(input: BreakdownInput): Record<BreakdownId, StepFig
   const all = input.nodes;
   const leader = [all[input.leaderIndex]];
   const followers = all.filter((_, i) => i !== input.leaderIndex);
-  const rounds = input.rounds;
+  // Each CAS round makes one Read call: the calls the nodes counted between the two scrapes
+  // are the rounds of the interval their histograms cover (the client's count covers only
+  // rounds that began and ended inside its window, fewer when a round is long against the
+  // window). With a node's scrape missing, nothing pooled over nodes is whole: no per-CAS figures.
+  const complete = all.length > 0 && all.every((n) => n !== undefined);
+  const readCalls = pooled(all, 'cairn_grpc_request_seconds{method="Read"}').count;
+  const rounds = !complete ? Number.NaN : readCalls > 0 ? readCalls : input.rounds;
   /** A step every CAS goes through: its total over the rounds. */
   const perCas = (nodes: readonly (NodeWindowMetrics | undefined)[], key: string): StepFigures => {
     const p = pooled(nodes, key);
-    if (p.count === 0 || !(rounds > 0)) return NONE;
-    return { perCasMs: p.ms / rounds, perCas: p.count / rounds, eachMs: p.ms / p.count };
+    if (p.count === 0) return NONE;
+    return rounds > 0 ? { perCasMs: p.ms / rounds, perCas: p.count / rounds, eachMs: p.ms / p.count } : { ...NONE, eachMs: p.ms / p.count };
   };
   /** A wait many CAS share or that overlaps others: only how often and how long each. */
   const each = (nodes: readonly (NodeWindowMetrics | undefined)[], key: string): StepFigures => {
     const p = pooled(nodes, key);
-    if (p.count === 0 || !(rounds > 0)) return NONE;
-    return { perCasMs: Number.NaN, perCas: p.count / rounds, eachMs: p.ms / p.count };
+    if (p.count === 0) return NONE;
+    return { perCasMs: Number.NaN, perCas: rounds > 0 ? p.count / rounds : Number.NaN, eachMs: p.ms / p.count };
   };
   const wait = (ms: number): StepFigures => ({ perCasMs: Number.NaN, perCas: Number.NaN, eachMs: ms });
   const derived = (ms: number): StepFigures => ({ perCasMs: ms, perCas: Number.NaN, eachMs: Number.NaN });

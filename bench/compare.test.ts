@@ -508,11 +508,12 @@ t.test('breakdown: the window is the growth between two scrapes; gauges from the
   t.same(w?.histograms['cairn_proposal_seconds'], { count: 1000, seconds: 2 });
   t.same(w?.histograms['cairn_raft_round_trip_seconds{kind="append"}'], { count: 1000, seconds: 3 });
   t.notOk(w?.histograms['cairn_log_append_seconds'], 'a counter that went down (a restart) is left out');
-  t.notOk(w?.histograms['cairn_read_index_seconds'], 'a series missing from the opening scrape is left out');
+  t.same(w?.histograms['cairn_read_index_seconds'], { count: 1000, seconds: 1 }, 'a series absent from the opening scrape (a label set not seen yet) counts from zero');
   t.equal(w?.gauges['cairn_process_nodejs_eventloop_lag_mean_seconds'], 0.002);
   t.equal(windowMetrics(undefined, SCRAPE_1, NAMES, []), undefined, 'a failed scrape gives nothing');
   t.equal(meanMs([w], 'cairn_proposal_seconds'), 2, '2 s over 1,000 proposals');
-  t.ok(Number.isNaN(meanMs([w, undefined], 'cairn_read_index_seconds')));
+  t.equal(meanMs([w, undefined], 'cairn_read_index_seconds'), 1, 'a node without figures adds nothing');
+  t.ok(Number.isNaN(meanMs([w], 'cairn_apply_seconds')), 'no sample anywhere: NaN');
 });
 
 t.test('breakdown: per CAS for the steps every CAS takes, per occurrence for shared waits; leader and followers apart; the rest derived', async (t) => {
@@ -568,7 +569,14 @@ t.test('breakdown: per CAS for the steps every CAS takes, per occurrence for sha
   const missing = breakdownRows([casBreakdown({ roundMeanMs: 10, rounds: 100, leaderIndex: 0, nodes: [undefined], loadgenEventLoopDelayMs: { mean: Number.NaN, p99: Number.NaN } })]);
   t.equal(missing.find((r) => (r[0] ?? '').trim().startsWith('proposal'))?.[2], '-', 'not measured: a dash, not a zero');
   t.equal(missing.find((r) => (r[0] ?? '').startsWith('outside the calls'))?.[2], '-', 'nor anything derived from it');
-  const noRounds = casBreakdown({ roundMeanMs: Number.NaN, rounds: 0, leaderIndex: 1, nodes: [undefined, leader, undefined], loadgenEventLoopDelayMs: { mean: 1, p99: 1 } });
+  const clientSawFewer = casBreakdown({ roundMeanMs: 10, rounds: 60, leaderIndex: 1, nodes: [follower(0.03, 0.001), leader, follower(0.05, 0.006)], loadgenEventLoopDelayMs: { mean: 1, p99: 1 } });
+  t.equal(clientSawFewer.proposal.perCasMs, 5, "the servers' own count of Read calls is the number of rounds (100), not the client's (60)");
+  const oneScrapeFailed = casBreakdown({ roundMeanMs: 10, rounds: 100, leaderIndex: 1, nodes: [undefined, leader, follower(0.05, 0.006)], loadgenEventLoopDelayMs: { mean: 1, p99: 1 } });
+  t.ok(Number.isNaN(oneScrapeFailed.readCall.perCasMs), "a node's scrape failed: nothing per CAS");
+  t.ok(Number.isNaN(oneScrapeFailed.leaderAppend.perCas));
+  t.equal(oneScrapeFailed.proposal.eachMs, 5, 'but the mean of each step still stands');
+  const quiet = node({ cairn_proposal_seconds: [3, 0.003] }, 0.001);
+  const noRounds = casBreakdown({ roundMeanMs: Number.NaN, rounds: 0, leaderIndex: 1, nodes: [quiet, quiet, quiet], loadgenEventLoopDelayMs: { mean: 1, p99: 1 } });
   t.ok(Number.isNaN(noRounds.proposal.perCasMs), 'no rounds in the window: nothing per CAS');
 });
 

@@ -85,7 +85,8 @@ export class RoundTripTransport implements Transport {
     if (byPeer === undefined) return;
     const sentAt = byPeer.get(readSeq);
     // Forget this sequence and every older one: their answers are no longer awaited.
-    for (const seq of [...byPeer.keys()]) if (seq <= readSeq) byPeer.delete(seq);
+    // (Deleting the entry being visited is safe in a Map's iteration.)
+    for (const seq of byPeer.keys()) if (seq <= readSeq) byPeer.delete(seq);
     if (sentAt !== undefined) this.sink.heartbeat((this.now() - sentAt) / 1000);
   }
 
