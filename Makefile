@@ -71,9 +71,10 @@ clean:
 
 # Cairn side by side with etcd (bench/README.md): installs etcd from Debian's etcd-server
 # package if it is absent, then runs a 3-node etcd cluster and a 3-node Cairn cluster on
-# loopback one after the other under the same load, prints one table with the Cairn/etcd
-# ratios and writes bench/results/bench-<date>-<HHMM>.json and .svg. About 7-8 minutes; QUICK=1 runs
-# shorter windows (under 3 minutes). BENCH_ARGS passes more flags (--only cas-leader-64, ...).
+# loopback one after the other, three times each in alternating order (--repeat), prints one
+# table of medians with their spread and the Cairn/etcd ratios, and writes
+# bench/results/bench-<date>-<HHMM>.json and .svg. About 20 minutes; QUICK=1 runs shorter windows
+# and two runs per system (about 6 minutes). BENCH_ARGS passes more flags (--only cas-leader-64, --repeat 5, ...).
 bench: build
 	@bash bench/install-etcd.sh
 	node dist/bench/compare.js $(if $(filter 1 true yes,$(QUICK)),--quick) $(BENCH_ARGS)

@@ -1,15 +1,18 @@
 /**
  * The side-by-side chart: CAS throughput (left) and p99 latency (right, log scale) by number of
- * concurrent clients, one line per system and placement (to the leader, spread over all nodes).
- * Plain SVG, no dependencies.
+ * concurrent clients, one line per system and placement (to the leader, spread over all nodes):
+ * the line joins the medians of the runs, and a bar at each point spans the lowest to the
+ * highest run. Plain SVG, no dependencies.
  */
 
 export interface Series {
   readonly label: string;
   readonly color: string;
   readonly dashed: boolean;
-  /** [clients, value] */
+  /** [clients, value]: the median of the runs. */
   readonly points: readonly (readonly [number, number])[];
+  /** [clients, lowest run, highest run]: drawn as a bar through the point. */
+  readonly ranges?: readonly (readonly [number, number, number])[];
 }
 
 const W = 460;
@@ -20,7 +23,7 @@ const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;'
 const fmt = (n: number): string => (n >= 1000 ? `${Math.round(n / 100) / 10}k` : n >= 10 ? String(Math.round(n)) : String(Math.round(n * 10) / 10));
 
 function panel(x0: number, title: string, yLabel: string, clients: readonly number[], series: readonly Series[], log: boolean): string {
-  const values = series.flatMap((s) => s.points.map((p) => p[1])).filter((v) => Number.isFinite(v) && v > 0);
+  const values = series.flatMap((s) => [...s.points.map((p) => p[1]), ...(s.ranges ?? []).flatMap((r) => [r[1], r[2]])]).filter((v) => Number.isFinite(v) && v > 0);
   const pw = W - M.left - M.right;
   const ph = H - M.top - M.bottom;
   let lo: number;
@@ -64,6 +67,17 @@ function panel(x0: number, title: string, yLabel: string, clients: readonly numb
     const d = pts.map((p, i) => `${i === 0 ? 'M' : 'L'}${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(' ');
     out.push(`<path d="${d}" fill="none" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6,4"' : ''}/>`);
     for (const p of pts) out.push(`<circle cx="${x(p[0]).toFixed(1)}" cy="${y(p[1]).toFixed(1)}" r="3" fill="${s.color}"/>`);
+    // The spread of the runs: a vertical bar with caps, nudged aside so two systems' bars do not overlap.
+    const nudge = s.dashed ? 4 : -4;
+    for (const [c, lo, hi] of s.ranges ?? []) {
+      if (!clients.includes(c) || !Number.isFinite(lo) || !Number.isFinite(hi) || lo <= 0 || hi <= 0 || hi <= lo) continue;
+      const cx = (x(c) + nudge).toFixed(1);
+      const y0 = y(lo).toFixed(1);
+      const y1 = y(hi).toFixed(1);
+      out.push(
+        `<path class="range" d="M${cx},${y0} L${cx},${y1} M${(x(c) + nudge - 3).toFixed(1)},${y0} L${(x(c) + nudge + 3).toFixed(1)},${y0} M${(x(c) + nudge - 3).toFixed(1)},${y1} L${(x(c) + nudge + 3).toFixed(1)},${y1}" stroke="${s.color}" stroke-width="1.2" opacity="0.7"/>`,
+      );
+    }
   }
   out.push('</g>');
   return out.join('\n');
@@ -83,7 +97,7 @@ export function renderChart(opts: { readonly title: string; readonly clients: re
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${2 * W}" height="${H + 60}" font-family="sans-serif" font-size="12">`,
     `<rect width="100%" height="100%" fill="white"/>`,
-    `<text x="${W}" y="${H + 50}" text-anchor="middle" fill="#555">${esc(opts.title)}</text>`,
+    `<text x="${W}" y="${H + 50}" text-anchor="middle" fill="#555">${esc(opts.title)} (lines: medians of the runs; bars: lowest to highest run)</text>`,
     panel(0, 'CAS writes: throughput (ops/s)', 'ops/s', opts.clients, opts.throughput, false),
     panel(W, 'CAS writes: p99 latency (ms, log scale)', 'ms', opts.clients, opts.p99, true),
     legend,

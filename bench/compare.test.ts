@@ -13,8 +13,11 @@ import type { FanoutMeasurement } from './fanout/measure.js';
 import { percentiles } from './fanout/stats.js';
 import type { NodesRss, WatchFanoutOutcome, WatchFanoutResult } from './watch-hook.js';
 import { formatColumns } from './report.js';
-import { makeValue, VALUE_BYTES, type FsyncCounter, type KvOps, type KvSystem, type NodeHealth } from './systems.js';
-import { failoverTrial, runPhase, type PhaseSpec } from './workload.js';
+import { aggregatePhase, aggregatePhases, clientBoundNote, isClientBound, runOrder, spreadOf, spreadText } from './aggregate.js';
+import { breakdownRows, casBreakdown, histogramTotals, meanMs, windowMetrics, type NodeWindowMetrics } from './breakdown.js';
+import { cpuPerOpRow, kvRow, TARGETS } from './compare-table.js';
+import { makeValue, VALUE_BYTES, type KvOps, type KvSystem, type NodeHealth } from './systems.js';
+import { failoverTrial, runPhase, type PhaseResult, type PhaseSpec } from './workload.js';
 
 /** A 3-node in-memory "cluster": versions per key, answers on the next turn of the event loop. */
 class FakeSystem implements KvSystem {
@@ -51,6 +54,7 @@ class FakeSystem implements KvSystem {
         if (value.length !== VALUE_BYTES) throw new Error(`value of ${value.length} bytes`);
         if ((this.versions.get(k) ?? 0) !== v) return false;
         this.versions.set(k, (v as number) + 1);
+        this.writes++;
         return true;
       },
       put: async (k) => {
@@ -100,8 +104,15 @@ class FakeSystem implements KvSystem {
   messageSizes(): Record<string, number> {
     return {};
   }
-  async fsyncs(): Promise<FsyncCounter | undefined> {
-    return undefined;
+  /** Writes so far: each one "fsynced" once on the leader, at 2 ms each. */
+  writes = 0;
+  readonly fsyncHistogram = 'fake_fsync_seconds';
+  readonly timingHistograms: readonly string[] = ['fake_fsync_seconds'];
+  readonly windowGauges: readonly string[] = ['fake_lag_seconds'];
+  async metricsText(i: number): Promise<string | undefined> {
+    if (i === 2) return undefined; // node c never answers its scrapes
+    const n = i === this.leader ? this.writes : 0;
+    return `# TYPE fake_fsync_seconds histogram\nfake_fsync_seconds_bucket{le="+Inf"} ${n}\nfake_fsync_seconds_sum ${n * 0.002}\nfake_fsync_seconds_count ${n}\nfake_lag_seconds 0.004\n`;
   }
 }
 
@@ -333,4 +344,264 @@ t.test('fan-out rows: the 10,000-watcher target is met only when every event cam
   t.match(table, /\| Cairn +\| +100 on n2 \|/);
   t.match(table, /20,000 \/ 20,000 \/ 20,000/, 'events/s: sent by the node, received, needed');
   t.notMatch(table, /etcd/, 'a system that did not run the phase has no rows');
+});
+
+// ---- Repeated runs: order, median and spread, client-bound (issue 17, item 5) -------------------
+
+t.test('run order: the systems alternate which goes first, each run once per repetition', async (t) => {
+  t.same(runOrder(['etcd', 'Cairn'], 3), [
+    ['etcd', 'Cairn'],
+    ['Cairn', 'etcd'],
+    ['etcd', 'Cairn'],
+  ]);
+  const four = runOrder(['etcd', 'Cairn'], 4);
+  t.equal(four.filter((r) => r[0] === 'etcd').length, 2, 'over an even count each goes first equally often');
+  t.equal(four.filter((r) => r[0] === 'Cairn').length, 2);
+  for (const rep of four) t.same([...rep].sort(), ['Cairn', 'etcd'], 'every system once per repetition');
+  t.same(runOrder(['Cairn'], 2), [['Cairn'], ['Cairn']], 'one system');
+  t.throws(() => runOrder(['a', 'b'], 0), /positive whole number/);
+  t.throws(() => runOrder(['a', 'b'], 1.5), /positive whole number/);
+});
+
+t.test('spread: median (middle two averaged), range, values kept in run order, NaN ignored', async (t) => {
+  t.same(spreadOf([300, 100, 200]), { median: 200, min: 100, max: 300, values: [300, 100, 200] });
+  t.equal(spreadOf([4, 1, 3, 2]).median, 2.5);
+  const withNaN = spreadOf([5, Number.NaN, 1]);
+  t.equal(withNaN.median, 3, 'the NaN run is not counted');
+  t.equal(withNaN.values.length, 3, 'but kept');
+  t.ok(Number.isNaN(spreadOf([]).median));
+  t.equal(spreadText(spreadOf([1200, 1000, 1100]), String), '1100 (1000-1200)');
+  t.equal(spreadText(spreadOf([1000]), String), '1000', 'one run: no range');
+  t.equal(spreadText(spreadOf([Number.NaN]), String), '-');
+});
+
+t.test('client-bound: above 80% of a core, not at it', async (t) => {
+  t.equal(isClientBound(80), false);
+  t.equal(isClientBound(80.5), true);
+  t.equal(isClientBound(Number.NaN), false);
+});
+
+function fakeResult(id: string, over: { ops: number; p50?: number; p99?: number; gen?: number; srv?: number; errors?: number }): PhaseResult {
+  const lat = { count: 1, p50Ms: over.p50 ?? 1, p99Ms: over.p99 ?? 10, p999Ms: 20, maxMs: 30, meanMs: 2 };
+  return {
+    id,
+    kind: 'cas',
+    clients: 64,
+    target: 'leader',
+    keys: 1000,
+    leader: 'a',
+    leaderIndex: 0,
+    seconds: 10,
+    ops: over.ops * 10,
+    opsPerSec: over.ops,
+    latency: lat,
+    writeLatency: lat,
+    attempts: over.ops * 10,
+    conflicts: 0,
+    conflictRate: 0,
+    errors: over.errors ?? 0,
+    errorSamples: {},
+    loadgenCpuPct: over.gen ?? 50,
+    serverCpuPct: [over.srv ?? 100, 0, 0],
+    serverCpuPctTotal: over.srv ?? 100,
+    serverRssMiB: [100, 100, 100],
+    fsyncsPerSec: [100, 90, 90],
+    fsyncMeanMs: [1, 1, 1],
+    otherCpuPct: 0,
+    clientBound: isClientBound(over.gen ?? 50),
+    nodeMetrics: [undefined, undefined, undefined],
+    loadgenEventLoopDelayMs: { mean: Number.NaN, p99: Number.NaN },
+  };
+}
+
+t.test('aggregate: medians and ranges over the runs, client-bound runs counted, errors summed', async (t) => {
+  const a = aggregatePhase([
+    fakeResult('cas-leader-64', { ops: 1000, p99: 30, gen: 85, srv: 100, errors: 1 }),
+    fakeResult('cas-leader-64', { ops: 3000, p99: 10, gen: 50, srv: 100 }),
+    fakeResult('cas-leader-64', { ops: 1100, p99: 12, gen: 81, srv: 100, errors: 2 }),
+  ]);
+  t.equal(a.runs, 3);
+  t.equal(a.opsPerSec.median, 1100, 'the median, not the mean (1,700)');
+  t.equal(a.opsPerSec.min, 1000);
+  t.equal(a.opsPerSec.max, 3000);
+  t.same(a.opsPerSec.values, [1000, 3000, 1100], 'every run, in run order');
+  t.equal(a.p99Ms.median, 12);
+  t.equal(a.clientBoundRuns, 2);
+  t.equal(a.errors, 3);
+  t.equal(a.serverCpuUsPerOp.median, (1e6 * 1) / 1100, 'one core over 1,100 ops/s: ~909 µs per op');
+  t.equal(clientBoundNote(a), ' [client-bound 2/3]');
+  t.throws(() => aggregatePhase([fakeResult('a', { ops: 1 }), fakeResult('b', { ops: 1 })]), /mixed/);
+  t.throws(() => aggregatePhase([]), /no runs/);
+  const byId = aggregatePhases([fakeResult('x', { ops: 1 }), fakeResult('y', { ops: 2 }), fakeResult('x', { ops: 3 })]);
+  t.same([...byId.keys()], ['x', 'y']);
+  t.equal(byId.get('x')?.runs, 2);
+});
+
+t.test('table row: ratios and targets from the medians, ranges shown, client-bound marked', async (t) => {
+  // Cairn's mean (1,700/s) is above etcd's median (1,500/s) but its median (1,100/s) is not.
+  const c = aggregatePhase([fakeResult('cas-leader-64', { ops: 1000, p99: 9 }), fakeResult('cas-leader-64', { ops: 3000, p99: 9 }), fakeResult('cas-leader-64', { ops: 1100, p99: 9 })]);
+  const e = aggregatePhase([fakeResult('cas-leader-64', { ops: 1500, p99: 10, gen: 90 }), fakeResult('cas-leader-64', { ops: 1400, p99: 10, gen: 90 }), fakeResult('cas-leader-64', { ops: 1600, p99: 10 })]);
+  const row = kvRow('CAS', c, e, TARGETS['cas-leader-64']);
+  t.equal(row[1], '1,100 (1,000-3,000)/s');
+  t.equal(row[2], '1,500 (1,400-1,600)/s [client-bound 2/3]');
+  t.equal(row[3], '0.73x', '1,100 / 1,500');
+  t.equal(row[6], '0.90x', 'p99 9 / 10');
+  t.equal(row[10], 'NOT met', 'throughput below etcd on medians');
+  const faster = aggregatePhase([fakeResult('cas-leader-64', { ops: 1600, p99: 9 })]);
+  t.equal(kvRow('CAS', faster, e, TARGETS['cas-leader-64'])[10], 'met');
+  t.equal(kvRow('CAS', faster, undefined, TARGETS['cas-leader-64'])[10], '-', 'not measured');
+  const slowTail = aggregatePhase([fakeResult('cas-leader-64', { ops: 1600, p99: 11 })]);
+  t.equal(kvRow('CAS', slowTail, e, TARGETS['cas-leader-64'])[10], 'NOT met', 'p99 above etcd');
+  const one = aggregatePhase([fakeResult('cas-leader-1', { ops: 300, p50: 2 })]);
+  const eOne = aggregatePhase([fakeResult('cas-leader-1', { ops: 500, p50: 1.9 })]);
+  t.equal(kvRow('CAS 1', one, eOne, TARGETS['cas-leader-1'])[10], 'NOT met', '1 client: p50 above etcd');
+  const cpu = cpuPerOpRow('cpu', faster, e);
+  t.equal(cpu[1], '625 µs');
+  t.equal(cpu[10], 'met', '625 µs against 667 µs');
+});
+
+// ---- The CAS breakdown from the servers' metrics -------------------------------------------------
+
+const SCRAPE_0 = [
+  '# HELP cairn_proposal_seconds x',
+  'cairn_proposal_seconds_bucket{le="0.001"} 1',
+  'cairn_proposal_seconds_sum 0.5',
+  'cairn_proposal_seconds_count 100',
+  'cairn_raft_round_trip_seconds_sum{kind="append"} 1',
+  'cairn_raft_round_trip_seconds_count{kind="append"} 10',
+  'cairn_raft_round_trip_seconds_sum{kind="heartbeat"} 2',
+  'cairn_raft_round_trip_seconds_count{kind="heartbeat"} 20',
+  'cairn_proposal_seconds_extra_sum 99',
+  'cairn_log_append_seconds_sum 7',
+  'cairn_log_append_seconds_count 7',
+  'cairn_process_nodejs_eventloop_lag_mean_seconds 0.5',
+].join('\n');
+const SCRAPE_1 = [
+  'cairn_proposal_seconds_sum 2.5',
+  'cairn_proposal_seconds_count 1100',
+  'cairn_raft_round_trip_seconds_sum{kind="append"} 4',
+  'cairn_raft_round_trip_seconds_count{kind="append"} 1010',
+  'cairn_raft_round_trip_seconds_sum{kind="heartbeat"} 3',
+  'cairn_raft_round_trip_seconds_count{kind="heartbeat"} 520',
+  'cairn_log_append_seconds_sum 1',
+  'cairn_log_append_seconds_count 1',
+  'cairn_read_index_seconds_sum 1',
+  'cairn_read_index_seconds_count 1000',
+  'cairn_process_nodejs_eventloop_lag_mean_seconds 0.002',
+].join('\n');
+const NAMES = ['cairn_proposal_seconds', 'cairn_raft_round_trip_seconds', 'cairn_log_append_seconds', 'cairn_read_index_seconds'];
+
+t.test('breakdown: histogram totals per label set, from Prometheus text', async (t) => {
+  const h = histogramTotals(SCRAPE_0, NAMES);
+  t.same(h.get('cairn_proposal_seconds'), { count: 100, seconds: 0.5 });
+  t.same(h.get('cairn_raft_round_trip_seconds{kind="append"}'), { count: 10, seconds: 1 });
+  t.same(h.get('cairn_raft_round_trip_seconds{kind="heartbeat"}'), { count: 20, seconds: 2 });
+  t.notOk([...h.keys()].some((k) => k.includes('extra')), 'a longer name with the same prefix is not taken');
+  t.notOk(h.has('cairn_read_index_seconds'), 'absent series stay absent');
+  const reordered = histogramTotals('x_sum{b="2",a="1"} 3\nx_count{a="1", b="2"} 6', ['x']);
+  t.same(reordered.get('x{a="1",b="2"}'), { count: 6, seconds: 3 }, 'labels sorted');
+});
+
+t.test('breakdown: the window is the growth between two scrapes; gauges from the closing one', async (t) => {
+  const w = windowMetrics(SCRAPE_0, SCRAPE_1, NAMES, ['cairn_process_nodejs_eventloop_lag_mean_seconds']);
+  t.ok(w);
+  t.same(w?.histograms['cairn_proposal_seconds'], { count: 1000, seconds: 2 });
+  t.same(w?.histograms['cairn_raft_round_trip_seconds{kind="append"}'], { count: 1000, seconds: 3 });
+  t.notOk(w?.histograms['cairn_log_append_seconds'], 'a counter that went down (a restart) is left out');
+  t.same(w?.histograms['cairn_read_index_seconds'], { count: 1000, seconds: 1 }, 'a series absent from the opening scrape (a label set not seen yet) counts from zero');
+  t.equal(w?.gauges['cairn_process_nodejs_eventloop_lag_mean_seconds'], 0.002);
+  t.equal(windowMetrics(undefined, SCRAPE_1, NAMES, []), undefined, 'a failed scrape gives nothing');
+  t.equal(meanMs([w], 'cairn_proposal_seconds'), 2, '2 s over 1,000 proposals');
+  t.equal(meanMs([w, undefined], 'cairn_read_index_seconds'), 1, 'a node without figures adds nothing');
+  t.ok(Number.isNaN(meanMs([w], 'cairn_apply_seconds')), 'no sample anywhere: NaN');
+});
+
+t.test('breakdown: per CAS for the steps every CAS takes, per occurrence for shared waits; leader and followers apart; the rest derived', async (t) => {
+  const node = (h: Record<string, [number, number]>, lagS: number): NodeWindowMetrics => ({
+    histograms: Object.fromEntries(Object.entries(h).map(([k, [count, seconds]]) => [k, { count, seconds }])),
+    gauges: { cairn_process_nodejs_eventloop_lag_mean_seconds: lagS },
+  });
+  // 100 CAS rounds in the window, each with a Read call and a Write call on the leader; the
+  // Write also reads linearizably (200 read-index waits in all).
+  const leader = node(
+    {
+      cairn_read_index_seconds: [200, 0.2],
+      cairn_proposal_seconds: [100, 0.5],
+      'cairn_raft_round_trip_seconds{kind="heartbeat"}': [200, 0.2],
+      'cairn_raft_round_trip_seconds{kind="append"}': [50, 0.15],
+      cairn_log_append_seconds: [10, 0.02],
+      cairn_log_fsync_seconds: [10, 0.01],
+      cairn_apply_seconds: [100, 0.001],
+      'cairn_grpc_request_seconds{method="Read"}': [100, 0.3],
+      'cairn_grpc_request_seconds{method="Write"}': [100, 0.6],
+    },
+    0.003,
+  );
+  const follower = (appendS: number, lagS: number): NodeWindowMetrics => node({ cairn_log_append_seconds: [10, appendS], cairn_proposal_seconds: [1, 100] }, lagS);
+  const b = casBreakdown({ roundMeanMs: 10, rounds: 100, leaderIndex: 1, nodes: [follower(0.03, 0.001), leader, follower(0.05, 0.006)], loadgenEventLoopDelayMs: { mean: 1.5, p99: 9 } });
+  t.same(b.round, { perCasMs: 10, perCas: 1, eachMs: 10 });
+  t.same(b.readIndex, { perCasMs: 2, perCas: 2, eachMs: 1 }, 'two waits of 1 ms per CAS: 2 ms per CAS');
+  t.same(b.proposal, { perCasMs: 5, perCas: 1, eachMs: 5 }, "the followers' proposal series are not the leader's");
+  t.same(b.readCall, { perCasMs: 3, perCas: 1, eachMs: 3 });
+  t.same(b.writeCall, { perCasMs: 6, perCas: 1, eachMs: 6 });
+  t.ok(Number.isNaN(b.heartbeatRtt.perCasMs), 'a shared wait has no time per CAS');
+  t.equal(b.heartbeatRtt.eachMs, 1);
+  t.equal(b.heartbeatRtt.perCas, 2);
+  t.equal(b.appendRtt.eachMs, 3);
+  t.equal(b.leaderAppend.eachMs, 2);
+  t.equal(b.leaderAppend.perCas, 0.1, 'ten CAS per batch');
+  t.equal(b.leaderFsync.eachMs, 1);
+  t.equal(b.followerAppend.eachMs, 4, "both followers' batches together: 0.08 s over 20");
+  t.equal(b.apply.perCasMs, 0.01);
+  t.equal(b.serverRest.perCasMs, 2, 'in the calls (3 + 6) outside read index (2) and proposal (5)');
+  t.equal(b.clientRest.perCasMs, 1, 'the round (10) outside the calls (3 + 6)');
+  t.equal(b.loopLeader.eachMs, 3);
+  t.equal(b.loopFollowers.eachMs, 6, 'the worse follower');
+  t.equal(b.loopLoadgen.eachMs, 1.5);
+  const slower = (round: number, proposalMs: number): typeof b => ({ ...b, round: { ...b.round, perCasMs: round }, proposal: { ...b.proposal, perCasMs: proposalMs } });
+  const rows = breakdownRows([b, slower(20, 15), slower(12, 7)]);
+  const proposalRow = rows.find((r) => (r[0] ?? '').trim().startsWith('proposal'));
+  t.equal(proposalRow?.[2], '7.00 (5.00-15.0)', 'median of the runs with the range');
+  t.equal(proposalRow?.[3], '58%', 'share of the median round: 7 / 12');
+  t.equal(proposalRow?.[4], '1.00');
+  const rtt = rows.find((r) => (r[0] ?? '').trim().startsWith('heartbeat'));
+  t.same(rtt?.slice(2), ['-', '-', '2.00', '1.00'], 'a shared wait: no share of the round, its count and its length');
+  const missing = breakdownRows([casBreakdown({ roundMeanMs: 10, rounds: 100, leaderIndex: 0, nodes: [undefined], loadgenEventLoopDelayMs: { mean: Number.NaN, p99: Number.NaN } })]);
+  t.equal(missing.find((r) => (r[0] ?? '').trim().startsWith('proposal'))?.[2], '-', 'not measured: a dash, not a zero');
+  t.equal(missing.find((r) => (r[0] ?? '').startsWith('outside the calls'))?.[2], '-', 'nor anything derived from it');
+  const clientSawFewer = casBreakdown({ roundMeanMs: 10, rounds: 60, leaderIndex: 1, nodes: [follower(0.03, 0.001), leader, follower(0.05, 0.006)], loadgenEventLoopDelayMs: { mean: 1, p99: 1 } });
+  t.equal(clientSawFewer.proposal.perCasMs, 5, "the servers' own count of Read calls is the number of rounds (100), not the client's (60)");
+  const oneScrapeFailed = casBreakdown({ roundMeanMs: 10, rounds: 100, leaderIndex: 1, nodes: [undefined, leader, follower(0.05, 0.006)], loadgenEventLoopDelayMs: { mean: 1, p99: 1 } });
+  t.ok(Number.isNaN(oneScrapeFailed.readCall.perCasMs), "a node's scrape failed: nothing per CAS");
+  t.ok(Number.isNaN(oneScrapeFailed.leaderAppend.perCas));
+  t.equal(oneScrapeFailed.proposal.eachMs, 5, 'but the mean of each step still stands');
+  const quiet = node({ cairn_proposal_seconds: [3, 0.003] }, 0.001);
+  const noRounds = casBreakdown({ roundMeanMs: Number.NaN, rounds: 0, leaderIndex: 1, nodes: [quiet, quiet, quiet], loadgenEventLoopDelayMs: { mean: 1, p99: 1 } });
+  t.ok(Number.isNaN(noRounds.proposal.perCasMs), 'no rounds in the window: nothing per CAS');
+});
+
+t.test('a phase reads fsyncs and the timing metrics from one scrape per node at each end of the window', async (t) => {
+  const sys = new FakeSystem();
+  const r = await runPhase(sys, { id: 'cas-leader-4', kind: 'cas', clients: 4, target: 'leader', keys: 1000 }, 0, timing);
+  t.ok(r.ops > 0);
+  const fsyncs = r.fsyncsPerSec[0] ?? Number.NaN;
+  t.ok(Math.abs(fsyncs * r.seconds - r.ops) <= 8, `the leader's fsyncs in the window (${fsyncs * r.seconds}) match its writes (${r.ops}), give or take those in flight at the scrapes`);
+  t.ok(Math.abs((r.fsyncMeanMs[0] ?? 0) - 2) < 1e-6, '2 ms each');
+  t.ok(Number.isNaN(r.fsyncsPerSec[2] ?? 0), 'a node that never answered: NaN, not zero');
+  t.equal(r.nodeMetrics[0]?.gauges['fake_lag_seconds'], 0.004);
+  t.equal(r.nodeMetrics[2], undefined);
+  t.equal(r.clientBound, isClientBound(r.loadgenCpuPct));
+  t.ok(Number.isFinite(r.loadgenEventLoopDelayMs.mean), "the load generator's own event-loop delay is measured");
+});
+
+t.test('the chart draws each point\'s range of runs as a bar, and none for a single run', async (t) => {
+  const svg = renderChart({
+    title: 'test',
+    clients: [1, 16],
+    throughput: [{ label: 'A', color: '#000', dashed: false, points: [[1, 100], [16, 800]], ranges: [[1, 90, 120], [16, 800, 800]] }],
+    p99: [{ label: 'A', color: '#000', dashed: false, points: [[1, 2], [16, 20]], ranges: [[1, 1.5, 3], [16, Number.NaN, 30]] }],
+  });
+  t.equal((svg.match(/class="range"/g) ?? []).length, 2, 'one bar per panel: a range of zero width and a NaN bound are skipped');
+  t.notMatch(svg, /NaN/);
+  t.match(svg, /medians of the runs/);
 });

@@ -1,17 +1,23 @@
 /**
  * Stage 8: Cairn side by side with etcd (`make bench`; issue 9).
  *
- *   node dist/bench/compare.js [--quick] [--dir PATH] [--systems etcd,cairn] [--only ID,...]
+ *   node dist/bench/compare.js [--quick] [--repeat N] [--dir PATH] [--systems etcd,cairn] [--only ID,...]
  *
  * Starts a 3-node etcd cluster, measures it, stops it; then a 3-node Cairn cluster, the same
- * way (never both at once). Both on loopback, with free ports, data dirs in one temporary
- * directory (the same disk), default timing and fsync on. One load generator (this process)
+ * way (never both at once); N times each (--repeat, default 3, quick 2), alternating which
+ * system goes first, a fresh cluster each time. The table gives each row's median over the runs
+ * with the lowest and highest run, ratios of medians, and marks a row client-bound when the load
+ * generator was above 80% of a core; under it, where a Cairn CAS spent its time, from the nodes'
+ * own metrics (bench/breakdown.ts). The JSON keeps every run.
+ *
+ * Both on loopback, with free ports, data dirs in one temporary directory (the same disk),
+ * default timing and fsync on. One load generator (this process)
  * drives both over gRPC with the same payloads: 1,000 keys, 256-byte values. Measures:
  *
- * - CAS writes (read the version, then compare-and-set) at 1, 16, 64 and 256 concurrent
- *   clients, all to the leader and spread over all nodes; a contended variant (64 clients, 10
- *   keys) with its conflict rate;
- * - unconditional writes and linearizable reads, 64 clients, to the leader;
+ * - CAS writes (read the version, then compare-and-set) at 1, 16 and 64 concurrent clients to
+ *   the leader, 16 and 64 spread over all nodes (256 clients and spread with 1 only with
+ *   --only); a contended variant (64 clients, 10 keys) with its conflict rate;
+ * - unconditional writes and linearizable reads, 16 and 64 clients, to the leader;
  * - watch fan-out: 100, 1,000 and 10,000 watchers on one follower at 200 writes/s to the
  *   leader (bench/fanout/cluster-phase.ts, the measurement of `make bench-watch`);
  * - leader failover: SIGKILL of the leader, time to the next acknowledged write, median of 5;
@@ -23,7 +29,7 @@
  * Each phase reports throughput, p50/p99/p99.9 latency, the load generator's CPU and each
  * server's. Prints one table with the Cairn/etcd ratios and the issue's targets, writes
  * bench/results/bench-<date>-<HHMM>[-quick].json and .svg. --quick: shorter windows, 3 failover trials
- * (under 3 minutes). --only runs the named phases only (ids as in the JSON: cas-leader-64,
+ * (about 6 minutes). --only runs the named phases only (ids as in the JSON: cas-leader-64,
  * watch-fanout, failover, ...), e.g. to profile one; --watchers 1000 gives the fan-out phase
  * other watcher counts. BENCH_CAIRN_NODE_FLAGS adds `node` flags to every Cairn
  * agent (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"), BENCH_CAIRN_AGENT_FLAGS `cairn agent` flags
@@ -38,6 +44,9 @@ import { fileURLToPath } from 'node:url';
 import v8 from 'node:v8';
 import { renderChart, type Series } from './chart.js';
 import { registerTempDir, tail } from './procs.js';
+import { aggregatePhases, CLIENT_BOUND_CPU_PCT, runOrder, type PhaseAggregate, type Spread } from './aggregate.js';
+import { BREAKDOWN_HEADERS, breakdownRows, casBreakdown } from './breakdown.js';
+import { CPU_PER_CAS_PHASE, cpuPerOpRow, HEADERS, kvRow, metText, ms, phaseLabel, ratio, RIGHT, TARGETS, x } from './compare-table.js';
 import { describeMachine, formatColumns, median, num, Progress, type Machine } from './report.js';
 import { watchFanout } from './fanout/cluster-phase.js';
 import { fanoutRows, fanoutTable } from './fanout/cluster-report.js';
@@ -67,9 +76,15 @@ for (const n of FANOUT_WATCHERS ?? []) if (!Number.isInteger(n) || n <= 0) throw
 const NODE_FLAGS = (process.env['BENCH_CAIRN_NODE_FLAGS'] ?? '').split(/\s+/).filter((s) => s !== '');
 const AGENT_FLAGS = (process.env['BENCH_CAIRN_AGENT_FLAGS'] ?? '').split(/\s+/).filter((s) => s !== '');
 
+/** --repeat N: each system's cluster is started N times, alternating which system goes first. */
+const REPEAT_FLAG = flagValue(argv, '--repeat');
+const REPEAT = REPEAT_FLAG === undefined ? (QUICK ? 2 : 3) : Number(REPEAT_FLAG);
+if (!Number.isInteger(REPEAT) || REPEAT < 1 || REPEAT > 20) throw new Error(`--repeat takes a whole number from 1 to 20, got ${JSON.stringify(REPEAT_FLAG)}`);
+
 const S = {
   warmupMs: QUICK ? 500 : 2_000,
   durationMs: QUICK ? 2_500 : 10_000,
+  repeat: REPEAT,
   casClients: [1, 16, 64, 256],
   contendedKeys: 10,
   contendedClients: 64,
@@ -81,20 +96,30 @@ const S = {
   valueBytes: VALUE_BYTES,
 } as const;
 
-const PHASES: PhaseSpec[] = [
+/** Every KV phase, in table order; the ones in OPTIONAL_PHASES run only when --only names them. */
+const ALL_PHASES: PhaseSpec[] = [
   ...S.casClients.map((c): PhaseSpec => ({ id: `cas-leader-${c}`, kind: 'cas', clients: c, target: 'leader', keys: S.keys })),
   ...S.casClients.map((c): PhaseSpec => ({ id: `cas-spread-${c}`, kind: 'cas', clients: c, target: 'spread', keys: S.keys })),
   { id: `cas-contended-${S.contendedClients}`, kind: 'cas-contended', clients: S.contendedClients, target: 'leader', keys: S.contendedKeys },
+  { id: 'put-leader-16', kind: 'put', clients: 16, target: 'leader', keys: S.keys },
   { id: `put-leader-${S.putClients}`, kind: 'put', clients: S.putClients, target: 'leader', keys: S.keys },
+  { id: 'read-leader-16', kind: 'read', clients: 16, target: 'leader', keys: S.keys },
   { id: `read-leader-${S.readClients}`, kind: 'read', clients: S.readClients, target: 'leader', keys: S.keys },
 ];
+/**
+ * Left out of the default run to keep three alternating repetitions near 20 minutes on two
+ * cores (bench/README.md): the 256-client rows (the issue's targets are at 1, 16 and 64) and
+ * CAS spread with one client (the same single round as to the leader, plus a forward).
+ */
+const OPTIONAL_PHASES = new Set(['cas-leader-256', 'cas-spread-256', 'cas-spread-1']);
+const PHASES = ALL_PHASES.filter((p) => !OPTIONAL_PHASES.has(p.id) || (flagValue(argv, '--only')?.split(',').map((x) => x.trim()).includes(p.id) ?? false));
 /** The TLS pair: the same phase as cas-leader-64, on clusters started with TLS everywhere. */
 const TLS_PHASE: PhaseSpec = { id: `cas-leader-${S.putClients}-tls`, kind: 'cas', clients: S.putClients, target: 'leader', keys: S.keys };
 /** The plaintext phase TLS_PHASE is compared with. */
 const TLS_BASELINE = `cas-leader-${S.putClients}`;
 const wanted = (id: string): boolean => ONLY === undefined || ONLY.includes(id);
 if (ONLY !== undefined) {
-  const known = new Set([...PHASES.map((p) => p.id), 'watch-fanout', 'failover', TLS_PHASE.id]);
+  const known = new Set([...ALL_PHASES.map((p) => p.id), 'watch-fanout', 'failover', TLS_PHASE.id]);
   for (const id of ONLY) if (!known.has(id)) throw new Error(`--only: unknown phase ${JSON.stringify(id)}; known: ${[...known].join(', ')}`);
 }
 
@@ -102,10 +127,14 @@ const progress = new Progress();
 
 // ---- One system ----------------------------------------------------------------------------
 
+/** One cluster's life: started fresh, preloaded, measured, stopped. The JSON keeps every one. */
 interface SystemResults {
   readonly name: SystemName;
   /** Started with TLS on every port (the run of TLS_PHASE only). */
   readonly tls: boolean;
+  /** Which repetition (1..--repeat) and where in its order (1: this system ran first). */
+  readonly repetition: number;
+  readonly position: number;
   readonly version: string;
   readonly startupMs: number;
   readonly messageSizes: Record<string, number>;
@@ -121,13 +150,21 @@ function describePhase(r: PhaseResult): string {
   const l = r.latency;
   const extra = r.kind === 'cas-contended' ? `, ${(r.conflictRate * 100).toFixed(1)}% conflicts` : r.conflicts > 0 ? `, ${r.conflicts} conflicts` : '';
   const errs = r.errors > 0 ? `, ${r.errors} ERRORS (${Object.keys(r.errorSamples).slice(0, 2).join('; ')})` : '';
-  return `  ${num(r.opsPerSec)}/s, p50 ${ms(l.p50Ms)} p99 ${ms(l.p99Ms)} p99.9 ${ms(l.p999Ms)} ms${extra}${errs}; CPU: load generator ${r.loadgenCpuPct.toFixed(0)}%, servers ${r.serverCpuPct.map((c) => c.toFixed(0)).join('+')}%; fsyncs/s ${r.fsyncsPerSec.map((c) => c.toFixed(0)).join('+')} (mean ${r.fsyncMeanMs.map((c) => c.toFixed(1)).join('/')} ms); leader ${r.leader}; other work on the machine ${r.otherCpuPct.toFixed(0)}%`;
+  const bound = r.clientBound ? ' CLIENT-BOUND (load generator above 80% of a core);' : '';
+  return `  ${bound}${num(r.opsPerSec)}/s, p50 ${ms(l.p50Ms)} p99 ${ms(l.p99Ms)} p99.9 ${ms(l.p999Ms)} ms${extra}${errs}; CPU: load generator ${r.loadgenCpuPct.toFixed(0)}%, servers ${r.serverCpuPct.map((c) => c.toFixed(0)).join('+')}%; fsyncs/s ${r.fsyncsPerSec.map((c) => c.toFixed(0)).join('+')} (mean ${r.fsyncMeanMs.map((c) => c.toFixed(1)).join('/')} ms); leader ${r.leader}; other work on the machine ${r.otherCpuPct.toFixed(0)}%`;
 }
 
-async function runSystem(name: SystemName, work: string, withTls: boolean): Promise<SystemResults> {
-  const dir = await mkdtemp(path.join(work, `${name.toLowerCase()}${withTls ? '-tls' : ''}-`));
+interface RunPlace {
+  readonly repetition: number;
+  readonly position: number;
+  /** Run the watch fan-out and failover phases too (once per system: in the last repetition). */
+  readonly once: boolean;
+}
+
+async function runSystem(name: SystemName, work: string, withTls: boolean, place: RunPlace): Promise<SystemResults> {
+  const dir = await mkdtemp(path.join(work, `${name.toLowerCase()}${withTls ? '-tls' : ''}-${place.repetition}-`));
   const loadStart = os.loadavg()[0] ?? 0;
-  const label = `${name}${withTls ? ' with TLS' : ''}`;
+  const label = `${name}${withTls ? ' with TLS' : ''} (run ${place.repetition}/${S.repeat})`;
   const tls = withTls ? await makeBenchTls(path.join(dir, 'pki'), name === 'etcd' ? ['e1', 'e2', 'e3'] : ['n1', 'n2', 'n3']) : undefined;
   const t0 = performance.now();
   const sys = await progress.phase(`${label}: start 3 nodes and wait for a leader`, (): Promise<WatchableSystem> =>
@@ -149,12 +186,12 @@ async function runSystem(name: SystemName, work: string, withTls: boolean): Prom
       phases.push(r);
     }
     let fanout: WatchFanoutOutcome | undefined;
-    if (!withTls && wanted('watch-fanout')) {
+    if (!withTls && place.once && wanted('watch-fanout')) {
       leader = await sys.waitHealthy();
       fanout = await progress.phase(`${name}: watch fan-out`, () => watchFanout({ system: sys, leaderIndex: leader, quick: QUICK, progress, ...(FANOUT_WATCHERS !== undefined ? { counts: FANOUT_WATCHERS } : {}) }));
     }
     const failover: FailoverTrial[] = [];
-    if (!withTls && wanted('failover')) {
+    if (!withTls && place.once && wanted('failover')) {
       for (let i = 0; i < S.failoverTrials; i++) {
         const t = await progress.phase(`${name}: failover trial ${i + 1}/${S.failoverTrials} (kill -9 the leader)`, () => failoverTrial(sys, S.failover));
         progress.line(`  killed ${t.killed}; next write acknowledged after ${t.ms.toFixed(0)} ms; new leader ${t.newLeader}; ${t.probesSent} probes sent after the kill, ${t.probesFailed} failed`);
@@ -164,6 +201,8 @@ async function runSystem(name: SystemName, work: string, withTls: boolean): Prom
     return {
       name,
       tls: withTls,
+      repetition: place.repetition,
+      position: place.position,
       version: sys.version,
       startupMs,
       messageSizes: sys.messageSizes(),
@@ -191,107 +230,52 @@ async function runSystem(name: SystemName, work: string, withTls: boolean): Prom
 
 // ---- The table ------------------------------------------------------------------------------
 
-function ms(x: number): string {
-  if (!Number.isFinite(x)) return '-';
-  return x < 10 ? x.toFixed(2) : x < 100 ? x.toFixed(1) : x.toFixed(0);
+/** Every run's phases of one system (plaintext or TLS), aggregated per phase id. */
+function aggregatesOf(results: readonly SystemResults[], name: SystemName, tls: boolean): Map<string, PhaseAggregate> {
+  return aggregatePhases(results.filter((r) => r.name === name && r.tls === tls).flatMap((r) => r.phases));
 }
 
-function ratio(a: number | undefined, b: number | undefined): number {
-  return a !== undefined && b !== undefined && Number.isFinite(a) && Number.isFinite(b) && b > 0 ? a / b : Number.NaN;
+/** The run of `name` that carried the once-per-system phases (watch fan-out, failover). */
+function onceRun(results: readonly SystemResults[], name: SystemName): SystemResults | undefined {
+  return results.find((r) => r.name === name && !r.tls && (r.failover.length > 0 || r.watchFanout !== undefined));
 }
 
-const x = (r: number): string => (Number.isFinite(r) ? `${r.toFixed(2)}x` : '-');
-
-interface Target {
-  readonly text: string;
-  /** undefined: not measured. */
-  readonly met: (c: PhaseResult | undefined, e: PhaseResult | undefined) => boolean | undefined;
-}
-
-const tputAtLeast = (k: number): Target['met'] => (c, e) => {
-  const r = ratio(c?.opsPerSec, e?.opsPerSec);
-  return Number.isFinite(r) ? r >= k : undefined;
-};
-
-const TARGETS: Record<string, Target> = {
-  'cas-leader-64': {
-    text: 'tput >= 1.5x, p99 <= 1x',
-    met: (c, e) => {
-      const t = ratio(c?.opsPerSec, e?.opsPerSec);
-      const p = ratio(c?.latency.p99Ms, e?.latency.p99Ms);
-      return Number.isFinite(t) && Number.isFinite(p) ? t >= 1.5 && p <= 1 : undefined;
-    },
-  },
-  'cas-spread-64': { text: 'tput >= 1.5x', met: tputAtLeast(1.5) },
-  'put-leader-64': { text: 'tput >= 1.2x', met: tputAtLeast(1.2) },
-  'read-leader-64': { text: 'tput >= 1.0x', met: tputAtLeast(1.0) },
-};
-
-const HEADERS = ['measure', 'Cairn', 'etcd', 'Cairn/etcd', 'Cairn p50 / p99 / p99.9 ms', 'etcd p50 / p99 / p99.9 ms', 'p99 Cairn/etcd', 'Cairn CPU gen/srv, fsyncs', 'etcd CPU gen/srv, fsyncs', 'target', 'met'];
-const RIGHT = [false, true, true, true, true, true, true, true, true, false, false];
-
-function phaseLabel(p: PhaseSpec): string {
-  const who = p.clients === 1 ? '1 client' : `${p.clients} clients`;
-  switch (p.kind) {
-    case 'cas':
-      return `CAS, ${p.target === 'leader' ? 'to the leader' : 'spread'}, ${who}`;
-    case 'cas-contended':
-      return `CAS contended (${p.keys} keys), ${who}`;
-    case 'put':
-      return `unconditional writes, ${who}`;
-    case 'read':
-      return `linearizable reads, ${who}`;
-  }
-}
-
-const metText = (m: boolean | undefined): string => (m === undefined ? '-' : m ? 'met' : 'NOT met');
-
-function tableRows(cairn: SystemResults | undefined, etcd: SystemResults | undefined, cairnTls: SystemResults | undefined, etcdTls: SystemResults | undefined): string[][] {
+function tableRows(results: readonly SystemResults[]): { rows: string[][]; met: number; targets: number } {
   const rows: string[][] = [];
-  const cpu = (r: PhaseResult | undefined): string => {
-    if (!r) return '-';
-    const li = r.leaderIndex;
-    const fs = r.fsyncsPerSec[li] ?? Number.NaN;
-    const fm = r.fsyncMeanMs[li] ?? Number.NaN;
-    const fsync = !Number.isFinite(fs) ? '-' : fs < 0.5 ? '0/s' : `${fs.toFixed(0)}/s @${fm.toFixed(1)}`;
-    return `${r.loadgenCpuPct.toFixed(0)}%/${r.serverCpuPctTotal.toFixed(0)}%, ${fsync}`;
+  let met = 0;
+  let targets = 0;
+  const judge = (m: string): void => {
+    if (m === 'met' || m === 'NOT met') targets++;
+    if (m === 'met') met++;
   };
-  const lat = (r: PhaseResult | undefined): string => (r ? `${ms(r.latency.p50Ms)} / ${ms(r.latency.p99Ms)} / ${ms(r.latency.p999Ms)}` : '-');
-  const pairs = [...PHASES.map((p) => ({ p, from: [cairn, etcd] as const })), { p: TLS_PHASE, from: [cairnTls, etcdTls] as const }];
-  for (const { p, from } of pairs) {
-    const c = from[0]?.phases.find((r) => r.id === p.id);
-    const e = from[1]?.phases.find((r) => r.id === p.id);
+  const cairn = aggregatesOf(results, 'Cairn', false);
+  const etcd = aggregatesOf(results, 'etcd', false);
+  const cairnTls = aggregatesOf(results, 'Cairn', true);
+  const etcdTls = aggregatesOf(results, 'etcd', true);
+  const pairs = [...PHASES.map((p) => ({ p, tls: false })), { p: TLS_PHASE, tls: true }];
+  for (const { p, tls } of pairs) {
+    const c = (tls ? cairnTls : cairn).get(p.id);
+    const e = (tls ? etcdTls : etcd).get(p.id);
     if (!c && !e) continue;
-    const val = (r: PhaseResult | undefined): string => {
-      if (!r) return '-';
-      const conflicts = p.kind === 'cas-contended' ? ` (${(r.conflictRate * 100).toFixed(0)}% conflicts)` : '';
-      const errs = r.errors > 0 ? ` [${r.errors} errors]` : '';
-      return `${num(r.opsPerSec)}/s${conflicts}${errs}`;
-    };
-    const target = TARGETS[p.id];
-    rows.push([
-      `${phaseLabel(p)}${p === TLS_PHASE ? ', TLS' : ''}`,
-      val(c),
-      val(e),
-      x(ratio(c?.opsPerSec, e?.opsPerSec)),
-      lat(c),
-      lat(e),
-      x(ratio(c?.latency.p99Ms, e?.latency.p99Ms)),
-      cpu(c),
-      cpu(e),
-      target?.text ?? '',
-      target ? metText(target.met(c, e)) : '',
-    ]);
+    const row = kvRow(`${phaseLabel(p)}${tls ? ', TLS' : ''}`, c, e, tls ? undefined : TARGETS[p.id]);
+    judge(row[10] ?? '');
+    rows.push(row);
+    if (!tls && p.id === CPU_PER_CAS_PHASE) {
+      const cpuRow = cpuPerOpRow(`server CPU per CAS (3 nodes), ${phaseLabel(p)}`, c, e);
+      judge(cpuRow[10] ?? '');
+      rows.push(cpuRow);
+    }
   }
-  // The cost of TLS, per system: its TLS row against its plaintext row (same phase).
-  const plainC = cairn?.phases.find((r) => r.id === TLS_BASELINE);
-  const plainE = etcd?.phases.find((r) => r.id === TLS_BASELINE);
-  const tlsC = cairnTls?.phases.find((r) => r.id === TLS_PHASE.id);
-  const tlsE = etcdTls?.phases.find((r) => r.id === TLS_PHASE.id);
+  // The cost of TLS, per system: its TLS row against its plaintext row (same phase), medians.
+  const plainC = cairn.get(TLS_BASELINE);
+  const plainE = etcd.get(TLS_BASELINE);
+  const tlsC = cairnTls.get(TLS_PHASE.id);
+  const tlsE = etcdTls.get(TLS_PHASE.id);
   if ((plainC && tlsC) || (plainE && tlsE)) {
-    const tputCost = (t: PhaseResult | undefined, pl: PhaseResult | undefined): number => ratio(t?.opsPerSec, pl?.opsPerSec);
-    const p99Cost = (t: PhaseResult | undefined, pl: PhaseResult | undefined): number => ratio(t?.latency.p99Ms, pl?.latency.p99Ms);
-    const cpuCost = (t: PhaseResult | undefined, pl: PhaseResult | undefined): string => (t && pl ? `srv CPU ${x(ratio(t.serverCpuPctTotal, pl.serverCpuPctTotal))}, gen ${x(ratio(t.loadgenCpuPct, pl.loadgenCpuPct))}` : '-');
+    const tputCost = (t: PhaseAggregate | undefined, pl: PhaseAggregate | undefined): number => ratio(t?.opsPerSec.median, pl?.opsPerSec.median);
+    const p99Cost = (t: PhaseAggregate | undefined, pl: PhaseAggregate | undefined): number => ratio(t?.p99Ms.median, pl?.p99Ms.median);
+    const cpuCost = (t: PhaseAggregate | undefined, pl: PhaseAggregate | undefined): string =>
+      t && pl ? `srv CPU ${x(ratio(t.serverCpuPctTotal.median, pl.serverCpuPctTotal.median))}, gen ${x(ratio(t.loadgenCpuPct.median, pl.loadgenCpuPct.median))}` : '-';
     const tc = tputCost(tlsC, plainC);
     const te = tputCost(tlsE, plainE);
     rows.push([
@@ -308,42 +292,67 @@ function tableRows(cairn: SystemResults | undefined, etcd: SystemResults | undef
       '',
     ]);
   }
-  // Watch fan-out (bench/fanout/cluster-report.ts): only when the phase was asked for.
-  if (wanted('watch-fanout')) rows.push(...fanoutRows(cairn?.watchFanout, etcd?.watchFanout));
-  const fc = cairn?.failoverMedianMs;
-  const fe = etcd?.failoverMedianMs;
-  if ((cairn?.failover.length ?? 0) > 0 || (etcd?.failover.length ?? 0) > 0) {
+  // Watch fan-out (bench/fanout/cluster-report.ts): only when the phase was asked for; one run per system.
+  const onceC = onceRun(results, 'Cairn');
+  const onceE = onceRun(results, 'etcd');
+  if (wanted('watch-fanout')) {
+    const fr = fanoutRows(onceC?.watchFanout, onceE?.watchFanout);
+    for (const r of fr) judge(r[10] ?? '');
+    rows.push(...fr);
+  }
+  if ((onceC?.failover.length ?? 0) > 0 || (onceE?.failover.length ?? 0) > 0) {
     const trials = (s: SystemResults | undefined): string => (s && s.failover.length > 0 ? `${num(s.failoverMedianMs)} ms` : '-');
-    const fr = ratio(fc, fe);
+    const fr = ratio(onceC?.failoverMedianMs, onceE?.failoverMedianMs);
+    const m = metText(Number.isFinite(fr) ? fr <= 0.5 : undefined);
+    judge(m);
     rows.push([
-      `failover: kill -9 leader -> next ack, median of ${Math.max(cairn?.failover.length ?? 0, etcd?.failover.length ?? 0)}`,
-      trials(cairn),
-      trials(etcd),
+      `failover: kill -9 leader -> next ack, median of ${Math.max(onceC?.failover.length ?? 0, onceE?.failover.length ?? 0)}`,
+      trials(onceC),
+      trials(onceE),
       x(fr),
-      cairn ? cairn.failover.map((t) => t.ms.toFixed(0)).join(', ') : '-',
-      etcd ? etcd.failover.map((t) => t.ms.toFixed(0)).join(', ') : '-',
+      onceC ? onceC.failover.map((t) => t.ms.toFixed(0)).join(', ') : '-',
+      onceE ? onceE.failover.map((t) => t.ms.toFixed(0)).join(', ') : '-',
       '',
       '-',
       '-',
       'median <= 0.5x',
-      metText(Number.isFinite(fr) ? fr <= 0.5 : undefined),
+      m,
     ]);
   }
-  return rows;
+  return { rows, met, targets };
 }
 
+/** Where a Cairn CAS spends its time, one small table per CAS phase, medians over the runs (bench/breakdown.ts). */
+function breakdownTables(results: readonly SystemResults[]): string {
+  const runs = results.filter((r) => r.name === 'Cairn' && !r.tls).flatMap((r) => r.phases);
+  const out: string[] = [];
+  for (const p of PHASES) {
+    if (p.kind !== 'cas' && p.kind !== 'cas-contended') continue;
+    const rs = runs.filter((r) => r.id === p.id);
+    if (rs.length === 0) continue;
+    const steps = rs.map((r) => casBreakdown({ roundMeanMs: r.latency.meanMs, rounds: r.attempts, leaderIndex: r.leaderIndex, nodes: r.nodeMetrics ?? [], loadgenEventLoopDelayMs: r.loadgenEventLoopDelayMs }));
+    out.push(`Cairn, ${phaseLabel(p)}: where a CAS spends its time (${rs.length} run${rs.length === 1 ? '' : 's'})\n${formatColumns(BREAKDOWN_HEADERS, breakdownRows(steps), [false, false, true, true, true, true])}`);
+  }
+  return out.join('\n\n');
+}
+
+/** Medians with their range: a line per system and placement, and a band from the lowest to the highest run. */
 function chart(results: readonly SystemResults[], title: string): string {
   const colors: Record<SystemName, string> = { Cairn: '#1f77b4', etcd: '#d62728' };
-  const series = (pick: (r: PhaseResult) => number): Series[] =>
-    results.flatMap((s) =>
-      (['leader', 'spread'] as const).map((target) => ({
-        label: `${s.name}, ${target === 'leader' ? 'to the leader' : 'spread over all nodes'}`,
-        color: colors[s.name],
+  const names = [...new Set(results.filter((r) => !r.tls).map((r) => r.name))];
+  const clients = [...new Set(PHASES.filter((p) => p.kind === 'cas').map((p) => p.clients))].sort((a, b) => a - b);
+  const series = (pick: (a: PhaseAggregate) => Spread): Series[] =>
+    names.flatMap((name) => {
+      const aggs = [...aggregatesOf(results, name, false).values()];
+      return (['leader', 'spread'] as const).map((target) => ({
+        label: `${name}, ${target === 'leader' ? 'to the leader' : 'spread over all nodes'}`,
+        color: colors[name],
         dashed: target === 'spread',
-        points: s.phases.filter((r) => r.kind === 'cas' && r.target === target).map((r) => [r.clients, pick(r)] as const),
-      })),
-    );
-  return renderChart({ title, clients: S.casClients, throughput: series((r) => r.opsPerSec), p99: series((r) => r.latency.p99Ms) });
+        points: aggs.filter((a) => a.kind === 'cas' && a.target === target).map((a) => [a.clients, pick(a).median] as const),
+        ranges: aggs.filter((a) => a.kind === 'cas' && a.target === target).map((a) => [a.clients, pick(a).min, pick(a).max] as const),
+      }));
+    });
+  return renderChart({ title, clients, throughput: series((a) => a.opsPerSec), p99: series((a) => a.p99Ms) });
 }
 
 // ---- Main ------------------------------------------------------------------------------------
@@ -369,7 +378,9 @@ interface Results {
   readonly cairnNodeFlags: readonly string[];
   readonly systems: readonly SystemResults[];
   readonly loadAverage: { readonly start: number; readonly end: number };
-  readonly table: { readonly headers: readonly string[]; readonly rows: readonly string[][]; readonly fanout?: string };
+  /** Which system ran when: one list per repetition. */
+  readonly order: readonly (readonly SystemName[])[];
+  readonly table: { readonly headers: readonly string[]; readonly rows: readonly string[][]; readonly fanout?: string; readonly breakdown?: string };
 }
 
 async function main(): Promise<void> {
@@ -390,29 +401,39 @@ async function main(): Promise<void> {
   );
   const results: SystemResults[] = [];
   const plainWanted = ONLY === undefined || ONLY.some((id) => id !== TLS_PHASE.id);
-  for (const s of SYSTEMS) {
-    const name: SystemName = s === 'etcd' ? 'etcd' : 'Cairn';
-    if (plainWanted) results.push(await runSystem(name, work, false));
-    if (wanted(TLS_PHASE.id)) results.push(await runSystem(name, work, true));
+  const names: SystemName[] = SYSTEMS.map((s) => (s === 'etcd' ? 'etcd' : 'Cairn'));
+  const order = runOrder(names, S.repeat);
+  progress.line(`order: ${order.map((rep) => rep.join(' ')).join(' | ')} (each a fresh cluster; the watch fan-out and failover phases run once per system, in the last repetition)`);
+  for (const [r, rep] of order.entries()) {
+    for (const [pos, name] of rep.entries()) {
+      const place = { repetition: r + 1, position: pos + 1, once: r === order.length - 1 };
+      if (plainWanted) results.push(await runSystem(name, work, false, place));
+      if (wanted(TLS_PHASE.id)) results.push(await runSystem(name, work, true, place));
+    }
   }
-  const pick = (name: SystemName, tls: boolean): SystemResults | undefined => results.find((r) => r.name === name && r.tls === tls);
-  const cairn = pick('Cairn', false);
-  const etcd = pick('etcd', false);
-  const rows = tableRows(cairn, etcd, pick('Cairn', true), pick('etcd', true));
+  const { rows, met, targets } = tableRows(results);
   const loadEnd = os.loadavg()[0] ?? 0;
   const others = results
     .map((r) => {
       const o = r.phases.map((p) => p.otherCpuPct).filter((v) => Number.isFinite(v));
-      return `${r.name}${r.tls ? ' with TLS' : ''} ran at load ${r.loadAverage.start.toFixed(1)} -> ${r.loadAverage.end.toFixed(1)}, other work used ${o.length > 0 ? `${median(o).toFixed(0)}% of a core (median over its phases; max ${Math.max(...o).toFixed(0)}%)` : 'unknown CPU'}`;
+      return `${r.name}${r.tls ? ' with TLS' : ''} run ${r.repetition} at load ${r.loadAverage.start.toFixed(1)} -> ${r.loadAverage.end.toFixed(1)}, other work ${o.length > 0 ? `${median(o).toFixed(0)}% of a core (median over its phases; max ${Math.max(...o).toFixed(0)}%)` : 'unknown'}`;
     })
     .join('; ');
   const plainResults = results.filter((r) => !r.tls);
-  const fanoutText = plainResults.some((r) => r.watchFanout !== undefined)
-    ? `\nWatch fan-out: ${FANOUT_NOTE}\n\n${fanoutTable(plainResults.map((r) => ({ name: r.name, outcome: r.watchFanout })))}\n`
+  const onceResults = names.map((n) => onceRun(results, n)).filter((r): r is SystemResults => r !== undefined);
+  const fanoutText = onceResults.some((r) => r.watchFanout !== undefined)
+    ? `\nWatch fan-out: ${FANOUT_NOTE}\n\n${fanoutTable(onceResults.map((r) => ({ name: r.name, outcome: r.watchFanout })))}\n`
     : '';
-  const sizes = plainResults.map((r) => `${r.name} ${r.version}: read request ${r.messageSizes['readRequest'] ?? '?'} B, CAS request ${r.messageSizes['casRequest'] ?? '?'} B`).join('; ');
+  const breakdown = breakdownTables(results);
+  const bound = results.flatMap((r) => r.phases.filter((p) => p.clientBound).map((p) => `${r.name}${r.tls ? ' TLS' : ''} run ${r.repetition} ${p.id} (${p.loadgenCpuPct.toFixed(0)}%)`));
+  const sizes = [...new Map(plainResults.map((r) => [r.name, r])).values()].map((r) => `${r.name} ${r.version}: read request ${r.messageSizes['readRequest'] ?? '?'} B, CAS request ${r.messageSizes['casRequest'] ?? '?'} B`).join('; ');
   process.stdout.write(
     `\n${formatColumns(HEADERS, rows, RIGHT)}\n\n` +
+      (targets > 0 ? `Targets met (issue 17, judged on medians): ${met} of ${targets}.\n` : '') +
+      `Each system ran ${S.repeat} time${S.repeat === 1 ? '' : 's'}, a fresh cluster each time, alternating which went first (${order.map((rep) => rep.join(' ')).join(' | ')}): ` +
+      'every cell is the median of the runs with the lowest and highest run in brackets; ratios are ratios of medians; targets are judged on medians. ' +
+      `[client-bound k/n]: in k of the n runs the load generator used more than ${CLIENT_BOUND_CPU_PCT}% of a core in the window, so it, not the server, may have been the limit` +
+      `${bound.length > 0 ? ` (${bound.join(', ')})` : ' (no run was)'}.\n` +
       `Throughput: successful operations per second in a ${S.durationMs / 1000} s window after ${S.warmupMs / 1000} s of warm-up, closed loop. ` +
       'A CAS operation is a linearizable read plus a compare-and-set write; its latency covers both. ' +
       'CPU: % of one core over the window; gen = the load generator (this process), srv = the three servers together; ' +
@@ -421,7 +442,14 @@ async function main(): Promise<void> {
       `Encoded protobuf messages (no gRPC framing): ${sizes}. 256-byte values; Cairn's value is the title of a demo.v1.Album ({"title":"..."} as JSON text).\n` +
       `load average (1 min) at the start ${loadStart.toFixed(2)}, at the end ${loadEnd.toFixed(2)}${busy(Math.max(loadStart, loadEnd), machine.cpus)}\n` +
       `${others}. Other work skews a ratio when it differs between the two parts.\n` +
-      fanoutText,
+      fanoutText +
+      (breakdown !== ''
+        ? `\nWhere a Cairn CAS spends its time, from the nodes' own metrics scraped when each window opened and closed (medians of the runs). ` +
+          '"ms per CAS": the step\'s total time in the window over the CAS rounds (for steps every CAS goes through); "times per CAS": how often a CAS met the step; "ms each": one occurrence (for shared waits: a log batch serves many CAS, a heartbeat round many reads). ' +
+          'Steps nest and overlap: the leader\'s log write runs beside the append round trip, and event-loop waits are inside every step, so the shares do not add up to 100%. ' +
+          'Event-loop delay: how late a 10 ms timer fired, mean (prom-client monitorEventLoopDelay, reset at each scrape); a round waits for a loop turn several times on each node it crosses.\n\n' +
+          `${breakdown}\n`
+        : ''),
   );
   const resultsDir = fileURLToPath(new URL('../../bench/results/', import.meta.url));
   await mkdir(resultsDir, { recursive: true });
@@ -437,7 +465,8 @@ async function main(): Promise<void> {
     cairnNodeFlags: NODE_FLAGS,
     systems: results,
     loadAverage: { start: loadStart, end: loadEnd },
-    table: { headers: HEADERS, rows, ...(fanoutText !== '' ? { fanout: fanoutText.trim() } : {}) },
+    order: order.map((rep) => [...rep]),
+    table: { headers: HEADERS, rows, ...(fanoutText !== '' ? { fanout: fanoutText.trim() } : {}), ...(breakdown !== '' ? { breakdown } : {}) },
   };
   await writeFile(path.join(resultsDir, `${stem}.json`), `${JSON.stringify(out, null, 2)}\n`);
   await writeFile(path.join(resultsDir, `${stem}.svg`), chart(plainResults, `${QUICK ? 'quick' : 'full'} run ${startedAt.slice(0, 16)}Z, ${machine.cpus} x ${machine.cpuModel}; load average ${loadStart.toFixed(2)} -> ${loadEnd.toFixed(2)}`));

@@ -25,6 +25,7 @@ import { CairnClient, isCairnClientError, type ResourceRef } from '../src/client
 import { cairn } from '../src/gen/resource.js';
 import { EtcdKv, etcdMessageSizes, etcdWatchProtocol, type EtcdStatus } from './etcd-client.js';
 import { httpGet } from './fanout/agent.js';
+import { CAIRN_TIMING_HISTOGRAMS, CAIRN_WINDOW_GAUGES, ETCD_TIMING_HISTOGRAMS } from './breakdown.js';
 import { metricValue } from './fanout/proc.js';
 import { cairnWatchProtocol, type GrpcWatchProtocol } from './fanout/watchers.js';
 import type { WriteTarget } from './fanout/writer.js';
@@ -79,8 +80,14 @@ export interface KvSystem {
   stop(): Promise<void>;
   /** Encoded sizes of one CAS round's request messages, for the report. */
   messageSizes(): Record<string, number>;
-  /** Node i's log fsyncs so far (count, total seconds), from its Prometheus metrics; undefined if unavailable. */
-  fsyncs(i: number): Promise<FsyncCounter | undefined>;
+  /** Node i's Prometheus text (/metrics); undefined when it did not answer within 2 s. */
+  metricsText(i: number): Promise<string | undefined>;
+  /** The histogram of the log's fsyncs (etcd_disk_wal_fsync_duration_seconds, cairn_log_fsync_seconds); one of `timingHistograms`. */
+  readonly fsyncHistogram: string;
+  /** Histograms whose growth over a measured window each phase keeps per node (bench/breakdown.ts). */
+  readonly timingHistograms: readonly string[];
+  /** Gauges each phase reads at the end of its window (Cairn: the event-loop delay, reset at every scrape). */
+  readonly windowGauges: readonly string[];
 }
 
 /** What the watch fan-out phase (bench/fanout/cluster-phase.ts) needs of a system besides KvSystem. */
@@ -102,11 +109,6 @@ async function scrapeWatchMetrics(url: string, streams: string, eventsSent: stri
   } catch {
     return undefined;
   }
-}
-
-export interface FsyncCounter {
-  readonly count: number;
-  readonly seconds: number;
 }
 
 /**
@@ -156,26 +158,15 @@ function tlsFilesOf(tls: BenchTls, name: string): { readonly certFile: string; r
   return f;
 }
 
-/** `<name>_count` and `<name>_sum` of a Prometheus histogram, from node i's /metrics text (https:// checked against `ca`, with `token`). */
-async function scrapeHistogram(url: string, name: string, ca?: string, token?: string): Promise<FsyncCounter | undefined> {
+/** The Prometheus text at `url` (https:// checked against `ca`, with `token`); undefined on failure or after 2 s. */
+async function scrapeText(url: string, ca?: string, token?: string): Promise<string | undefined> {
   try {
-    let text: string;
     if (ca !== undefined) {
       const r = await httpGet(url, 2000, ca, token);
-      if (r.status !== 200) return undefined;
-      text = r.body;
-    } else {
-      const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
-      if (res.status !== 200) return undefined;
-      text = await res.text();
+      return r.status === 200 ? r.body : undefined;
     }
-    const value = (suffix: string): number | undefined => {
-      const m = new RegExp(`^${name}_${suffix}(?:\\{[^}]*\\})? ([0-9.eE+-]+)$`, 'm').exec(text);
-      return m ? Number(m[1]) : undefined;
-    };
-    const count = value('count');
-    const seconds = value('sum');
-    return count !== undefined && seconds !== undefined ? { count, seconds } : undefined;
+    const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
+    return res.status === 200 ? await res.text() : undefined;
   } catch {
     return undefined;
   }
@@ -363,8 +354,12 @@ export class EtcdSystem implements WatchableSystem {
     await Promise.all(this.procs.map((p) => p.kill9()));
   }
 
-  fsyncs(i: number): Promise<FsyncCounter | undefined> {
-    return scrapeHistogram(`http://${this.metricsAddrs[i] as string}/metrics`, 'etcd_disk_wal_fsync_duration_seconds');
+  readonly fsyncHistogram = 'etcd_disk_wal_fsync_duration_seconds';
+  readonly timingHistograms: readonly string[] = ETCD_TIMING_HISTOGRAMS;
+  readonly windowGauges: readonly string[] = [];
+
+  metricsText(i: number): Promise<string | undefined> {
+    return scrapeText(`http://${this.metricsAddrs[i] as string}/metrics`);
   }
 
   watchTarget(i: number): { address: string; protocol: GrpcWatchProtocol } {
@@ -564,8 +559,12 @@ export class CairnSystem implements WatchableSystem {
     await Promise.all(this.procs.map((p) => p.term(20_000)));
   }
 
-  fsyncs(i: number): Promise<FsyncCounter | undefined> {
-    return scrapeHistogram(`${this.httpUrl(i)}/metrics`, 'cairn_log_fsync_seconds', this.tls?.caPem, this.tls?.token);
+  readonly fsyncHistogram = 'cairn_log_fsync_seconds';
+  readonly timingHistograms: readonly string[] = CAIRN_TIMING_HISTOGRAMS;
+  readonly windowGauges: readonly string[] = CAIRN_WINDOW_GAUGES;
+
+  metricsText(i: number): Promise<string | undefined> {
+    return scrapeText(`${this.httpUrl(i)}/metrics`, this.tls?.caPem, this.tls?.token);
   }
 
   watchTarget(i: number): { address: string; protocol: GrpcWatchProtocol } {

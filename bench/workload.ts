@@ -3,7 +3,9 @@
  * closed-loop workers (each sends its next request when the previous one is answered) for a
  * warm-up and then a measured window, and the leader-failover trials.
  */
-import { makeValue, serverCpu, serverRss, KEY_COUNT, type FsyncCounter, type KvOps, type KvSystem } from './systems.js';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { windowMetrics, type NodeWindowMetrics } from './breakdown.js';
+import { makeValue, serverCpu, serverRss, KEY_COUNT, type KvOps, type KvSystem } from './systems.js';
 import { machineBusySeconds, now, sleep } from './procs.js';
 import { percentileSorted } from './report.js';
 
@@ -65,10 +67,17 @@ export interface PhaseResult {
    * servers and the load generator. Other work on a shared machine; it skews the phase.
    */
   readonly otherCpuPct: number;
+  /** The load generator was above 80% of a core in the window (CLIENT_BOUND_CPU_PCT): it, not the servers, was the limit. */
+  readonly clientBound: boolean;
+  /** Each node's timing histograms (growth over the window) and window gauges (bench/breakdown.ts); undefined where a scrape failed. */
+  readonly nodeMetrics: readonly (NodeWindowMetrics | undefined)[];
+  /** The load generator's own event-loop delay in the window (monitorEventLoopDelay, 10 ms resolution), ms. */
+  readonly loadgenEventLoopDelayMs: { readonly mean: number; readonly p99: number };
 }
 
-function fsyncAll(sys: KvSystem): Promise<(FsyncCounter | undefined)[]> {
-  return Promise.all(sys.nodeNames.map((_, i) => sys.fsyncs(i)));
+/** Every node's /metrics text (undefined where it did not answer), all at once. */
+function scrapeAll(sys: KvSystem): Promise<(string | undefined)[]> {
+  return Promise.all(sys.nodeNames.map((_, i) => sys.metricsText(i)));
 }
 
 function summarize(xs: number[]): LatencySummary {
@@ -83,6 +92,16 @@ function summarize(xs: number[]): LatencySummary {
     maxMs: xs[xs.length - 1] ?? Number.NaN,
     meanMs: xs.length > 0 ? sum / xs.length : Number.NaN,
   };
+}
+
+/**
+ * A phase is client-bound when the load generator (this process, all its threads) used more
+ * than this share of one core during the measured window: it is then the limit, not the server.
+ */
+export const CLIENT_BOUND_CPU_PCT = 80;
+
+export function isClientBound(loadgenCpuPct: number): boolean {
+  return Number.isFinite(loadgenCpuPct) && loadgenCpuPct > CLIENT_BOUND_CPU_PCT;
 }
 
 function errorText(e: unknown): string {
@@ -168,7 +187,11 @@ export async function runPhase(sys: KvSystem, spec: PhaseSpec, leaderIndex: numb
 
   const workers = Array.from({ length: spec.clients }, (_, w) => worker(w));
   await sleep(timing.warmupMs);
-  const f0 = await fsyncAll(sys);
+  // One scrape per node at each end of the window: prom-client resets its event-loop delay
+  // histogram at every scrape, so the closing scrape's gauges cover exactly the window.
+  const m0 = await scrapeAll(sys);
+  const loop = monitorEventLoopDelay({ resolution: 10 });
+  loop.enable();
   const cpu0 = process.cpuUsage();
   const srv0 = serverCpu(sys);
   const machine0 = machineBusySeconds() ?? Number.NaN;
@@ -178,14 +201,17 @@ export async function runPhase(sys: KvSystem, spec: PhaseSpec, leaderIndex: numb
   const cpu1 = process.cpuUsage(cpu0);
   const srv1 = serverCpu(sys);
   const machine1 = machineBusySeconds() ?? Number.NaN;
+  loop.disable();
   const rss = serverRss(sys);
-  const f1 = await fsyncAll(sys);
+  const m1 = await scrapeAll(sys);
   stop = true;
   await Promise.all(workers);
 
   const seconds = (measureEnd - measureStart) / 1000;
-  const fsyncCount = f1.map((f, i) => (f && f0[i] ? f.count - (f0[i] as FsyncCounter).count : Number.NaN));
-  const fsyncSeconds = f1.map((f, i) => (f && f0[i] ? f.seconds - (f0[i] as FsyncCounter).seconds : Number.NaN));
+  const nodeMetrics = sys.nodeNames.map((_, i) => windowMetrics(m0[i], m1[i], sys.timingHistograms, sys.windowGauges));
+  const fsync = nodeMetrics.map((m) => m?.histograms[sys.fsyncHistogram]);
+  const fsyncCount = fsync.map((f) => f?.count ?? Number.NaN);
+  const fsyncSeconds = fsync.map((f) => f?.seconds ?? Number.NaN);
   const serverCpuPct = srv1.map((s, i) => ((s - (srv0[i] ?? Number.NaN)) / seconds) * 100);
   const loadgenCpuPct = ((cpu1.user + cpu1.system) / 1e6 / seconds) * 100;
   const serverCpuPctTotal = serverCpuPct.reduce((a, b) => a + b, 0);
@@ -214,6 +240,9 @@ export async function runPhase(sys: KvSystem, spec: PhaseSpec, leaderIndex: numb
     serverRssMiB: rss,
     fsyncsPerSec: fsyncCount.map((c) => c / seconds),
     fsyncMeanMs: fsyncCount.map((c, i) => ((fsyncSeconds[i] ?? Number.NaN) / c) * 1000),
+    clientBound: isClientBound(loadgenCpuPct),
+    nodeMetrics,
+    loadgenEventLoopDelayMs: loop.count > 0 ? { mean: loop.mean / 1e6, p99: loop.percentile(99) / 1e6 } : { mean: Number.NaN, p99: Number.NaN },
   };
 }
 

@@ -29,3 +29,20 @@ t.test('cairn_list_snapshots reads the held paged-list snapshots at scrape time'
   held = 3;
   t.match(await m.registry.metrics(), /^cairn_list_snapshots 3$/m);
 });
+
+t.test('the timing histograms of where a request goes are exported under their documented names', async (t) => {
+  const m = new Metrics(() => undefined);
+  m.readIndexSeconds.observe(0.002);
+  m.proposalSeconds.observe(0.004);
+  m.roundTripSeconds.labels('heartbeat').observe(0.001);
+  m.roundTripSeconds.labels('append').observe(0.003);
+  m.applySeconds.observe(0.00002);
+  const text = await m.registry.metrics();
+  t.match(text, /^cairn_read_index_seconds_count 1$/m);
+  t.match(text, /^cairn_read_index_seconds_sum 0.002$/m);
+  t.match(text, /^cairn_proposal_seconds_count 1$/m);
+  t.match(text, /^cairn_raft_round_trip_seconds_count\{kind="heartbeat"\} 1$/m);
+  t.match(text, /^cairn_raft_round_trip_seconds_sum\{kind="append"\} 0.003$/m);
+  t.match(text, /^cairn_apply_seconds_bucket\{le="0.00002"\} 1$/m, 'apply has buckets fine enough for microseconds');
+  t.match(text, /^cairn_process_nodejs_eventloop_lag_mean_seconds /m, "the event-loop delay the bench's breakdown reads");
+});

@@ -13,6 +13,12 @@ export class Metrics {
   readonly rejectedPeerInput: prom.Counter<'reason'>;
   readonly appendSeconds: prom.Histogram;
   readonly fsyncSeconds: prom.Histogram;
+  /** Where a request's time goes (bench/README.md, "Where a CAS spends its time"). */
+  readonly readIndexSeconds: prom.Histogram;
+  readonly proposalSeconds: prom.Histogram;
+  readonly roundTripSeconds: prom.Histogram<'kind'>;
+  readonly applySeconds: prom.Histogram;
+  readonly grpcRequestSeconds: prom.Histogram<'method'>;
   readonly httpRequests: prom.Counter<'method' | 'status'>;
   readonly watchEvents: prom.Counter;
   readonly watchEnded: prom.Counter<'code'>;
@@ -77,6 +83,38 @@ export class Metrics {
     this.fsyncSeconds = new prom.Histogram({
       name: 'cairn_log_fsync_seconds',
       help: 'Time of one fsync of the log: with the wal log store each fdatasync of a segment file; with level each batch written with fsync (the write included).',
+      buckets,
+      registers: [r],
+    });
+    this.readIndexSeconds = new prom.Histogram({
+      name: 'cairn_read_index_seconds',
+      help: "A linearizable read's confirmation on this node (ReadIndex, thesis 6.4): from asking until this node has applied the read index.",
+      buckets,
+      registers: [r],
+    });
+    this.proposalSeconds = new prom.Histogram({
+      name: 'cairn_proposal_seconds',
+      help: 'A proposal on this node as leader (a local request or one forwarded to it), until committed and applied here; only proposals that got an answer.',
+      buckets,
+      registers: [r],
+    });
+    this.roundTripSeconds = new prom.Histogram({
+      name: 'cairn_raft_round_trip_seconds',
+      help: "On the leader: from handing a Raft message to the transport until the peer's answer reaches the driver. kind=heartbeat: a heartbeat and its response (the network both ways and one turn of the peer); kind=append: entries and their acknowledgement (the peer's log write included).",
+      labelNames: ['kind'],
+      buckets,
+      registers: [r],
+    });
+    this.applySeconds = new prom.Histogram({
+      name: 'cairn_apply_seconds',
+      help: 'Applying one committed entry to the state machine on this node.',
+      buckets: [0.00001, 0.00002, 0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05],
+      registers: [r],
+    });
+    this.grpcRequestSeconds = new prom.Histogram({
+      name: 'cairn_grpc_request_seconds',
+      help: "A unary call of the public gRPC API on this node, by method: from its arrival (headers) until its status is sent.",
+      labelNames: ['method'],
       buckets,
       registers: [r],
     });

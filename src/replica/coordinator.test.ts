@@ -7,7 +7,7 @@
  */
 import t from 'tap';
 import { CairnError, ErrorCode, type NodeId } from '../base/index.js';
-import { CommandType } from '../fsm/index.js';
+import { CommandType, encodeEnvelope } from '../fsm/index.js';
 import { Coordinator } from './coordinator.js';
 import type { Forwarder } from './ports.js';
 import { LocalCluster, type LocalNode } from './testing/index.js';
@@ -75,4 +75,30 @@ t.test('with no leader to be had, an operation fails at its deadline, not after 
     15_000,
   );
   t.ok(result === ErrorCode.UNAVAILABLE || result === ErrorCode.TIMEOUT, `it failed with ${result}, not after a minute's backoff`);
+});
+
+t.test('onStepTimed: each linearizable read-index wait and each proposal this node leads is timed, once; failures and stale reads are not', async (t) => {
+  const c = new LocalCluster({ seed: 7 });
+  t.teardown(() => c.close());
+  await c.bootstrap(['n1', 'n2', 'n3']);
+  const leader = await c.waitForLeader();
+  const follower = [...c.nodes.values()].find((n) => n.id !== leader.id) as LocalNode;
+  const told: { step: string; seconds: number }[] = [];
+  const onStepTimed = (step: 'read-index' | 'proposal', seconds: number): void => {
+    told.push({ step, seconds });
+  };
+  const onLeader = new Coordinator(leader.replica, leader.fsm, { onStepTimed });
+  const r = await onLeader.propose(CommandType.ResourceWrite, writeBody('timed'));
+  t.ok(r.ok);
+  t.same(told.map((x) => x.step), ['proposal'], 'a local proposal');
+  await onLeader.read('linearizable', (s) => s.revision);
+  t.same(told.map((x) => x.step), ['proposal', 'read-index'], 'a linearizable read');
+  await onLeader.read('stale', (s) => s.revision);
+  t.equal(told.length, 2, 'a stale read asks nobody');
+  await onLeader.proposeLocal(encodeEnvelope(CommandType.ResourceWrite, writeBody('forwarded')), 5_000);
+  t.same(told.map((x) => x.step), ['proposal', 'read-index', 'proposal'], "a follower's forwarded proposal, timed on the leader");
+  for (const x of told) t.ok(Number.isFinite(x.seconds) && x.seconds >= 0 && x.seconds < 10, `${x.step}: ${x.seconds} s`);
+  const onFollower = new Coordinator(follower.replica, follower.fsm, { onStepTimed });
+  await t.rejects(onFollower.propose(CommandType.ResourceWrite, writeBody('refused')), { code: ErrorCode.NOT_LEADER });
+  t.equal(told.length, 3, 'a proposal that failed is not timed');
 });

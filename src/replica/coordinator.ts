@@ -28,6 +28,14 @@ export interface CoordinatorOptions {
   /** Told about each proposal's outcome (for metrics). */
   readonly onProposal?: (outcome: 'ok' | 'refused' | 'unavailable' | 'unknown') => void;
   /**
+   * Told how long a step of a request took on this node, in seconds of the replica's clock
+   * (for metrics: where a request's time goes, bench/README.md). `read-index`: a linearizable
+   * read's confirmation (§6.4), from asking until this node has applied the read index.
+   * `proposal`: a proposal handed to this node's replica as leader (a local request or one
+   * forwarded here), until committed and applied. Only steps that succeeded are told.
+   */
+  readonly onStepTimed?: (step: 'read-index' | 'proposal', seconds: number) => void;
+  /**
    * Planted bug `stale-follower-read` (test use only): linearizable reads skip the ReadIndex
    * round and answer from the local state, which may be stale on a lagging or partitioned node.
    */
@@ -70,7 +78,7 @@ export class Coordinator {
   async propose(type: CommandType, body: unknown, timeoutMs = this.requestTimeoutMs): Promise<ApplyResult> {
     const envelope = encodeEnvelope(type, body);
     try {
-      const r = (await this.submit({ kind: 'envelope', envelope }, timeoutMs, (ms) => this.replica.propose(envelope, ms))) as ApplyResult;
+      const r = (await this.submit({ kind: 'envelope', envelope }, timeoutMs, (ms) => this.timed('proposal', () => this.replica.propose(envelope, ms)))) as ApplyResult;
       this.opts.onProposal?.(r.ok ? 'ok' : 'refused');
       return r;
     } catch (e) {
@@ -100,7 +108,19 @@ export class Coordinator {
     } catch (e) {
       return Promise.reject(e instanceof Error ? e : new Error(String(e)));
     }
-    return this.replica.propose(proposed, timeoutMs);
+    return this.timed('proposal', () => this.replica.propose(proposed, timeoutMs));
+  }
+
+  /** Runs `start`; its time is told to `onStepTimed` when it succeeds. */
+  private timed<T>(step: 'read-index' | 'proposal', start: () => Promise<T>): Promise<T> {
+    const told = this.opts.onStepTimed;
+    if (told === undefined) return start();
+    const { clock } = this.replica;
+    const started = clock.monotonicMs();
+    return start().then((v) => {
+      told(step, (clock.monotonicMs() - started) / 1000);
+      return v;
+    });
   }
 
   /**
@@ -109,7 +129,7 @@ export class Coordinator {
    * Stale: the local state as it is, with how fresh it might be.
    */
   async read<T>(consistency: Consistency, fn: (store: StoreReader) => T): Promise<ReadOutcome<T>> {
-    if (consistency === 'linearizable' && this.opts.plantedStaleRead !== true) await this.replica.readIndex();
+    if (consistency === 'linearizable' && this.opts.plantedStaleRead !== true) await this.timed('read-index', () => this.replica.readIndex());
     const store = this.fsm.store;
     return { value: fn(store), revision: store.revision, lastLeaderContactMs: this.replica.basicStatus().lastLeaderContactMs };
   }

@@ -30,6 +30,7 @@ import { LeaderControllers } from './leader-controllers.js';
 import { readInitialTokenFile } from './load-config.js';
 import { AckBeforeFsyncLogStore, parsePlantedBugs, skipNthChange, WATCH_SKIP_NTH, type AgentPlantedBugs } from './planted-bugs.js';
 import { TimedLogStore } from './timed-log-store.js';
+import { RoundTripTransport, TimedStateMachine } from './timed-ports.js';
 
 export type { NodeState } from '../api/index.js';
 
@@ -449,6 +450,10 @@ export class Node implements ServedNode {
     const logStore = bugs.ackBeforeFsync ? new AckBeforeFsyncLogStore(opened.store) : opened.store;
     const snapshotStore = await FileSnapshotStore.open({ dataDir: config.dataDir, logger });
     const publisher = this.eventPublisher(fsm);
+    const now = (): number => performance.now();
+    const heartbeatRtt = metrics.roundTripSeconds.labels('heartbeat');
+    const appendRtt = metrics.roundTripSeconds.labels('append');
+    const roundTrips = { heartbeat: (s: number) => heartbeatRtt.observe(s), append: (s: number) => appendRtt.observe(s) };
     const replica = await Replica.open<ApplyResult, Resource>({
       id: this.id,
       random: new SeededRandom(Date.now() ^ process.pid),
@@ -456,8 +461,9 @@ export class Node implements ServedNode {
       timers: systemTimers,
       logStore: new TimedLogStore(logStore, metrics, { storeReportsSyncs: opened.reportsSyncs }),
       snapshotStore,
-      transport: this.opts.raftPartitioned ? partitionable(transport, this.opts.raftPartitioned) : transport,
-      stateMachine: fsm,
+      // Timed for the metrics (where a request's time goes: round trips, applies).
+      transport: new RoundTripTransport(this.opts.raftPartitioned ? partitionable(transport, this.opts.raftPartitioned) : transport, roundTrips, now),
+      stateMachine: new TimedStateMachine<ApplyResult, Resource>(fsm, (seconds) => metrics.applySeconds.observe(seconds), now),
       publisher: this.publisherPort(publisher),
       logger,
       tickMs: config.tickMs,
@@ -479,6 +485,7 @@ export class Node implements ServedNode {
     const coordinator = new Coordinator(replica, fsm, {
       forwarder: this.forwarder,
       onProposal: (outcome) => metrics.proposals.inc({ outcome }),
+      onStepTimed: (step, seconds) => (step === 'proposal' ? metrics.proposalSeconds : metrics.readIndexSeconds).observe(seconds),
       plantedStaleRead: bugs.staleFollowerRead,
       // The leader checks a forwarded command exactly as a local request (issue 15 item 4).
       checkCommand: (c, store) => this.resources.checkCommand(c, store),

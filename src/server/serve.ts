@@ -21,6 +21,7 @@ import {
 } from '../api/index.js';
 import { serverCredentials } from '../auth/index.js';
 import { addClusterService, type PeerCall } from '../forwarding/index.js';
+import { requestTimer } from './grpc-timing.js';
 import { guardGrpcServer, type GrpcGuard } from './grpc-guard.js';
 import { advertisedHttpAddress, PeerHttpAddresses } from './peer-http.js';
 import { systemClock } from '../platform/index.js';
@@ -120,6 +121,8 @@ export async function serveNode(node: Node, config: AgentConfig, extend?: Extend
     // its death (src/forwarding/cluster-service.ts).
     ...(config.grpcKeepaliveMs > 0 ? { 'grpc.keepalive_time_ms': config.grpcKeepaliveMs, 'grpc.keepalive_timeout_ms': GRPC_KEEPALIVE_TIMEOUT_MS } : {}),
     ...(config.grpcIdleTimeoutMs > 0 ? { 'grpc.max_connection_idle_ms': config.grpcIdleTimeoutMs } : {}),
+    // The public API's unary calls, timed for cairn_grpc_request_seconds.
+    interceptors: [requestTimer((method, seconds) => metrics.grpcRequestSeconds.labels(method).observe(seconds), () => performance.now())],
   });
   // This node's HTTP address as peers should use it (known once it listens), answered in Hello;
   // and the peers' HTTP addresses, learned through their Hello (for /v1/status/leader).
