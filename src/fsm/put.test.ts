@@ -187,3 +187,21 @@ t.test('determinism: the same log applied on two replicas gives identical result
   t.same(rest, (results[0] ?? []).slice(20), 'the same verdicts after a restore');
   t.equal(snap(restarted), snap(replicas[0] as Fsm), 'and the same state');
 });
+
+t.test('the determinism check can fail: a hook that depends on something outside (proposed, current) makes replicas differ', async (t) => {
+  // A planted bug: a mutate hook that counts its calls, so a replica that applied one more
+  // unconditional write before (here: a replica that took part in an earlier run) stores another value.
+  class CountingHooks extends TopicHooks {
+    override prepare(input: PutInput, current: Resource | undefined): PreparedPut | undefined {
+      const r = super.prepare(input, current);
+      return r?.ok === true ? { ...r, data: { ...(r.data as Record<string, JsonValue>), seen: this.calls } } : r;
+    }
+  }
+  const warm = new CountingHooks();
+  warm.calls = 1;
+  const replicas = [new Fsm({ writeHooks: new CountingHooks() }), new Fsm({ writeHooks: warm })];
+  const log = [put('a', { partitions: 1 }), put('a', { partitions: 2 })];
+  for (const fsm of replicas) log.forEach((data, i) => fsm.apply(entry(i + 1, data)));
+  const snap = (fsm: Fsm): string => Buffer.concat([...fsm.snapshot().chunks()]).toString('base64');
+  t.not(snap(replicas[0] as Fsm), snap(replicas[1] as Fsm), 'the snapshots differ, so the comparison above would catch it');
+});
