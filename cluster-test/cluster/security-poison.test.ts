@@ -35,12 +35,19 @@ function write(name: string, extra: Record<string, unknown> = {}): Record<string
   seq++;
   return { requestId: `poison-${seq}`, time: new Date(0).toISOString(), uid: `uid-${seq}`, generation: `gen-${seq}`, id: { type: artist, tenancy, name }, data: { name }, expectedVersion: 0, ...extra };
 }
+/** The body of an unconditional write (0x14): a write command without `expectedVersion`. */
+function unconditional(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  const { expectedVersion: _, ...body } = write(name, extra);
+  return body;
+}
 const env = (bytes: number[]): Partial<ForwardRequestMsg> => ({ op: 'envelope', envelope: Uint8Array.from(bytes) });
 
 /** Each would stop or corrupt a replica if proposed, or is not what a local request could make. */
 const BAD: readonly { readonly what: string; readonly req: Partial<ForwardRequestMsg> }[] = [
   { what: 'the poison pill (unknown non-ignorable type 0x7f)', req: env([0x7f, 0xc0]) },
-  { what: 'unknown type 0x14 with a write body', req: { op: 'envelope', envelope: encodeEnvelope(0x14, write('p14')) } },
+  { what: 'unknown type 0x15 with a write body', req: { op: 'envelope', envelope: encodeEnvelope(0x15, write('p15')) } },
+  { what: 'an unconditional write (0x14) carrying a version', req: { op: 'envelope', envelope: encodeEnvelope(0x14, write('p14')) } },
+  { what: 'an unconditional write (0x14) of an unregistered type', req: { op: 'envelope', envelope: encodeEnvelope(0x14, unconditional('x', { id: { type: { group: 'evil', groupVersion: 'v1', kind: 'X' }, tenancy, name: 'x' } })) } },
   { what: 'unknown type 0x3f with a write body', req: { op: 'envelope', envelope: encodeEnvelope(0x3f, write('p3f')) } },
   { what: 'unknown ignorable type 0x90', req: env([0x90, 0xc0]) },
   { what: 'a Raft configuration entry', req: { op: 'envelope', envelope: encodeEnvelope(0x02, { change: { type: 'bootstrap' }, config: { members: [] } }) } },

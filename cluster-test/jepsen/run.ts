@@ -192,7 +192,10 @@ export async function runJepsen(o: RunOptions): Promise<RunResult> {
       writeFileSync(path.join(dir, 'history.jsonl'), register.history.toJsonLines());
       const result = checkHistory(register.history.events);
       const counts = countStatuses(register.samples);
-      const anomalies = result.anomalies.map(formatAnomaly);
+      // An unconditional write never fails for contention (docs/api.md "Unconditional writes").
+      const refused = register.blindWritesRefusedForContention.map((w) => `unconditional write refused for contention (CAS_FAILED): ${w}`);
+      const anomalies = [...result.anomalies.map(formatAnomaly), ...refused];
+      if (refused.length > 0) valid = false;
       report['register'] = { valid: result.valid, ...counts, keys: result.keys, checkSteps: result.steps, unknownKeys: result.unknownKeys, errors: Object.fromEntries(register.errors), anomalies };
       sections.push({ counts, anomalies });
       if (result.valid !== true) valid = result.valid === false ? false : 'unknown';

@@ -96,10 +96,14 @@ abstract class Workload {
  * absent = null), blind writes of unique values, and compare-and-set from the value this worker
  * last saw, done as a write conditioned on the version it saw it at. A version identifies one
  * state, so a CAS that succeeds did find the expected value; one that fails (`CAS_FAILED`) is
- * `fail` and the checker drops it.
+ * `fail` and the checker drops it. A blind write never fails for contention (docs/api.md
+ * "Unconditional writes"): one answered `CAS_FAILED` is recorded in `blindWritesRefusedForContention`,
+ * which the run reports as an anomaly.
  */
 export class RegisterWorkload extends Workload {
   readonly history = new HistoryRecorder();
+  /** Blind (unconditional) writes answered CAS_FAILED: each a broken contract, never contention. */
+  readonly blindWritesRefusedForContention: string[] = [];
   private nextValue = 1;
 
   constructor(
@@ -151,6 +155,7 @@ export class RegisterWorkload extends Workload {
         } catch (e) {
           this.tally(e);
           status = isOutcomeUnknown(e) ? 'info' : 'fail';
+          if (!cas && isCairnClientError(e, 'CAS_FAILED')) this.blindWritesRefusedForContention.push(`worker ${worker}: write ${key} = ${value} at ${start} ms answered CAS_FAILED`);
           // After a failed CAS our view of the key is stale; read again before the next CAS.
           known.delete(key);
         }

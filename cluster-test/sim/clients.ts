@@ -4,7 +4,9 @@
  * store, see resources.ts) against a node it picks, and records every invoke and completion in
  * a Jepsen-style history for the linearizability checker:
  *
- * - write: an unconditional ResourceWrite proposed on the chosen node (`Replica.propose`).
+ * - write: an unconditional write (a ResourcePut, whose type hooks run at apply) proposed on
+ *   the chosen node (`Replica.propose`); CAS_FAILED for it is a violation (it never fails
+ *   for contention).
  *   NOT_LEADER, PROPOSAL_DROPPED or UNAVAILABLE -> `fail` (the command was never appended, or
  *   never committed). Otherwise `ok` when the replica answers with the apply result, or
  *   `info` on a timeout (outcome unknown; the recorder moves that client to a fresh process

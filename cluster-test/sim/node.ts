@@ -58,7 +58,7 @@ import { SimDisk, type LogBatch } from './disk.js';
 import type { EventLog } from './event-log.js';
 import { hashBytes } from './hash.js';
 import type { Invariants } from './invariants.js';
-import { commandRequestId, fsmSnapshotBytes, readRegister, REGISTER_TYPE, resultDigest, type RegisterState } from './resources.js';
+import { commandRequestId, fsmSnapshotBytes, readRegister, REGISTER_TYPE, registerWriteHooks, resultDigest, type RegisterState } from './resources.js';
 import type { Scheduler } from './scheduler.js';
 import { SimViolation } from './violation.js';
 
@@ -243,6 +243,8 @@ export class SimNode {
     const number = ++this.incarnationCount;
     const fsm = new Fsm({
       dedupeWindow: this.options.dedupeWindow,
+      // Unconditional register writes run the register type's hooks at apply (resources.ts).
+      writeHooks: registerWriteHooks(),
       // The simulator proposes only well-formed commands: a malformed one in a committed entry
       // means it was corrupted on its way.
       onMalformedEntry: (type, index, message) => {

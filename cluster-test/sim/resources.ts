@@ -1,13 +1,16 @@
 /**
  * How the simulator's registers map onto the real state machine (`src/fsm` over `src/store`):
  * key `k3` is the resource `demo.v1.Artist` named `k3` in tenancy default/default, and its
- * value is `data.value` (absent resource = `null`, every register's initial value). The FSM
- * does not validate schemas, so any fixed type would do.
+ * value is `data.value` (absent resource = `null`, every register's initial value).
  *
- * Writes are ResourceWrite envelopes as the API layer would propose them: everything
- * non-deterministic (time, uid, generation) is chosen by the proposer and travels in the
- * command, and the client's operation id is the command's `requestId`. A compare-and-swap on
- * the value is built by the client on top of the store's version CAS (`expectedVersion`).
+ * Writes are envelopes as the API layer would propose them: everything non-deterministic
+ * (time, uid, generation) is chosen by the proposer and travels in the command, and the
+ * client's operation id is the command's `requestId`. An unconditional write is a ResourcePut
+ * (0x14): the state machine runs the register type's hooks at apply (`registerWriteHooks`:
+ * the real registry code, with a mutate hook that records the value it replaced, so a replica
+ * that applied writes in another order would hold another state). A compare-and-swap on the
+ * value is built by the client on top of the store's version CAS (`expectedVersion`, a
+ * ResourceWrite, 0x10, whose hooks the API ran before proposing: none here).
  */
 import {
   decodeBody,
@@ -20,7 +23,11 @@ import {
   type StoreReader,
   type Tenancy,
   type TypeRef,
+  type PutCommand,
   type WriteCommand,
+  type WriteHooks,
+  TypeRegistry,
+  registryWriteHooks,
 } from './raft.js';
 import { hashBytes, hashString } from './hash.js';
 import { SimViolation } from './violation.js';
@@ -46,9 +53,12 @@ export interface RegisterWrite {
   readonly expectedVersion?: number;
 }
 
-/** The ResourceWrite envelope for one register write. */
+/**
+ * The envelope for one register write: a ResourcePut (0x14) when unconditional, a
+ * ResourceWrite (0x10) with the version CAS otherwise.
+ */
 export function encodeRegisterWrite(w: RegisterWrite, stamp: Stamp): Uint8Array {
-  const cmd: WriteCommand = {
+  const put: PutCommand = {
     requestId: w.requestId,
     time: stamp.time,
     uid: stamp.uid,
@@ -56,9 +66,37 @@ export function encodeRegisterWrite(w: RegisterWrite, stamp: Stamp): Uint8Array 
     ...(stamp.quotaBytes !== undefined ? { quotaBytes: stamp.quotaBytes } : {}),
     id: { type: REGISTER_TYPE, tenancy: REGISTER_TENANCY, name: w.key },
     data: { value: w.value },
-    ...(w.expectedVersion !== undefined ? { expectedVersion: revision(w.expectedVersion) } : {}),
   };
+  if (w.expectedVersion === undefined) return encodeEnvelope(CommandType.ResourcePut, put);
+  const cmd: WriteCommand = { ...put, expectedVersion: revision(w.expectedVersion) };
   return encodeEnvelope(CommandType.ResourceWrite, cmd);
+}
+
+/**
+ * The registers' type hooks, as the state machine runs them for an unconditional write: the
+ * real registry (`registryWriteHooks`) with the register type, whose schema wants a string
+ * `value`, and whose mutate hook sets `replaced` to the value the write replaces (null when
+ * absent): state that depends on the order writes applied in, so the simulator's replica state
+ * checks see any replica that ran the hooks against another state.
+ */
+export function registerWriteHooks(): WriteHooks {
+  const registry = new TypeRegistry();
+  registry.register({
+    ...REGISTER_TYPE,
+    scope: 'namespace',
+    schema: {
+      type: 'object',
+      properties: { value: { type: 'string', minLength: 1 }, replaced: { type: ['string', 'null'] } },
+      required: ['value'],
+      additionalProperties: false,
+    },
+    mutate: (res, current) => {
+      const before = current?.data;
+      const value = typeof before === 'object' && before !== null && !Array.isArray(before) ? (before as Record<string, unknown>)['value'] : undefined;
+      (res.data as Record<string, unknown>)['replaced'] = typeof value === 'string' ? value : null;
+    },
+  });
+  return registryWriteHooks(registry);
 }
 
 /**
@@ -68,7 +106,7 @@ export function encodeRegisterWrite(w: RegisterWrite, stamp: Stamp): Uint8Array 
  */
 export function commandRequestId(data: Uint8Array): string | undefined {
   const type = envelopeType(data);
-  if (type !== CommandType.ResourceWrite && type !== CommandType.ResourceDelete && type !== CommandType.ResourceStatus) return undefined;
+  if (type !== CommandType.ResourceWrite && type !== CommandType.ResourcePut && type !== CommandType.ResourceDelete && type !== CommandType.ResourceStatus) return undefined;
   const body = decodeBody(data);
   const id = typeof body === 'object' && body !== null ? (body as Record<string, unknown>)['requestId'] : undefined;
   return typeof id === 'string' ? id : undefined;

@@ -6,6 +6,7 @@ import { AccessControl, registerAclTypes } from './acl.js';
 import { addAclRoutes } from './acl-routes.js';
 import { Router, type HttpRequest, type HttpResponse } from './http-server.js';
 import { TypeRegistry } from './registry.js';
+import { registryWriteHooks } from './write-hooks.js';
 import { ResourceService } from './resource-service.js';
 
 const clock = { nowMs: () => Date.now(), monotonicMs: () => performance.now() };
@@ -30,12 +31,12 @@ async function call(router: Router, method: string, path: string, token: string,
 }
 
 t.test('GET /v1/acl/roles and /v1/acl/tokens answer every object, across list pages', async (t) => {
-  const cluster = new LocalCluster();
+  const registry = new TypeRegistry();
+  registerAclTypes(registry);
+  const cluster = new LocalCluster({ writeHooks: registryWriteHooks(registry) });
   await cluster.bootstrap(['n1']);
   const leader = await cluster.waitForLeader();
   t.teardown(() => cluster.close());
-  const registry = new TypeRegistry();
-  registerAclTypes(registry);
   const node = { coordinator: (): Promise<Coordinator> => Promise.resolve(leader.coordinator), coordinatorNow: (): Coordinator => leader.coordinator };
   // Pages of two: five roles and three tokens take several pages each.
   const svc = new ResourceService(node, registry, clock, { access: new AccessControl({ enabled: true, clock }), maxPageItems: 2 });

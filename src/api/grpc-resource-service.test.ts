@@ -8,6 +8,7 @@ import { registerDemoTypes } from './demo-types.js';
 import { grpcErrorOf } from './errors.js';
 import { addResourceGrpcService } from './grpc-resource-service.js';
 import { TypeRegistry } from './registry.js';
+import { registryWriteHooks } from './write-hooks.js';
 import { ResourceService } from './resource-service.js';
 import { runningNode } from './served-node.js';
 
@@ -109,11 +110,11 @@ interface Harness {
 }
 
 async function harness(t: Test): Promise<Harness> {
-  const cluster = new LocalCluster();
-  await cluster.bootstrap(['n1']);
-  const leader = await cluster.waitForLeader();
   const registry = new TypeRegistry();
   registerDemoTypes(registry);
+  const cluster = new LocalCluster({ writeHooks: registryWriteHooks(registry) });
+  await cluster.bootstrap(['n1']);
+  const leader = await cluster.waitForLeader();
   registry.register({
     group: 'test',
     groupVersion: 'v1',
@@ -326,11 +327,11 @@ t.test('bytes that do not decode, unknown fields and unknown enum values are INV
 });
 
 t.test('a write that cannot commit before the deadline is TIMEOUT / DEADLINE_EXCEEDED from the server', async (t) => {
-  const cluster = new LocalCluster({ seed: 5 });
-  await cluster.bootstrap(['n1', 'n2', 'n3']);
-  const leader = await cluster.waitForLeader();
   const registry = new TypeRegistry();
   registerDemoTypes(registry);
+  const cluster = new LocalCluster({ seed: 5, writeHooks: registryWriteHooks(registry) });
+  await cluster.bootstrap(['n1', 'n2', 'n3']);
+  const leader = await cluster.waitForLeader();
   const server = new grpc.Server();
   addResourceGrpcService(server, new ResourceService(runningNode({ coordinator: leader.coordinator }), registry, testClock));
   const rpc = caller(await bind(server));

@@ -6,6 +6,7 @@ export { addOperatorRoutes, type OperatorDeps } from './operator-routes.js';
 export { TypeRegistry, parseTypeString, formatTypeRef, type TypeRegistration, type RegisteredType, type Scope, type ProposedResource, type AccessVerb } from './registry.js';
 export { registerDemoTypes } from './demo-types.js';
 export { registerLeaseType, LEASE_TYPE, type LeaseData } from './lease-type.js';
+export { registryWriteHooks } from './write-hooks.js';
 export { ResourceService, LIMITS, normalizeTenancy, type CallContext, type WriteRequest, type ReadRequest, type DeleteRequest, type WriteStatusRequest, type ListRequest, type ReadResult, type ListResult, type ListFilter, type ListAccess } from './resource-service.js';
 export { PAGING_DEFAULTS, type PagingOptions } from './paging.js';
 export { resourceToJson, type ResourceJson, type ResourceIdJson, type StatusJson } from './resource-json.js';

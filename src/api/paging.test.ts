@@ -7,6 +7,7 @@ import { ResourceStore } from '../store/index.js';
 import { registerDemoTypes } from './demo-types.js';
 import { PAGING_DEFAULTS, SnapshotCache, decodeContinue, encodeContinue, filterHash, pageLimit, pagingLimits } from './paging.js';
 import { TypeRegistry } from './registry.js';
+import { registryWriteHooks } from './write-hooks.js';
 import { LIMITS, ResourceService, type ListResult, type PagingOptions } from './index.js';
 
 /**
@@ -144,12 +145,12 @@ interface Harness {
 }
 
 async function harness(t: Test, paging: PagingOptions = {}): Promise<Harness> {
-  const cluster = new LocalCluster();
+  const registry = new TypeRegistry();
+  registerDemoTypes(registry);
+  const cluster = new LocalCluster({ writeHooks: registryWriteHooks(registry) });
   await cluster.bootstrap(['n1']);
   const leader = await cluster.waitForLeader();
   t.teardown(() => cluster.close());
-  const registry = new TypeRegistry();
-  registerDemoTypes(registry);
   registry.register({ group: 'test', groupVersion: 'v1', kind: 'Secret', scope: 'namespace', schema: { type: 'object' }, access: (_v, _r, token) => token === 'open-sesame' });
   const clock = new ManualClock();
   const node = { coordinator: (): Promise<Coordinator> => Promise.resolve(leader.coordinator), coordinatorNow: (): Coordinator => leader.coordinator };

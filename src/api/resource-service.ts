@@ -1,6 +1,6 @@
 import { ulid } from './ids.js';
 import { CairnError, ErrorCode, isCairnError, parseErrorCode, type Clock, type Revision } from '../base/index.js';
-import { CommandType, type ApplyResult, type DecodedCommand, type DeleteCommand, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
+import { CommandType, type ApplyResult, type DecodedCommand, type DeleteCommand, type PutCommand, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
 import type { Coordinator, Consistency } from '../replica/index.js';
 import { START_WAIT_DEFAULT_MS, type ServedNode } from './served-node.js';
 import { WILDCARD, type Page, type StoreReader, type Condition, type JsonValue, type ListQuery, type Resource, type ResourceId, type StatusEntry, type Tenancy, type TypeRef } from '../store/index.js';
@@ -478,10 +478,13 @@ export class ResourceService {
     this.authorize(identity, t, 'write', { ...tenancy, name }, ctx);
     const header = this.header(ctx, identity);
     const key = { group: t.group, kind: t.kind, tenancy, name };
-    // Unconditional writes run hooks against the current state and propose a CAS on it,
-    // retrying (bounded) when someone wrote in between (API.md: "the server retries its own
-    // CAS internally"). Every attempt carries the same request id, so a retry after an
-    // unknown outcome is applied once.
+    if (expected === undefined) {
+      // An unconditional write: one entry, its hooks run at apply (docs/api.md "Unconditional writes").
+      const id = { type: this.typeRef(t), tenancy, name, ...(uid !== undefined ? { uid } : {}) };
+      return this.put(c, ctx, identity, header, { id, data: req.data as JsonValue, metadata, owner, finalizers, status });
+    }
+    // A compare-and-swap (or a create-only write, version "0") runs the hooks against the
+    // version it names and proposes a CAS on it.
     for (let attempt = 0; ; attempt++) {
       if (attempt > 0) await c.read('linearizable', () => undefined);
       let current = (await c.read('stale', (s) => s.get(key))).value;
@@ -514,7 +517,7 @@ export class ResourceService {
       try {
         return resourceToJson(expectWrite(result));
       } catch (e) {
-        const retry = isCairnError(e, ErrorCode.CAS_FAILED) && (expected === undefined || e.details['cascade_changed'] === true);
+        const retry = isCairnError(e, ErrorCode.CAS_FAILED) && e.details['cascade_changed'] === true;
         if (retry && attempt + 1 < LIMITS.casRetries) {
           // Someone else wrote between our read and our proposal; the request id must change
           // so the retry is not mistaken for a repeat of the refused attempt.
@@ -523,6 +526,69 @@ export class ResourceService {
         }
         throw e;
       }
+    }
+  }
+
+  /**
+   * An unconditional write (docs/api.md "Unconditional writes"): proposed once as a ResourcePut
+   * entry, whose type hooks the state machine runs at apply against the resource as it is at
+   * that log position (fsm `WriteHooks`, `registryWriteHooks`). It is never refused for
+   * contention, so it is never retried for it, and the common case reads nothing before
+   * proposing. The caller was authorized for `write` on the name before this (create and
+   * update alike); the state machine decides only which of the two it is.
+   *
+   * One check depends on the state and on the caller: a restricted caller (docs/security.md
+   * "Cascades") clearing the finalizers (`finalizers: []`) of a resource being deleted deletes
+   * it with its cascade. The command carries the uids the caller may delete (all of the
+   * current cascade, or, when the resource is not being deleted here, those it may delete);
+   * the store refuses the entry (`cascade_changed`) if the resource is being deleted at apply
+   * with anything else in its cascade, and this re-checks against the newer state (bounded,
+   * as for deletes): the caller gets PERMISSION_DENIED if it may not delete what it would.
+   */
+  private async put(
+    c: Coordinator,
+    ctx: CallContext,
+    identity: Identity,
+    header: ReturnType<ResourceService['header']>,
+    w: Pick<PutCommand, 'id' | 'data'> & { metadata: Record<string, string> | undefined; owner: ResourceId | null | undefined; finalizers: string[] | undefined; status: Record<string, StatusEntry> | undefined },
+  ): Promise<ResourceJson> {
+    const key = { group: w.id.type.group, kind: w.id.type.kind, tenancy: w.id.tenancy, name: w.id.name };
+    const guarded = w.finalizers !== undefined && w.finalizers.length === 0 && this.restricted(identity);
+    for (let attempt = 0; ; attempt++) {
+      const cascadeAllowed = guarded
+        ? (
+            await c.read(attempt === 0 ? 'stale' : 'linearizable', (s) => {
+              const current = s.get(key);
+              if (current === undefined) return [];
+              if (current.deletionTimestamp !== null) return this.checkCascade(identity, s, current) ?? [];
+              return s
+                .cascadeOf(current)
+                .filter((r) => {
+                  const target = targetOf(r);
+                  return authorize(identity, aclVerb(target.group, target.kind, 'delete'), target);
+                })
+                .map((r) => r.id.uid);
+            })
+          ).value
+        : undefined;
+      const cmd: PutCommand = {
+        ...header,
+        id: w.id,
+        data: w.data,
+        ...(w.metadata !== undefined ? { metadata: w.metadata } : {}),
+        ...(w.owner !== undefined ? { owner: w.owner } : {}),
+        ...(w.finalizers !== undefined ? { finalizers: w.finalizers } : {}),
+        ...(w.status !== undefined ? { status: w.status } : {}),
+        ...(cascadeAllowed !== undefined ? { cascadeAllowed } : {}),
+      };
+      const result = await c.propose(CommandType.ResourcePut, cmd, ctx.timeoutMs);
+      if (!result.ok && result.error.details['cascade_changed'] === true && attempt + 1 < LIMITS.casRetries) {
+        // Not contention: the cascade this caller was checked for grew. A new request id, so the
+        // retry is not answered with the refused attempt's result.
+        header.requestId = `${header.requestId}.${attempt + 1}`;
+        continue;
+      }
+      return resourceToJson(expectWrite(result));
     }
   }
 
@@ -614,7 +680,9 @@ export class ResourceService {
    * (the follower ran them; validate sees their result) and access hooks (the follower checked
    * the caller's token; the peer is authenticated at the cluster port, issue 15 item 2).
    * The validate hook runs against the leader's current state only when that is the version
-   * the command expects (otherwise the CAS refuses it at apply, as for a local write).
+   * the command expects (otherwise the CAS refuses it at apply, as for a local write). An
+   * unconditional write (ResourcePut) gets the structural checks only: its mutate hook, schema
+   * and validate hook run at apply, on every replica, for forwarded and local writes alike.
    *
    * The quota (docs/security.md "Quotas"): a forwarded command stamped with a quota above this
    * leader's own, or with none (a follower of an older version), is clamped to the leader's
@@ -656,7 +724,8 @@ export class ResourceService {
         checkConditions(c.conditions);
         return;
       }
-      case 'write': {
+      case 'write':
+      case 'put': {
         const c = command.cmd;
         // A local write's data is measured before its type's mutate hook, which may add
         // defaults; the leader sees it after. The hooks get room (twice the limit) rather than
@@ -679,10 +748,12 @@ export class ResourceService {
             checkConditions(st.conditions);
           }
         }
+        // An unconditional write's hooks run at apply, against the state at its log position.
+        if (command.kind === 'put') return;
         const current = store.get({ group: t.group, kind: t.kind, tenancy, name });
         const proposed: ProposedResource = { type: this.typeRef(t), partition: tenancy.partition, namespace: tenancy.namespace, name, data: clone(c.data), metadata };
         // The hook judges the state the write is meant for; against another, the CAS refuses it at apply.
-        if (c.expectedVersion === undefined || c.expectedVersion === (current?.version ?? 0)) checkProposed(t, typeName, proposed, current);
+        if (command.cmd.expectedVersion === undefined || command.cmd.expectedVersion === (current?.version ?? 0)) checkProposed(t, typeName, proposed, current);
         else checkSchema(t, typeName, proposed);
         return;
       }
@@ -835,7 +906,7 @@ export class ResourceService {
 }
 
 /** The type's schema, then its validate hook: for a local write, and for a forwarded one (`checkCommand`). */
-function checkProposed(t: RegisteredType, typeName: string, proposed: ProposedResource, current: Resource | undefined): void {
+export function checkProposed(t: RegisteredType, typeName: string, proposed: ProposedResource, current: Resource | undefined): void {
   checkSchema(t, typeName, proposed);
   const reason = t.validate?.(proposed, current);
   if (reason !== undefined) throw invalid(`data refused by ${typeName}: ${reason}`);

@@ -130,7 +130,11 @@ export interface WriteBody<D = unknown> {
   readonly owner?: ResourceId;
   /** Absent: keep the stored finalizers. Present, even `[]`: replace them. */
   readonly finalizers?: readonly string[];
-  /** Absent: unconditional upsert. `"0"`: create only. Otherwise compare-and-swap against the stored version. */
+  /**
+   * Absent: unconditional upsert (never CAS_FAILED for contention: the server's state machine
+   * orders concurrent writers and runs the type's hooks at apply). `"0"`: create only.
+   * Otherwise compare-and-swap against the stored version.
+   */
   readonly version?: string;
   /** The stored status passed back unchanged (as read), or absent. It cannot be changed by a write. */
   readonly status?: Readonly<Record<string, Status>>;

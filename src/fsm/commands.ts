@@ -43,6 +43,16 @@ export interface WriteCommand extends CommandHeader {
   readonly cascadeAllowed?: readonly string[];
 }
 
+/**
+ * An unconditional write (envelope `ResourcePut`, 0x14; docs/api.md "Unconditional writes"):
+ * a write command without `expectedVersion`, whose `data` and `metadata` are as the client sent
+ * them, before the type's hooks. The state machine runs the type's mutate and validate hooks
+ * against the state at the entry's log position (`WriteHooks`), so concurrent writers of one
+ * key are ordered by the log and none is refused for contention. `metadata` absent: keep the
+ * stored metadata (`{}` on create), as for a WriteCommand.
+ */
+export type PutCommand = Omit<WriteCommand, 'expectedVersion'>;
+
 export interface DeleteCommand extends CommandHeader {
   readonly id: NameRef;
   readonly expectedVersion?: Revision;

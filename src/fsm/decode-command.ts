@@ -1,12 +1,13 @@
 import { CairnError, ErrorCode } from '../base/index.js';
-import type { DeleteCommand, WriteCommand, WriteStatusCommand } from './commands.js';
+import type { DeleteCommand, PutCommand, WriteCommand, WriteStatusCommand } from './commands.js';
 import { CommandType, decodeBody } from './envelope.js';
 import { readSnapshotFrames } from './snapshot-format.js';
-import { validateDelete, validateWrite, validateWriteStatus } from './validate.js';
+import { validateDelete, validatePut, validateWrite, validateWriteStatus } from './validate.js';
 
 /** An envelope decoded as the FSM will decode it when it applies the entry. */
 export type DecodedCommand =
   | { readonly type: typeof CommandType.ResourceWrite; readonly kind: 'write'; readonly cmd: WriteCommand }
+  | { readonly type: typeof CommandType.ResourcePut; readonly kind: 'put'; readonly cmd: PutCommand }
   | { readonly type: typeof CommandType.ResourceDelete; readonly kind: 'delete'; readonly cmd: DeleteCommand }
   | { readonly type: typeof CommandType.ResourceStatus; readonly kind: 'status'; readonly cmd: WriteStatusCommand }
   | { readonly type: typeof CommandType.Restore; readonly kind: 'restore'; readonly snapshotBytes: number };
@@ -29,7 +30,7 @@ export function decodeCommand(envelope: Uint8Array): DecodedCommand {
   if (type === undefined) throw refuse('it is empty (no type byte)');
   const hex = `0x${type.toString(16).padStart(2, '0')}`;
   if (type === CommandType.Noop || type === CommandType.Config) throw refuse(`type ${hex} belongs to Raft and is never proposed as a command`);
-  if (type !== CommandType.ResourceWrite && type !== CommandType.ResourceDelete && type !== CommandType.ResourceStatus && type !== CommandType.Restore) {
+  if (type !== CommandType.ResourceWrite && type !== CommandType.ResourcePut && type !== CommandType.ResourceDelete && type !== CommandType.ResourceStatus && type !== CommandType.Restore) {
     throw refuse(`type ${hex} is not a command type this version knows`);
   }
   let body: unknown;
@@ -43,6 +44,11 @@ export function decodeCommand(envelope: Uint8Array): DecodedCommand {
       const c = validateWrite(body);
       if (typeof c === 'string' || c.kind !== 'write') throw refuse(`malformed write command: ${String(c)}`);
       return { type, kind: 'write', cmd: c.cmd };
+    }
+    case CommandType.ResourcePut: {
+      const c = validatePut(body);
+      if (typeof c === 'string' || c.kind !== 'put') throw refuse(`malformed put command: ${String(c)}`);
+      return { type, kind: 'put', cmd: c.cmd };
     }
     case CommandType.ResourceDelete: {
       const c = validateDelete(body);

@@ -1,10 +1,11 @@
 import { AssertionError, CairnError, ErrorCode, type LogIndex, type Revision } from '../base/index.js';
 import { EntryType, type Entry, type SnapshotMeta } from '../raft/index.js';
 import { ResourceStore, lowWaterBytes, type ApplyContext, type ChangeRecord, type Resource } from '../store/index.js';
-import type { DeleteCommand, WriteCommand, WriteStatusCommand } from './commands.js';
+import type { DeleteCommand, PutCommand, WriteCommand, WriteStatusCommand } from './commands.js';
+import { MissingWriteHooksError, type WriteHooks } from './hooks.js';
 import { decodeBody, envelopeType, IGNORABLE_FLAG, CommandType } from './envelope.js';
 import { readSnapshotFrames, writeSnapshotFrames } from './snapshot-format.js';
-import { validateDelete, validateWrite, validateWriteStatus } from './validate.js';
+import { validateDelete, validatePut, validateWrite, validateWriteStatus } from './validate.js';
 
 /** What the proposer learns from applying its entry. Plain data, so it can be forwarded. */
 export type ApplyResult =
@@ -32,6 +33,12 @@ export interface FsmOptions {
   readonly onIgnoredEntry?: (type: number, index: LogIndex) => void;
   /** Told about a command that could not be decoded (applied as a deterministic error). */
   readonly onMalformedEntry?: (type: number, index: LogIndex, message: string) => void;
+  /**
+   * The types' hooks, run when an unconditional write (0x14) applies (hooks.ts). Absent: an
+   * unconditional write stops the node with MissingWriteHooksError (a node that proposes them
+   * must have them; tests and harnesses that do not propose them need none).
+   */
+  readonly writeHooks?: WriteHooks;
 }
 
 const NONE: ApplyResult = { ok: true, kind: 'none' };
@@ -92,6 +99,7 @@ export class Fsm {
       case EntryType.Config:
         return { result: NONE, changes: [] };
       case CommandType.ResourceWrite:
+      case CommandType.ResourcePut:
       case CommandType.ResourceDelete:
       case CommandType.ResourceStatus:
         return this.applyCommand(type, entry);
@@ -115,7 +123,13 @@ export class Fsm {
       return this.malformed(type, entry, e instanceof Error ? e.message : String(e));
     }
     const checked =
-      type === CommandType.ResourceWrite ? validateWrite(body) : type === CommandType.ResourceDelete ? validateDelete(body) : validateWriteStatus(body);
+      type === CommandType.ResourceWrite
+        ? validateWrite(body)
+        : type === CommandType.ResourcePut
+          ? validatePut(body)
+          : type === CommandType.ResourceDelete
+            ? validateDelete(body)
+            : validateWriteStatus(body);
     if (typeof checked === 'string') return this.malformed(type, entry, checked);
     const cmd = checked.cmd;
     if (cmd.requestId !== undefined) {
@@ -134,6 +148,14 @@ export class Fsm {
     switch (checked.kind) {
       case 'write': {
         const r = this.store.write(toStoreWrite(checked.cmd), ctx);
+        if (r.ok) {
+          result = { ok: true, kind: 'write', resource: r.value.resource, changed: r.value.changed };
+          changes = r.value.changes;
+        } else result = failure(r.error);
+        break;
+      }
+      case 'put': {
+        const r = this.applyPut(checked.cmd, ctx, entry.index);
         if (r.ok) {
           result = { ok: true, kind: 'write', resource: r.value.resource, changed: r.value.changed };
           changes = r.value.changes;
@@ -160,6 +182,34 @@ export class Fsm {
     if (cmd.requestId !== undefined) this.remember(cmd.requestId, result, entry.data.length);
     if (cmd.quotaBytes !== undefined) this.evaluateNoSpace(cmd.quotaBytes, result);
     return { result, changes };
+  }
+
+  /**
+   * An unconditional write (0x14; docs/api.md "Unconditional writes"): the type's hooks run
+   * here, against the resource as stored at this log position, then the store writes the
+   * result with no version precondition. Concurrent writers of one key are thus ordered by the
+   * log, each one's hooks see its predecessor's result, and none is refused for contention.
+   * What the hooks refuse is refused with their error (INVALID_ARGUMENT), the same on every
+   * replica; the store's own rules (owner fixed at creation, status only passed back, the
+   * uid precondition, finalizers while deleting, the cascade guard, the quota) apply as for
+   * any write. The result is a write result: the stored resource, `changed` false when the
+   * write changed nothing (no new version).
+   */
+  private applyPut(cmd: PutCommand, ctx: ApplyContext, index: LogIndex): ReturnType<ResourceStore['write']> {
+    const hooks = this.opts.writeHooks;
+    const typeName = `${cmd.id.type.group}.${cmd.id.type.groupVersion}.${cmd.id.type.kind}`;
+    const current = this.store.get({ group: cmd.id.type.group, kind: cmd.id.type.kind, tenancy: cmd.id.tenancy, name: cmd.id.name });
+    const prepared = hooks?.prepare({ type: cmd.id.type, tenancy: cmd.id.tenancy, name: cmd.id.name, data: cmd.data, metadata: cmd.metadata }, current);
+    if (prepared === undefined) {
+      throw new MissingWriteHooksError(
+        `log entry ${index} is an unconditional write of ${typeName}, whose hooks this node ${hooks === undefined ? 'was not given' : 'does not have (the type is not registered here)'}; ` +
+          'applying it without them could diverge from the other nodes: register the same types on every node before it applies further entries',
+      );
+    }
+    if (!prepared.ok) return { ok: false, error: prepared.error };
+    // As a read-then-CAS write sent it: metadata when the client gave some or the hooks left some.
+    const metadata = cmd.metadata !== undefined || Object.keys(prepared.metadata).length > 0 ? prepared.metadata : undefined;
+    return this.store.write(toStoreWrite({ ...cmd, data: prepared.data, ...(metadata !== undefined ? { metadata } : {}) }), ctx);
   }
 
   /**
@@ -258,7 +308,7 @@ function failure(e: CairnError): ApplyResult {
   return { ok: false, error: { code: e.code, message: e.message, details: e.details } };
 }
 
-function toStoreWrite(c: WriteCommand): Parameters<ResourceStore['write']>[0] {
+function toStoreWrite(c: WriteCommand | PutCommand): Parameters<ResourceStore['write']>[0] {
   return {
     id: c.id,
     data: c.data,
@@ -266,7 +316,7 @@ function toStoreWrite(c: WriteCommand): Parameters<ResourceStore['write']>[0] {
     ...(c.metadata !== undefined ? { metadata: c.metadata } : {}),
     ...(c.finalizers !== undefined ? { finalizers: c.finalizers } : {}),
     ...(c.status !== undefined ? { status: c.status } : {}),
-    ...(c.expectedVersion !== undefined ? { expectedVersion: c.expectedVersion } : {}),
+    ...('expectedVersion' in c && c.expectedVersion !== undefined ? { expectedVersion: c.expectedVersion } : {}),
     ...(c.cascadeAllowed !== undefined ? { cascadeAllowed: c.cascadeAllowed } : {}),
   } as Parameters<ResourceStore['write']>[0];
 }

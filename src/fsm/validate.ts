@@ -1,6 +1,6 @@
 import type { Revision } from '../base/index.js';
 import type { Condition, JsonValue, ResourceId, StatusEntry, Tenancy, TypeRef } from '../store/index.js';
-import type { DeleteCommand, NameRef, WriteCommand, WriteStatusCommand } from './commands.js';
+import type { DeleteCommand, NameRef, PutCommand, WriteCommand, WriteStatusCommand } from './commands.js';
 
 /**
  * Structural checks of decoded command bodies. The API layer validated the content before
@@ -9,6 +9,7 @@ import type { DeleteCommand, NameRef, WriteCommand, WriteStatusCommand } from '.
  */
 type Checked =
   | { readonly kind: 'write'; readonly cmd: WriteCommand }
+  | { readonly kind: 'put'; readonly cmd: PutCommand }
   | { readonly kind: 'delete'; readonly cmd: DeleteCommand }
   | { readonly kind: 'status'; readonly cmd: WriteStatusCommand };
 
@@ -144,6 +145,21 @@ export function validateWrite(body: unknown): Checked | string {
       ...(o['cascadeAllowed'] !== undefined ? { cascadeAllowed: strings(o['cascadeAllowed'], 'cascadeAllowed') } : {}),
     };
     return { kind: 'write', cmd };
+  });
+}
+
+/**
+ * An unconditional write (0x14): the shape of a write command, and no `expectedVersion` (a
+ * version belongs to a compare-and-swap, which is 0x10's).
+ */
+export function validatePut(body: unknown): Checked | string {
+  return guard(() => {
+    const o = rec(body, 'put command');
+    if (o['expectedVersion'] !== undefined && o['expectedVersion'] !== null) throw new Invalid('an unconditional write (put) carries no expectedVersion');
+    const w = validateWrite(o);
+    if (typeof w === 'string') throw new Invalid(w);
+    if (w.kind !== 'write') throw new Invalid('not a write command');
+    return { kind: 'put', cmd: w.cmd };
   });
 }
 

@@ -9,6 +9,7 @@ import t from 'tap';
 import { mkdtemp, rm } from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { unpack } from 'msgpackr';
 import { encodeEnvelope } from '../fsm/index.js';
 import { ClientPool, packValue, type ForwardRequestMsg, type ForwardResponseMsg, type HelloResponseMsg } from '../forwarding/index.js';
 import { createLogger } from '../platform/index.js';
@@ -66,7 +67,14 @@ t.test('the leader refuses forwarded envelopes and membership changes a local re
   const env = (bytes: number[]): Partial<ForwardRequestMsg> => ({ op: 'envelope', envelope: Uint8Array.from(bytes) });
 
   await refused('the poison pill (unknown non-ignorable type 0x7f)', env([0x7f, 0xc0]), /type 0x7f is not a command type this version knows/);
-  await refused('an unknown type 0x14 with a write body', { op: 'envelope', envelope: encodeEnvelope(0x14, write('x')) }, /0x14 is not a command type/);
+  await refused('an unknown type 0x15 with a write body', { op: 'envelope', envelope: encodeEnvelope(0x15, write('x')) }, /0x15 is not a command type/);
+  const put = (name: string, extra: Record<string, unknown> = {}): Record<string, unknown> => {
+    const { expectedVersion: _, ...body } = write(name, extra);
+    return body;
+  };
+  await refused('an unconditional write (0x14) carrying a version', { op: 'envelope', envelope: encodeEnvelope(0x14, write('x')) }, /malformed put command: .*carries no expectedVersion/);
+  await refused('an unconditional write (0x14) of an unregistered type', { op: 'envelope', envelope: encodeEnvelope(0x14, put('x', { id: { type: { group: 'evil', groupVersion: 'v1', kind: 'X' }, tenancy, name: 'x' } })) }, /unknown resource type evil\.v1\.X/);
+  await refused('an unconditional write (0x14) with a name that is not a DNS label', { op: 'envelope', envelope: encodeEnvelope(0x14, put('Not_A_Label')) }, /must be a lowercase DNS label/);
   await refused('an unknown ignorable type 0x90', env([0x90, 0xc0]), /0x90 is not a command type/);
   await refused('a Raft configuration entry', { op: 'envelope', envelope: encodeEnvelope(0x02, { change: { type: 'bootstrap' }, config: { members: [] } }) }, /belongs to Raft/);
   await refused('a Raft no-op', env([0x01, 0xc0]), /belongs to Raft/);
@@ -101,6 +109,17 @@ t.test('the leader refuses forwarded envelopes and membership changes a local re
   // A well-formed forwarded write still commits, as a follower's forwarding does.
   const ok = await forward({ op: 'envelope', envelope: encodeEnvelope(0x10, write('korn')) });
   t.notOk(ok.error?.code, `a valid forwarded write is accepted (${ok.error?.message ?? ''})`);
+  // A forwarded unconditional write: its hooks run at apply, on every replica (docs/api.md
+  // "Unconditional writes"). Valid: applied, with the mutate hook's default. Failing the schema:
+  // the same INVALID_ARGUMENT a local write gets, and the cluster keeps running (checked by the
+  // restart below).
+  const okPut = await forward({ op: 'envelope', envelope: encodeEnvelope(0x14, put('korn-put')) });
+  t.notOk(okPut.error?.code, `a valid forwarded unconditional write is accepted (${okPut.error?.message ?? ''})`);
+  t.same(lc().storeNow().get({ group: 'demo', kind: 'Artist', tenancy, name: 'korn-put' })?.data, { name: 'korn-put', genre: 'unknown' }, 'the leader applied it with the mutate hook');
+  const badPut = await forward({ op: 'envelope', envelope: encodeEnvelope(0x14, put('bad-put', { data: { genre: 'rock' } })) });
+  t.notOk(badPut.error?.code, 'the leader appended it (its hooks run at apply)');
+  t.match(unpack(badPut.result) as unknown, { ok: false, error: { code: 'INVALID_ARGUMENT', message: /data does not match the schema of demo\.v1\.Artist/ } }, 'and apply refused it with the schema error');
+  t.equal(lc().storeNow().get({ group: 'demo', kind: 'Artist', tenancy, name: 'bad-put' }), undefined, 'nothing was stored');
   // And the HTTP door to membership refuses what is malformed.
   const post = await fetch(`http://${leader.httpAddress}/v1/operator/raft/peers`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: 'evil', address: 'nope' }) });
   t.equal(post.status, 400, 'POST /v1/operator/raft/peers with a bad address is 400');

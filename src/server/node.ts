@@ -9,6 +9,7 @@ import {
   WatchService,
   createManagementToken,
   registerAclTypes,
+  registryWriteHooks,
   registerDemoTypes,
   registerLeaseType,
   type NodeState,
@@ -436,6 +437,8 @@ export class Node implements ServedNode {
     const fsm = new Fsm({
       onIgnoredEntry: (type, index) => logger.warn({ type, index }, 'skipped a log entry of an unknown optional type'),
       onMalformedEntry: (type, index, message) => logger.error({ type, index, message }, 'refused a malformed log entry'),
+      // Unconditional writes run their type's hooks at apply (docs/api.md "Unconditional writes").
+      writeHooks: registryWriteHooks(this.registry),
     });
     const transport = new GrpcTransport({ self: this.id, clusterId: () => this.clusterIdValue, addressOf: (id) => this.addressOf(id), pool: this.pool, logger });
     this.transport = transport;

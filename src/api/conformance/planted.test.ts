@@ -3,6 +3,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { LocalCluster, testClock } from '../../replica/testing/index.js';
 import { registerDemoTypes } from '../demo-types.js';
 import { TypeRegistry } from '../registry.js';
+import { registryWriteHooks } from '../write-hooks.js';
 import { ResourceService } from '../resource-service.js';
 import { runningNode } from '../served-node.js';
 import { serviceTarget } from './service-target.js';
@@ -74,11 +75,11 @@ async function runSuite(api: ResourceApiTarget): Promise<string[]> {
 }
 
 async function freshTarget(): Promise<{ api: ResourceApiTarget; close: () => Promise<void> }> {
-  const cluster = new LocalCluster({ seed: 7, tickMs: 10 });
-  await cluster.bootstrap(['n1']);
-  const node = await cluster.waitForLeader();
   const registry = new TypeRegistry();
   registerDemoTypes(registry);
+  const cluster = new LocalCluster({ seed: 7, tickMs: 10, writeHooks: registryWriteHooks(registry) });
+  await cluster.bootstrap(['n1']);
+  const node = await cluster.waitForLeader();
   const svc = new ResourceService(runningNode({ coordinator: node.coordinator }), registry, testClock);
   return { api: serviceTarget('in-process', svc), close: () => cluster.close() };
 }

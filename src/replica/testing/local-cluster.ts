@@ -1,6 +1,6 @@
 import { SeededRandom, nodeId, type Clock, type NodeId } from '../../base/index.js';
 import { realClock, realTimers } from '../../base/testing/index.js';
-import { Fsm, type ApplyResult } from '../../fsm/index.js';
+import { Fsm, type ApplyResult, type WriteHooks } from '../../fsm/index.js';
 import { makeConfig, type Config } from '../../raft/index.js';
 import type { Resource } from '../../store/index.js';
 import { Coordinator } from '../coordinator.js';
@@ -29,6 +29,8 @@ export interface LocalClusterOptions {
   readonly proposalTimeoutMs?: number;
   /** Upper bound on the bytes of entries in one append (RaftOptions.maxAppendBytes). */
   readonly maxAppendBytes?: number;
+  /** The types' hooks, for unconditional writes (FsmOptions.writeHooks; the api's `registryWriteHooks`). */
+  readonly writeHooks?: WriteHooks;
 }
 
 /**
@@ -50,7 +52,7 @@ export class LocalCluster {
 
   async start(id: string, bootstrap: Config | undefined, stores?: { logStore: MemoryLogStore; snapshotStore: MemorySnapshotStore }): Promise<LocalNode> {
     const nid = nodeId(id);
-    const fsm = new Fsm();
+    const fsm = new Fsm(this.opts.writeHooks !== undefined ? { writeHooks: this.opts.writeHooks } : {});
     const logStore = stores?.logStore ?? new MemoryLogStore();
     const snapshotStore = stores?.snapshotStore ?? new MemorySnapshotStore();
     const o = this.opts;
