@@ -76,6 +76,7 @@ clean:
 # shorter windows (under 3 minutes). BENCH_ARGS passes more flags (--only cas-leader-64, ...).
 bench: build
 	@bash bench/install-etcd.sh
+	@bash bench/install-nft.sh
 	node dist/bench/compare.js $(if $(filter 1 true yes,$(QUICK)),--quick) $(BENCH_ARGS)
 
 # ---- A local cluster, the real-process cluster tests, the container files (deploy/README.md) ----

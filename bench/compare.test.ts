@@ -95,6 +95,29 @@ class FakeSystem implements KvSystem {
   restart(): void {
     this.restarts++;
   }
+  /** The faults of the SIGSTOP and drop trials, and their undoing, in order. */
+  readonly faultLog: string[] = [];
+  private outage(i: number): void {
+    this.acking = false;
+    this.leader = (i + 1) % 3;
+    setTimeout(() => {
+      this.acking = true;
+    }, this.outageMs).unref();
+  }
+  pause(i: number): void {
+    this.faultLog.push(`pause ${i}`);
+    this.outage(i);
+  }
+  resume(i: number): void {
+    this.faultLog.push(`resume ${i}`);
+  }
+  cutOff(i: number): void {
+    this.faultLog.push(`cut ${i}`);
+    this.outage(i);
+  }
+  reconnect(): void {
+    this.faultLog.push('reconnect');
+  }
   resetClients(): void {}
   async stop(): Promise<void> {}
   messageSizes(): Record<string, number> {
@@ -187,6 +210,28 @@ t.test('failover gives up when no write is acknowledged', async (t) => {
   const sys = new FakeSystem();
   sys.outageMs = 60_000;
   await t.rejects(failoverTrial(sys, { probeEveryMs: 10, probeTimeoutMs: 100, giveUpMs: 200 }), /no write acknowledged within 200 ms/);
+});
+
+t.test('failover by SIGSTOP and by dropped traffic: measured the same way, and the fault is undone after the trial', async (t) => {
+  for (const [fault, undo] of [['sigstop', 'resume 0'], ['drop', 'reconnect']] as const) {
+    const sys = new FakeSystem();
+    sys.outageMs = 300;
+    const trial = await failoverTrial(sys, { probeEveryMs: 10, probeTimeoutMs: 1000, giveUpMs: 5000 }, fault);
+    t.equal(trial.fault, fault);
+    t.same(sys.faultLog, [fault === 'sigstop' ? 'pause 0' : 'cut 0', undo], `${fault}: one fault, undone once`);
+    t.equal(sys.kills + sys.restarts, 0, `${fault}: nothing killed or restarted`);
+    t.equal(trial.newLeader, 'b', `${fault}: the survivors' leader, seen before the fault is undone`);
+    t.ok(trial.ms >= 300 && trial.ms < 300 + 200, `${fault}: measured ${trial.ms.toFixed(0)} ms for a 300 ms outage`);
+  }
+});
+
+t.test('a failed SIGSTOP or drop trial still undoes its fault (no stopped process or drop rule outlives it)', async (t) => {
+  for (const [fault, undo] of [['sigstop', 'resume 0'], ['drop', 'reconnect']] as const) {
+    const sys = new FakeSystem();
+    sys.outageMs = 60_000;
+    await t.rejects(failoverTrial(sys, { probeEveryMs: 10, probeTimeoutMs: 100, giveUpMs: 200 }, fault), /no write acknowledged within 200 ms/);
+    t.same(sys.faultLog.at(-1), undo, `${fault}: undone after the failure`);
+  }
 });
 
 t.test('values are 256 bytes and differ per writer and write', async (t) => {

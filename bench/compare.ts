@@ -15,6 +15,8 @@
  * - watch fan-out: 100, 1,000 and 10,000 watchers on one follower at 200 writes/s to the
  *   leader (bench/fanout/cluster-phase.ts, the measurement of `make bench-watch`);
  * - leader failover: SIGKILL of the leader, time to the next acknowledged write, median of 5;
+ *   the same with the leader SIGSTOPped (`failover-sigstop`) and with its traffic dropped by
+ *   nftables (`failover-drop`, bench/netcut.ts: root, nft and cgroup v2 needed, else skipped);
  * - the cost of TLS: after its plaintext phases, each system is started again with TLS on every
  *   port (client and peer; the load generator trusts the CA and presents a client certificate)
  *   and measured on CAS to the leader with 64 clients (`cas-leader-64-tls`), so the table has a
@@ -43,7 +45,8 @@ import { watchFanout } from './fanout/cluster-phase.js';
 import { fanoutRows, fanoutTable } from './fanout/cluster-report.js';
 import { CairnSystem, EtcdSystem, KEY_COUNT, makeBenchTls, VALUE_BYTES, type SystemName, type WatchableSystem } from './systems.js';
 import type { WatchFanoutOutcome } from './watch-hook.js';
-import { failoverTrial, preload, runPhase, type FailoverTrial, type PhaseResult, type PhaseSpec } from './workload.js';
+import { netCutSupport } from './netcut.js';
+import { FAILOVER_FAULTS, failoverTrial, preload, runPhase, type FailoverFault, type FailoverTrial, type PhaseResult, type PhaseSpec } from './workload.js';
 
 // ---- Settings ----------------------------------------------------------------------------
 
@@ -94,7 +97,7 @@ const TLS_PHASE: PhaseSpec = { id: `cas-leader-${S.putClients}-tls`, kind: 'cas'
 const TLS_BASELINE = `cas-leader-${S.putClients}`;
 const wanted = (id: string): boolean => ONLY === undefined || ONLY.includes(id);
 if (ONLY !== undefined) {
-  const known = new Set([...PHASES.map((p) => p.id), 'watch-fanout', 'failover', TLS_PHASE.id]);
+  const known = new Set([...PHASES.map((p) => p.id), 'watch-fanout', ...Object.values(FAILOVER_FAULTS).map((f) => f.phase), TLS_PHASE.id]);
   for (const id of ONLY) if (!known.has(id)) throw new Error(`--only: unknown phase ${JSON.stringify(id)}; known: ${[...known].join(', ')}`);
 }
 
@@ -111,11 +114,24 @@ interface SystemResults {
   readonly messageSizes: Record<string, number>;
   readonly phases: PhaseResult[];
   readonly watchFanout: WatchFanoutOutcome | undefined;
+  /** kill -9 trials (kept under these names for the earlier results' readers). */
   readonly failover: FailoverTrial[];
   readonly failoverMedianMs: number;
+  /** Every failover mode that ran (kill9, sigstop, drop): its trials and median, or why it was skipped. */
+  readonly failovers: Partial<Record<FailoverFault, FailoverMode>>;
   /** 1-minute load average when this system's part began and ended. */
   readonly loadAverage: { readonly start: number; readonly end: number };
 }
+
+interface FailoverMode {
+  readonly trials: FailoverTrial[];
+  readonly medianMs: number;
+  /** Why the mode did not run (e.g. no nftables). */
+  readonly skipped?: string;
+}
+
+/** The failover modes in table order. */
+const FAULT_ORDER: readonly FailoverFault[] = ['kill9', 'sigstop', 'drop'];
 
 function describePhase(r: PhaseResult): string {
   const l = r.latency;
@@ -153,14 +169,25 @@ async function runSystem(name: SystemName, work: string, withTls: boolean): Prom
       leader = await sys.waitHealthy();
       fanout = await progress.phase(`${name}: watch fan-out`, () => watchFanout({ system: sys, leaderIndex: leader, quick: QUICK, progress, ...(FANOUT_WATCHERS !== undefined ? { counts: FANOUT_WATCHERS } : {}) }));
     }
-    const failover: FailoverTrial[] = [];
-    if (!withTls && wanted('failover')) {
-      for (let i = 0; i < S.failoverTrials; i++) {
-        const t = await progress.phase(`${name}: failover trial ${i + 1}/${S.failoverTrials} (kill -9 the leader)`, () => failoverTrial(sys, S.failover));
-        progress.line(`  killed ${t.killed}; next write acknowledged after ${t.ms.toFixed(0)} ms; new leader ${t.newLeader}; ${t.probesSent} probes sent after the kill, ${t.probesFailed} failed`);
-        failover.push(t);
+    const failovers: Partial<Record<FailoverFault, FailoverMode>> = {};
+    for (const fault of FAULT_ORDER) {
+      const f = FAILOVER_FAULTS[fault];
+      if (withTls || !wanted(f.phase)) continue;
+      if (fault === 'drop' && !netCutSupport().ok) {
+        const reason = netCutSupport().reason;
+        progress.line(`  ${name}: ${f.phase} skipped: ${reason}`);
+        failovers[fault] = { trials: [], medianMs: Number.NaN, skipped: reason };
+        continue;
       }
+      const trials: FailoverTrial[] = [];
+      for (let i = 0; i < S.failoverTrials; i++) {
+        const t = await progress.phase(`${name}: ${f.phase} trial ${i + 1}/${S.failoverTrials} (${f.verb})`, () => failoverTrial(sys, S.failover, fault));
+        progress.line(`  ${f.verb} (${t.killed}); next write acknowledged after ${t.ms.toFixed(0)} ms; new leader ${t.newLeader}; ${t.probesSent} probes sent after the fault, ${t.probesFailed} failed`);
+        trials.push(t);
+      }
+      failovers[fault] = { trials, medianMs: median(trials.map((t) => t.ms)) };
     }
+    const failover = failovers.kill9?.trials ?? [];
     return {
       name,
       tls: withTls,
@@ -171,6 +198,7 @@ async function runSystem(name: SystemName, work: string, withTls: boolean): Prom
       watchFanout: fanout,
       failover,
       failoverMedianMs: failover.length > 0 ? median(failover.map((t) => t.ms)) : Number.NaN,
+      failovers,
       loadAverage: { start: loadStart, end: os.loadavg()[0] ?? 0 },
     };
   } catch (e) {
@@ -310,18 +338,24 @@ function tableRows(cairn: SystemResults | undefined, etcd: SystemResults | undef
   }
   // Watch fan-out (bench/fanout/cluster-report.ts): only when the phase was asked for.
   if (wanted('watch-fanout')) rows.push(...fanoutRows(cairn?.watchFanout, etcd?.watchFanout));
-  const fc = cairn?.failoverMedianMs;
-  const fe = etcd?.failoverMedianMs;
-  if ((cairn?.failover.length ?? 0) > 0 || (etcd?.failover.length ?? 0) > 0) {
-    const trials = (s: SystemResults | undefined): string => (s && s.failover.length > 0 ? `${num(s.failoverMedianMs)} ms` : '-');
-    const fr = ratio(fc, fe);
+  for (const fault of FAULT_ORDER) {
+    const mc = cairn?.failovers[fault];
+    const me = etcd?.failovers[fault];
+    if (mc === undefined && me === undefined) continue;
+    const skipped = mc?.skipped ?? me?.skipped;
+    if (skipped !== undefined) {
+      rows.push([`${FAILOVER_FAULTS[fault].row}: skipped (${skipped})`, '-', '-', '-', '-', '-', '', '-', '-', 'median <= 0.5x', '']);
+      continue;
+    }
+    const medianText = (m: FailoverMode | undefined): string => (m && m.trials.length > 0 ? `${num(m.medianMs)} ms` : '-');
+    const fr = ratio(mc?.medianMs, me?.medianMs);
     rows.push([
-      `failover: kill -9 leader -> next ack, median of ${Math.max(cairn?.failover.length ?? 0, etcd?.failover.length ?? 0)}`,
-      trials(cairn),
-      trials(etcd),
+      `${FAILOVER_FAULTS[fault].row}, median of ${Math.max(mc?.trials.length ?? 0, me?.trials.length ?? 0)}`,
+      medianText(mc),
+      medianText(me),
       x(fr),
-      cairn ? cairn.failover.map((t) => t.ms.toFixed(0)).join(', ') : '-',
-      etcd ? etcd.failover.map((t) => t.ms.toFixed(0)).join(', ') : '-',
+      mc ? mc.trials.map((t) => t.ms.toFixed(0)).join(', ') : '-',
+      me ? me.trials.map((t) => t.ms.toFixed(0)).join(', ') : '-',
       '',
       '-',
       '-',

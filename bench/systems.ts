@@ -29,6 +29,7 @@ import { metricValue } from './fanout/proc.js';
 import { cairnWatchProtocol, type GrpcWatchProtocol } from './fanout/watchers.js';
 import type { WriteTarget } from './fanout/writer.js';
 import { CAIRN_NAMESPACE, CAIRN_TYPE, ETCD_KEY_PREFIX, etcdKey, KEY_COUNT, keyName, makeValue, VALUE_BYTES } from './kv-data.js';
+import { cutOff, heal } from './netcut.js';
 import { cpuSeconds, freePorts, rssMiB, ServerProcess, until } from './procs.js';
 
 export type SystemName = 'Cairn' | 'etcd';
@@ -73,6 +74,12 @@ export interface KvSystem {
   pid(i: number): number | undefined;
   kill9(i: number): Promise<void>;
   restart(i: number): void;
+  /** SIGSTOP node i (its connections stay open); `resume` SIGCONTs it. */
+  pause(i: number): void;
+  resume(i: number): void;
+  /** Drops every packet node i sends or is sent (bench/netcut.ts); `reconnect` lets them through again. */
+  cutOff(i: number): void;
+  reconnect(): void;
   /** Drops the gRPC channels (a restarted node is reconnected to afresh). */
   resetClients(): void;
   /** SIGTERM every node (SIGKILL after a grace period) and closes the clients. */
@@ -352,6 +359,22 @@ export class EtcdSystem implements WatchableSystem {
     this.procs[i]?.start();
   }
 
+  pause(i: number): void {
+    (this.procs[i] as ServerProcess).pause();
+  }
+
+  resume(i: number): void {
+    (this.procs[i] as ServerProcess).cont();
+  }
+
+  cutOff(i: number): void {
+    cutOff((this.procs[i] as ServerProcess).name);
+  }
+
+  reconnect(): void {
+    heal();
+  }
+
   resetClients(): void {
     for (const c of this.clients) c?.close();
     this.clients = [];
@@ -551,6 +574,22 @@ export class CairnSystem implements WatchableSystem {
 
   restart(i: number): void {
     this.procs[i]?.start();
+  }
+
+  pause(i: number): void {
+    (this.procs[i] as ServerProcess).pause();
+  }
+
+  resume(i: number): void {
+    (this.procs[i] as ServerProcess).cont();
+  }
+
+  cutOff(i: number): void {
+    cutOff((this.procs[i] as ServerProcess).name);
+  }
+
+  reconnect(): void {
+    heal();
   }
 
   resetClients(): void {
