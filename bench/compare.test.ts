@@ -126,6 +126,14 @@ class FakeSystem implements KvSystem {
   async fsyncs(): Promise<FsyncCounter | undefined> {
     return undefined;
   }
+  /** Leader changes each node has seen (its metric); `electionsDuringPhase` adds to them while a phase runs. */
+  seenChanges = [0, 0, 0];
+  electionsDuringPhase = 0;
+  async leaderChanges(i: number): Promise<number | undefined> {
+    const now = this.seenChanges[i] ?? 0;
+    if (this.electionsDuringPhase > 0) this.seenChanges[i] = now + this.electionsDuringPhase;
+    return now;
+  }
 }
 
 const timing = { warmupMs: 50, durationMs: 300 };
@@ -149,6 +157,15 @@ t.test('uncontended CAS: every round applies, each client keeps to its own keys,
   t.equal(sys.touched[2]?.size, 0, 'no request went to a follower');
   // Client w owns keys w, w+16, ... and goes round them.
   t.ok((sys.touched[1]?.size ?? 0) > 16, 'the clients went round their own keys');
+});
+
+t.test('leader changes during a phase are counted (a needless election shows), none when there were none', async (t) => {
+  const quiet = await runPhase(new FakeSystem(), { id: 'put-leader-4', kind: 'put', clients: 4, target: 'leader', keys: 1000 }, 0, timing);
+  t.equal(quiet.leaderChanges, 0);
+  const sys = new FakeSystem();
+  sys.electionsDuringPhase = 2;
+  const r = await runPhase(sys, { id: 'put-leader-4', kind: 'put', clients: 4, target: 'leader', keys: 1000 }, 0, timing);
+  t.equal(r.leaderChanges, 2, 'the most any node saw between the start and the end of the phase');
 });
 
 t.test('spread: client w talks to node w mod 3', async (t) => {
@@ -221,7 +238,9 @@ t.test('failover by SIGSTOP and by dropped traffic: measured the same way, and t
     t.same(sys.faultLog, [fault === 'sigstop' ? 'pause 0' : 'cut 0', undo], `${fault}: one fault, undone once`);
     t.equal(sys.kills + sys.restarts, 0, `${fault}: nothing killed or restarted`);
     t.equal(trial.newLeader, 'b', `${fault}: the survivors' leader, seen before the fault is undone`);
-    t.ok(trial.ms >= 300 && trial.ms < 300 + 200, `${fault}: measured ${trial.ms.toFixed(0)} ms for a 300 ms outage`);
+    // The upper bound only catches a trial that waited for something else (a loaded machine
+    // delays the probes' turns by tens of milliseconds).
+    t.ok(trial.ms >= 300 && trial.ms < 300 + 1000, `${fault}: measured ${trial.ms.toFixed(0)} ms for a 300 ms outage`);
   }
 });
 

@@ -137,7 +137,7 @@ function describePhase(r: PhaseResult): string {
   const l = r.latency;
   const extra = r.kind === 'cas-contended' ? `, ${(r.conflictRate * 100).toFixed(1)}% conflicts` : r.conflicts > 0 ? `, ${r.conflicts} conflicts` : '';
   const errs = r.errors > 0 ? `, ${r.errors} ERRORS (${Object.keys(r.errorSamples).slice(0, 2).join('; ')})` : '';
-  return `  ${num(r.opsPerSec)}/s, p50 ${ms(l.p50Ms)} p99 ${ms(l.p99Ms)} p99.9 ${ms(l.p999Ms)} ms${extra}${errs}; CPU: load generator ${r.loadgenCpuPct.toFixed(0)}%, servers ${r.serverCpuPct.map((c) => c.toFixed(0)).join('+')}%; fsyncs/s ${r.fsyncsPerSec.map((c) => c.toFixed(0)).join('+')} (mean ${r.fsyncMeanMs.map((c) => c.toFixed(1)).join('/')} ms); leader ${r.leader}; other work on the machine ${r.otherCpuPct.toFixed(0)}%`;
+  return `  ${num(r.opsPerSec)}/s, p50 ${ms(l.p50Ms)} p99 ${ms(l.p99Ms)} p99.9 ${ms(l.p999Ms)} ms${extra}${errs}; CPU: load generator ${r.loadgenCpuPct.toFixed(0)}%, servers ${r.serverCpuPct.map((c) => c.toFixed(0)).join('+')}%; fsyncs/s ${r.fsyncsPerSec.map((c) => c.toFixed(0)).join('+')} (mean ${r.fsyncMeanMs.map((c) => c.toFixed(1)).join('/')} ms); leader ${r.leader}; leader changes ${Number.isFinite(r.leaderChanges) ? r.leaderChanges : '?'}; other work on the machine ${r.otherCpuPct.toFixed(0)}%`;
 }
 
 async function runSystem(name: SystemName, work: string, withTls: boolean): Promise<SystemResults> {
@@ -338,6 +338,24 @@ function tableRows(cairn: SystemResults | undefined, etcd: SystemResults | undef
   }
   // Watch fan-out (bench/fanout/cluster-report.ts): only when the phase was asked for.
   if (wanted('watch-fanout')) rows.push(...fanoutRows(cairn?.watchFanout, etcd?.watchFanout));
+  // Needless elections: nothing is failed during the throughput phases.
+  const changes = (sr: SystemResults | undefined): number => (sr ? sr.phases.reduce((a, p) => a + (Number.isFinite(p.leaderChanges) ? p.leaderChanges : 0), 0) : Number.NaN);
+  if ((cairn?.phases.length ?? 0) > 0 || (etcd?.phases.length ?? 0) > 0) {
+    const cc = changes(cairn);
+    rows.push([
+      `leader changes during the ${Math.max(cairn?.phases.length ?? 0, etcd?.phases.length ?? 0)} throughput phases (nothing failed)`,
+      cairn ? String(cc) : '-',
+      etcd ? String(changes(etcd)) : '-',
+      '',
+      cairn ? cairn.phases.map((p) => (Number.isFinite(p.leaderChanges) ? String(p.leaderChanges) : '?')).join(' ') : '-',
+      etcd ? etcd.phases.map((p) => (Number.isFinite(p.leaderChanges) ? String(p.leaderChanges) : '?')).join(' ') : '-',
+      '',
+      '-',
+      '-',
+      'none (no needless election)',
+      metText(cairn ? cc === 0 : undefined),
+    ]);
+  }
   for (const fault of FAULT_ORDER) {
     const mc = cairn?.failovers[fault];
     const me = etcd?.failovers[fault];

@@ -88,6 +88,13 @@ export interface KvSystem {
   messageSizes(): Record<string, number>;
   /** Node i's log fsyncs so far (count, total seconds), from its Prometheus metrics; undefined if unavailable. */
   fsyncs(i: number): Promise<FsyncCounter | undefined>;
+  /**
+   * How many times node i has seen the leader change so far, from its metrics (etcd
+   * `etcd_server_leader_changes_seen_total`, Cairn `cairn_raft_leader_changes_total`);
+   * undefined if unavailable. Counted around every throughput phase: an election there is a
+   * needless one (nothing was failed), the cost of too short an election timeout.
+   */
+  leaderChanges(i: number): Promise<number | undefined>;
 }
 
 /** What the watch fan-out phase (bench/fanout/cluster-phase.ts) needs of a system besides KvSystem. */
@@ -98,6 +105,16 @@ export interface WatchableSystem extends KvSystem {
   writeTarget(i: number): WriteTarget;
   /** Node i's watch metrics: streams (etcd: watchers) it holds, events it has sent so far; undefined when it did not answer in `timeoutMs`. */
   watchMetrics(i: number, timeoutMs?: number): Promise<{ readonly streams: number | undefined; readonly eventsSent: number | undefined } | undefined>;
+}
+
+/** One counter of node i's Prometheus text; undefined when it did not answer. */
+async function scrapeCounter(url: string, name: string, ca?: string, token?: string): Promise<number | undefined> {
+  try {
+    const r = await httpGet(url, 2000, ca, token);
+    return r.status === 200 ? metricValue(r.body, name) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Scrapes two of node i's watch metrics from its Prometheus text. */
@@ -390,6 +407,10 @@ export class EtcdSystem implements WatchableSystem {
     return scrapeHistogram(`http://${this.metricsAddrs[i] as string}/metrics`, 'etcd_disk_wal_fsync_duration_seconds');
   }
 
+  leaderChanges(i: number): Promise<number | undefined> {
+    return scrapeCounter(`http://${this.metricsAddrs[i] as string}/metrics`, 'etcd_server_leader_changes_seen_total');
+  }
+
   watchTarget(i: number): { address: string; protocol: GrpcWatchProtocol } {
     return { address: this.clientAddrs[i] as string, protocol: etcdWatchProtocol(Buffer.from(ETCD_KEY_PREFIX)) };
   }
@@ -605,6 +626,10 @@ export class CairnSystem implements WatchableSystem {
 
   fsyncs(i: number): Promise<FsyncCounter | undefined> {
     return scrapeHistogram(`${this.httpUrl(i)}/metrics`, 'cairn_log_fsync_seconds', this.tls?.caPem, this.tls?.token);
+  }
+
+  leaderChanges(i: number): Promise<number | undefined> {
+    return scrapeCounter(`${this.httpUrl(i)}/metrics`, 'cairn_raft_leader_changes_total', this.tls?.caPem, this.tls?.token);
   }
 
   watchTarget(i: number): { address: string; protocol: GrpcWatchProtocol } {

@@ -65,6 +65,16 @@ export interface PhaseResult {
    * servers and the load generator. Other work on a shared machine; it skews the phase.
    */
   readonly otherCpuPct: number;
+  /**
+   * Leader changes any node saw from the phase's start (before its warm-up) to its end, the
+   * most of any node (NaN if no node's metrics answered). Nothing is failed in a throughput
+   * phase, so anything above 0 is a needless election.
+   */
+  readonly leaderChanges: number;
+}
+
+function leaderChangesAll(sys: KvSystem): Promise<(number | undefined)[]> {
+  return Promise.all(sys.nodeNames.map((_, i) => sys.leaderChanges(i)));
 }
 
 function fsyncAll(sys: KvSystem): Promise<(FsyncCounter | undefined)[]> {
@@ -166,6 +176,7 @@ export async function runPhase(sys: KvSystem, spec: PhaseSpec, leaderIndex: numb
     }
   };
 
+  const lc0 = await leaderChangesAll(sys);
   const workers = Array.from({ length: spec.clients }, (_, w) => worker(w));
   await sleep(timing.warmupMs);
   const f0 = await fsyncAll(sys);
@@ -182,6 +193,8 @@ export async function runPhase(sys: KvSystem, spec: PhaseSpec, leaderIndex: numb
   const f1 = await fsyncAll(sys);
   stop = true;
   await Promise.all(workers);
+  const lc1 = await leaderChangesAll(sys);
+  const changes = lc1.map((c, i) => (c !== undefined && lc0[i] !== undefined ? c - (lc0[i] as number) : Number.NaN)).filter((c) => Number.isFinite(c));
 
   const seconds = (measureEnd - measureStart) / 1000;
   const fsyncCount = f1.map((f, i) => (f && f0[i] ? f.count - (f0[i] as FsyncCounter).count : Number.NaN));
@@ -214,6 +227,7 @@ export async function runPhase(sys: KvSystem, spec: PhaseSpec, leaderIndex: numb
     serverRssMiB: rss,
     fsyncsPerSec: fsyncCount.map((c) => c / seconds),
     fsyncMeanMs: fsyncCount.map((c, i) => ((fsyncSeconds[i] ?? Number.NaN) / c) * 1000),
+    leaderChanges: changes.length > 0 ? Math.max(...changes) : Number.NaN,
   };
 }
 
