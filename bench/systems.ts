@@ -496,7 +496,7 @@ export class CairnSystem implements WatchableSystem {
     for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !INHERITED_NOT.test(k)) env[k] = v;
     const procs = names.map((n, i) => {
       const others = names.map((_, j) => j).filter((j) => j !== i).map(grpcAddr);
-      // Default tick (100 ms), election (10 ticks), heartbeat (1 tick) and leader-lost turns (2 ticks), snapshots every
+      // Default tick (40 ms), election (10 ticks), heartbeat (1 tick) and leader-lost turns (5 ticks), snapshots every
       // 10,000 entries; every log batch fsynced (always, in Cairn).
       const args = [
         ...(opts.nodeFlags ?? []),
