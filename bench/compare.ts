@@ -182,7 +182,7 @@ async function runSystem(name: SystemName, work: string, withTls: boolean): Prom
       const trials: FailoverTrial[] = [];
       for (let i = 0; i < S.failoverTrials; i++) {
         const t = await progress.phase(`${name}: ${f.phase} trial ${i + 1}/${S.failoverTrials} (${f.verb})`, () => failoverTrial(sys, S.failover, fault));
-        progress.line(`  ${f.verb} (${t.killed}); next write acknowledged after ${t.ms.toFixed(0)} ms; new leader ${t.newLeader}; ${t.probesSent} probes sent after the fault, ${t.probesFailed} failed`);
+        progress.line(`  ${f.verb} (${t.killed}); next write acknowledged after ${t.ms.toFixed(0)} ms; new leader ${t.newLeader} seen after ${Number.isFinite(t.electedMs) ? t.electedMs.toFixed(0) : '?'} ms; ${t.probesSent} probes sent after the fault, ${t.probesFailed} failed`);
         trials.push(t);
       }
       failovers[fault] = { trials, medianMs: median(trials.map((t) => t.ms)) };

@@ -266,6 +266,12 @@ export interface FailoverTrial {
   /** From the fault (SIGKILL, SIGSTOP, the drop rule in place) to the first acknowledged write sent after it. */
   readonly ms: number;
   readonly newLeader: string;
+  /**
+   * From the fault to the first time a survivor said it leads (its health, polled every
+   * probeEveryMs): the election's share of `ms`; the rest is the first commit (and the probes
+   * held during the outage, which reach the new leader all at once). NaN if never seen.
+   */
+  readonly electedMs: number;
   /** Probe writes sent after the kill, and how many of those failed. */
   readonly probesSent: number;
   readonly probesFailed: number;
@@ -317,6 +323,7 @@ export async function failoverTrial(sys: KvSystem, opts: FailoverOptions, fault:
   };
   let killAt = Number.POSITIVE_INFINITY;
   let firstAck = Number.POSITIVE_INFINITY;
+  let electedAt = Number.POSITIVE_INFINITY;
   let acksBeforeKill = 0;
   let sent = 0;
   let failed = 0;
@@ -372,7 +379,17 @@ export async function failoverTrial(sys: KvSystem, opts: FailoverOptions, fault:
       else if (fault === 'sigstop') sys.pause(leader);
       else sys.cutOff(leader);
       const deadline = killAt + opts.giveUpMs;
+      // Poll the survivors for a leader while waiting for the first acknowledgement.
+      const watcher = (async (): Promise<void> => {
+        while (electedAt === Number.POSITIVE_INFINITY && now() < deadline) {
+          const hs = await Promise.all(survivors.map((i) => sys.health(i).catch(() => undefined)));
+          if (hs.some((h) => h?.isLeader === true)) electedAt = now();
+          else if (firstAck !== Number.POSITIVE_INFINITY) break; // acknowledged, yet no survivor says it leads (cannot last)
+          else await sleep(opts.probeEveryMs);
+        }
+      })();
       while (firstAck === Number.POSITIVE_INFINITY && now() < deadline) await sleep(5);
+      await watcher;
       if (firstAck === Number.POSITIVE_INFINITY) throw new Error(`${sys.name}: no write acknowledged within ${opts.giveUpMs} ms of the fault (${FAILOVER_FAULTS[fault].verb}, ${sys.nodeNames[leader] ?? '?'})`);
     } finally {
       probing = false;
@@ -390,5 +407,5 @@ export async function failoverTrial(sys: KvSystem, opts: FailoverOptions, fault:
   const killed = sys.nodeNames[leader] ?? '?';
   sys.resetClients();
   await sys.waitHealthy(120_000);
-  return { fault, killed, ms: firstAck - killAt, newLeader, probesSent: sent, probesFailed: failed };
+  return { fault, killed, ms: firstAck - killAt, newLeader, electedMs: Number.isFinite(electedAt) ? electedAt - killAt : Number.NaN, probesSent: sent, probesFailed: failed };
 }
