@@ -115,6 +115,9 @@ export function netCutSupport(): NetCutSupport {
   const probe = path.join(mount, cgroupName('probe'));
   try {
     mkdirSync(probe, { recursive: true });
+    // A process can be started inside it, the way spawnPrefix starts the servers.
+    const moved = spawnSync('/bin/sh', ['-c', 'echo $$ > "$0/cgroup.procs"', probe], { encoding: 'utf8' });
+    if (moved.status !== 0) return no(`cannot start a process inside a cgroup under ${mount}: ${(moved.stderr ?? '').trim().split('\n')[0] ?? ''}`);
     const table = `${tableName()}_probe`;
     const r = spawnSync('nft', ['-f', '-'], { input: cutRules(table, path.relative(NFT_CGROUP_ROOT, probe)) + healRules(table), encoding: 'utf8' });
     if (r.status !== 0) return no(`nft rejects a socket cgroupv2 rule: ${(r.stderr ?? '').trim().split('\n')[0] ?? ''}`);
