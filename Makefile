@@ -77,6 +77,7 @@ clean:
 # and two runs per system (about 6 minutes). BENCH_ARGS passes more flags (--only cas-leader-64, --repeat 5, ...).
 bench: build
 	@bash bench/install-etcd.sh
+	@bash bench/install-nft.sh
 	node dist/bench/compare.js $(if $(filter 1 true yes,$(QUICK)),--quick) $(BENCH_ARGS)
 
 # ---- A local cluster, the real-process cluster tests, the container files (deploy/README.md) ----

@@ -99,6 +99,29 @@ class FakeSystem implements KvSystem {
   restart(): void {
     this.restarts++;
   }
+  /** The faults of the SIGSTOP and drop trials, and their undoing, in order. */
+  readonly faultLog: string[] = [];
+  private outage(i: number): void {
+    this.acking = false;
+    this.leader = (i + 1) % 3;
+    setTimeout(() => {
+      this.acking = true;
+    }, this.outageMs).unref();
+  }
+  pause(i: number): void {
+    this.faultLog.push(`pause ${i}`);
+    this.outage(i);
+  }
+  resume(i: number): void {
+    this.faultLog.push(`resume ${i}`);
+  }
+  cutOff(i: number): void {
+    this.faultLog.push(`cut ${i}`);
+    this.outage(i);
+  }
+  reconnect(): void {
+    this.faultLog.push('reconnect');
+  }
   resetClients(): void {}
   async stop(): Promise<void> {}
   messageSizes(): Record<string, number> {
@@ -113,6 +136,14 @@ class FakeSystem implements KvSystem {
     if (i === 2) return undefined; // node c never answers its scrapes
     const n = i === this.leader ? this.writes : 0;
     return `# TYPE fake_fsync_seconds histogram\nfake_fsync_seconds_bucket{le="+Inf"} ${n}\nfake_fsync_seconds_sum ${n * 0.002}\nfake_fsync_seconds_count ${n}\nfake_lag_seconds 0.004\n`;
+  }
+  /** Leader changes each node has seen (its metric); `electionsDuringPhase` adds to them while a phase runs. */
+  seenChanges = [0, 0, 0];
+  electionsDuringPhase = 0;
+  async leaderChanges(i: number): Promise<number | undefined> {
+    const now = this.seenChanges[i] ?? 0;
+    if (this.electionsDuringPhase > 0) this.seenChanges[i] = now + this.electionsDuringPhase;
+    return now;
   }
 }
 
@@ -137,6 +168,15 @@ t.test('uncontended CAS: every round applies, each client keeps to its own keys,
   t.equal(sys.touched[2]?.size, 0, 'no request went to a follower');
   // Client w owns keys w, w+16, ... and goes round them.
   t.ok((sys.touched[1]?.size ?? 0) > 16, 'the clients went round their own keys');
+});
+
+t.test('leader changes during a phase are counted (a needless election shows), none when there were none', async (t) => {
+  const quiet = await runPhase(new FakeSystem(), { id: 'put-leader-4', kind: 'put', clients: 4, target: 'leader', keys: 1000 }, 0, timing);
+  t.equal(quiet.leaderChanges, 0);
+  const sys = new FakeSystem();
+  sys.electionsDuringPhase = 2;
+  const r = await runPhase(sys, { id: 'put-leader-4', kind: 'put', clients: 4, target: 'leader', keys: 1000 }, 0, timing);
+  t.equal(r.leaderChanges, 2, 'the most any node saw between the start and the end of the phase');
 });
 
 t.test('spread: client w talks to node w mod 3', async (t) => {
@@ -198,6 +238,30 @@ t.test('failover gives up when no write is acknowledged', async (t) => {
   const sys = new FakeSystem();
   sys.outageMs = 60_000;
   await t.rejects(failoverTrial(sys, { probeEveryMs: 10, probeTimeoutMs: 100, giveUpMs: 200 }), /no write acknowledged within 200 ms/);
+});
+
+t.test('failover by SIGSTOP and by dropped traffic: measured the same way, and the fault is undone after the trial', async (t) => {
+  for (const [fault, undo] of [['sigstop', 'resume 0'], ['drop', 'reconnect']] as const) {
+    const sys = new FakeSystem();
+    sys.outageMs = 300;
+    const trial = await failoverTrial(sys, { probeEveryMs: 10, probeTimeoutMs: 1000, giveUpMs: 5000 }, fault);
+    t.equal(trial.fault, fault);
+    t.same(sys.faultLog, [fault === 'sigstop' ? 'pause 0' : 'cut 0', undo], `${fault}: one fault, undone once`);
+    t.equal(sys.kills + sys.restarts, 0, `${fault}: nothing killed or restarted`);
+    t.equal(trial.newLeader, 'b', `${fault}: the survivors' leader, seen before the fault is undone`);
+    // The upper bound only catches a trial that waited for something else (a loaded machine
+    // delays the probes' turns by tens of milliseconds).
+    t.ok(trial.ms >= 300 && trial.ms < 300 + 1000, `${fault}: measured ${trial.ms.toFixed(0)} ms for a 300 ms outage`);
+  }
+});
+
+t.test('a failed SIGSTOP or drop trial still undoes its fault (no stopped process or drop rule outlives it)', async (t) => {
+  for (const [fault, undo] of [['sigstop', 'resume 0'], ['drop', 'reconnect']] as const) {
+    const sys = new FakeSystem();
+    sys.outageMs = 60_000;
+    await t.rejects(failoverTrial(sys, { probeEveryMs: 10, probeTimeoutMs: 100, giveUpMs: 200 }, fault), /no write acknowledged within 200 ms/);
+    t.same(sys.faultLog.at(-1), undo, `${fault}: undone after the failure`);
+  }
 });
 
 t.test('values are 256 bytes and differ per writer and write', async (t) => {
@@ -411,6 +475,7 @@ function fakeResult(id: string, over: { ops: number; p50?: number; p99?: number;
     clientBound: isClientBound(over.gen ?? 50),
     nodeMetrics: [undefined, undefined, undefined],
     loadgenEventLoopDelayMs: { mean: Number.NaN, p99: Number.NaN },
+    leaderChanges: 0,
   };
 }
 

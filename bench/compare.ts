@@ -21,6 +21,8 @@
  * - watch fan-out: 100, 1,000 and 10,000 watchers on one follower at 200 writes/s to the
  *   leader (bench/fanout/cluster-phase.ts, the measurement of `make bench-watch`);
  * - leader failover: SIGKILL of the leader, time to the next acknowledged write, median of 5;
+ *   the same with the leader SIGSTOPped (`failover-sigstop`) and with its traffic dropped by
+ *   nftables (`failover-drop`, bench/netcut.ts: root, nft and cgroup v2 needed, else skipped);
  * - the cost of TLS: after its plaintext phases, each system is started again with TLS on every
  *   port (client and peer; the load generator trusts the CA and presents a client certificate)
  *   and measured on CAS to the leader with 64 clients (`cas-leader-64-tls`), so the table has a
@@ -52,7 +54,8 @@ import { watchFanout } from './fanout/cluster-phase.js';
 import { fanoutRows, fanoutTable } from './fanout/cluster-report.js';
 import { CairnSystem, EtcdSystem, KEY_COUNT, makeBenchTls, VALUE_BYTES, type SystemName, type WatchableSystem } from './systems.js';
 import type { WatchFanoutOutcome } from './watch-hook.js';
-import { failoverTrial, preload, runPhase, type FailoverTrial, type PhaseResult, type PhaseSpec } from './workload.js';
+import { netCutSupport } from './netcut.js';
+import { FAILOVER_FAULTS, failoverTrial, preload, runPhase, type FailoverFault, type FailoverTrial, type PhaseResult, type PhaseSpec } from './workload.js';
 
 // ---- Settings ----------------------------------------------------------------------------
 
@@ -119,7 +122,7 @@ const TLS_PHASE: PhaseSpec = { id: `cas-leader-${S.putClients}-tls`, kind: 'cas'
 const TLS_BASELINE = `cas-leader-${S.putClients}`;
 const wanted = (id: string): boolean => ONLY === undefined || ONLY.includes(id);
 if (ONLY !== undefined) {
-  const known = new Set([...ALL_PHASES.map((p) => p.id), 'watch-fanout', 'failover', TLS_PHASE.id]);
+  const known = new Set([...ALL_PHASES.map((p) => p.id), 'watch-fanout', ...Object.values(FAILOVER_FAULTS).map((f) => f.phase), TLS_PHASE.id]);
   for (const id of ONLY) if (!known.has(id)) throw new Error(`--only: unknown phase ${JSON.stringify(id)}; known: ${[...known].join(', ')}`);
 }
 
@@ -140,18 +143,31 @@ interface SystemResults {
   readonly messageSizes: Record<string, number>;
   readonly phases: PhaseResult[];
   readonly watchFanout: WatchFanoutOutcome | undefined;
+  /** kill -9 trials (kept under these names for the earlier results' readers). */
   readonly failover: FailoverTrial[];
   readonly failoverMedianMs: number;
+  /** Every failover mode that ran (kill9, sigstop, drop): its trials and median, or why it was skipped. */
+  readonly failovers: Partial<Record<FailoverFault, FailoverMode>>;
   /** 1-minute load average when this system's part began and ended. */
   readonly loadAverage: { readonly start: number; readonly end: number };
 }
+
+interface FailoverMode {
+  readonly trials: FailoverTrial[];
+  readonly medianMs: number;
+  /** Why the mode did not run (e.g. no nftables). */
+  readonly skipped?: string;
+}
+
+/** The failover modes in table order. */
+const FAULT_ORDER: readonly FailoverFault[] = ['kill9', 'sigstop', 'drop'];
 
 function describePhase(r: PhaseResult): string {
   const l = r.latency;
   const extra = r.kind === 'cas-contended' ? `, ${(r.conflictRate * 100).toFixed(1)}% conflicts` : r.conflicts > 0 ? `, ${r.conflicts} conflicts` : '';
   const errs = r.errors > 0 ? `, ${r.errors} ERRORS (${Object.keys(r.errorSamples).slice(0, 2).join('; ')})` : '';
   const bound = r.clientBound ? ' CLIENT-BOUND (load generator above 80% of a core);' : '';
-  return `  ${bound}${num(r.opsPerSec)}/s, p50 ${ms(l.p50Ms)} p99 ${ms(l.p99Ms)} p99.9 ${ms(l.p999Ms)} ms${extra}${errs}; CPU: load generator ${r.loadgenCpuPct.toFixed(0)}%, servers ${r.serverCpuPct.map((c) => c.toFixed(0)).join('+')}%; fsyncs/s ${r.fsyncsPerSec.map((c) => c.toFixed(0)).join('+')} (mean ${r.fsyncMeanMs.map((c) => c.toFixed(1)).join('/')} ms); leader ${r.leader}; other work on the machine ${r.otherCpuPct.toFixed(0)}%`;
+  return `  ${bound}${num(r.opsPerSec)}/s, p50 ${ms(l.p50Ms)} p99 ${ms(l.p99Ms)} p99.9 ${ms(l.p999Ms)} ms${extra}${errs}; CPU: load generator ${r.loadgenCpuPct.toFixed(0)}%, servers ${r.serverCpuPct.map((c) => c.toFixed(0)).join('+')}%; fsyncs/s ${r.fsyncsPerSec.map((c) => c.toFixed(0)).join('+')} (mean ${r.fsyncMeanMs.map((c) => c.toFixed(1)).join('/')} ms); leader ${r.leader}; leader changes ${Number.isFinite(r.leaderChanges) ? r.leaderChanges : '?'}; other work on the machine ${r.otherCpuPct.toFixed(0)}%`;
 }
 
 interface RunPlace {
@@ -190,14 +206,25 @@ async function runSystem(name: SystemName, work: string, withTls: boolean, place
       leader = await sys.waitHealthy();
       fanout = await progress.phase(`${name}: watch fan-out`, () => watchFanout({ system: sys, leaderIndex: leader, quick: QUICK, progress, ...(FANOUT_WATCHERS !== undefined ? { counts: FANOUT_WATCHERS } : {}) }));
     }
-    const failover: FailoverTrial[] = [];
-    if (!withTls && place.once && wanted('failover')) {
-      for (let i = 0; i < S.failoverTrials; i++) {
-        const t = await progress.phase(`${name}: failover trial ${i + 1}/${S.failoverTrials} (kill -9 the leader)`, () => failoverTrial(sys, S.failover));
-        progress.line(`  killed ${t.killed}; next write acknowledged after ${t.ms.toFixed(0)} ms; new leader ${t.newLeader}; ${t.probesSent} probes sent after the kill, ${t.probesFailed} failed`);
-        failover.push(t);
+    const failovers: Partial<Record<FailoverFault, FailoverMode>> = {};
+    for (const fault of FAULT_ORDER) {
+      const f = FAILOVER_FAULTS[fault];
+      if (withTls || !place.once || !wanted(f.phase)) continue;
+      if (fault === 'drop' && !netCutSupport().ok) {
+        const reason = netCutSupport().reason;
+        progress.line(`  ${name}: ${f.phase} skipped: ${reason}`);
+        failovers[fault] = { trials: [], medianMs: Number.NaN, skipped: reason };
+        continue;
       }
+      const trials: FailoverTrial[] = [];
+      for (let i = 0; i < S.failoverTrials; i++) {
+        const t = await progress.phase(`${name}: ${f.phase} trial ${i + 1}/${S.failoverTrials} (${f.verb})`, () => failoverTrial(sys, S.failover, fault));
+        progress.line(`  ${f.verb} (${t.killed}); next write acknowledged after ${t.ms.toFixed(0)} ms; new leader ${t.newLeader} seen after ${Number.isFinite(t.electedMs) ? t.electedMs.toFixed(0) : '?'} ms; ${t.probesSent} probes sent after the fault, ${t.probesFailed} failed`);
+        trials.push(t);
+      }
+      failovers[fault] = { trials, medianMs: median(trials.map((t) => t.ms)) };
     }
+    const failover = failovers.kill9?.trials ?? [];
     return {
       name,
       tls: withTls,
@@ -210,6 +237,7 @@ async function runSystem(name: SystemName, work: string, withTls: boolean, place
       watchFanout: fanout,
       failover,
       failoverMedianMs: failover.length > 0 ? median(failover.map((t) => t.ms)) : Number.NaN,
+      failovers,
       loadAverage: { start: loadStart, end: os.loadavg()[0] ?? 0 },
     };
   } catch (e) {
@@ -300,18 +328,50 @@ function tableRows(results: readonly SystemResults[]): { rows: string[][]; met: 
     for (const r of fr) judge(r[10] ?? '');
     rows.push(...fr);
   }
-  if ((onceC?.failover.length ?? 0) > 0 || (onceE?.failover.length ?? 0) > 0) {
-    const trials = (s: SystemResults | undefined): string => (s && s.failover.length > 0 ? `${num(s.failoverMedianMs)} ms` : '-');
-    const fr = ratio(onceC?.failoverMedianMs, onceE?.failoverMedianMs);
+  // Needless elections: nothing is failed during the throughput phases of any run.
+  const plainRuns = (n: SystemName): SystemResults[] => results.filter((sr) => sr.name === n && !sr.tls && sr.phases.length > 0);
+  const changes = (runs: readonly SystemResults[]): number => runs.reduce((a, sr) => a + sr.phases.reduce((b, p) => b + (Number.isFinite(p.leaderChanges) ? p.leaderChanges : 0), 0), 0);
+  const perRun = (runs: readonly SystemResults[]): string => (runs.length > 0 ? runs.map((sr) => sr.phases.map((p) => (Number.isFinite(p.leaderChanges) ? String(p.leaderChanges) : '?')).join(' ')).join(' | ') : '-');
+  const cRuns = plainRuns('Cairn');
+  const eRuns = plainRuns('etcd');
+  if (cRuns.length > 0 || eRuns.length > 0) {
+    const cc = changes(cRuns);
+    const m = metText(cRuns.length > 0 ? cc === 0 : undefined);
+    judge(m);
+    rows.push([
+      `leader changes during the throughput phases of every run (${cRuns.length} Cairn, ${eRuns.length} etcd; nothing failed)`,
+      cRuns.length > 0 ? String(cc) : '-',
+      eRuns.length > 0 ? String(changes(eRuns)) : '-',
+      '',
+      perRun(cRuns),
+      perRun(eRuns),
+      '',
+      '-',
+      '-',
+      'none (no needless election)',
+      m,
+    ]);
+  }
+  for (const fault of FAULT_ORDER) {
+    const mc = onceC?.failovers[fault];
+    const me = onceE?.failovers[fault];
+    if (mc === undefined && me === undefined) continue;
+    const skipped = mc?.skipped ?? me?.skipped;
+    if (skipped !== undefined) {
+      rows.push([`${FAILOVER_FAULTS[fault].row}: skipped (${skipped})`, '-', '-', '-', '-', '-', '', '-', '-', 'median <= 0.5x', '']);
+      continue;
+    }
+    const medianText = (mm: FailoverMode | undefined): string => (mm && mm.trials.length > 0 ? `${num(mm.medianMs)} ms` : '-');
+    const fr = ratio(mc?.medianMs, me?.medianMs);
     const m = metText(Number.isFinite(fr) ? fr <= 0.5 : undefined);
     judge(m);
     rows.push([
-      `failover: kill -9 leader -> next ack, median of ${Math.max(onceC?.failover.length ?? 0, onceE?.failover.length ?? 0)}`,
-      trials(onceC),
-      trials(onceE),
+      `${FAILOVER_FAULTS[fault].row}, median of ${Math.max(mc?.trials.length ?? 0, me?.trials.length ?? 0)}`,
+      medianText(mc),
+      medianText(me),
       x(fr),
-      onceC ? onceC.failover.map((t) => t.ms.toFixed(0)).join(', ') : '-',
-      onceE ? onceE.failover.map((t) => t.ms.toFixed(0)).join(', ') : '-',
+      mc ? mc.trials.map((t) => t.ms.toFixed(0)).join(', ') : '-',
+      me ? me.trials.map((t) => t.ms.toFixed(0)).join(', ') : '-',
       '',
       '-',
       '-',

@@ -11,6 +11,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { freePorts } from '../src/server/testing/index.js';
 import { performance } from 'node:perf_hooks';
+import { cleanupNetCut, spawnPrefix } from './netcut.js';
 
 const live = new Set<ChildProcess>();
 const tempDirs = new Set<string>();
@@ -24,6 +25,8 @@ function cleanupSync(): void {
     }
   }
   live.clear();
+  // After the kills: the drop table goes, and the servers' cgroups once they are reaped.
+  cleanupNetCut();
   if (process.env['BENCH_KEEP'] !== '1') {
     for (const d of tempDirs) rmSync(d, { recursive: true, force: true });
     tempDirs.clear();
@@ -128,7 +131,15 @@ export class ServerProcess {
     readonly logFile: string,
     private readonly env: NodeJS.ProcessEnv = process.env,
     private readonly cwd: string = process.cwd(),
-  ) {}
+  ) {
+    // Every server starts in a cgroup of its own where the machine allows it, so a failover
+    // trial can cut it off the network (netcut.ts); the pid stays the server's.
+    this.prefix = spawnPrefix(name);
+  }
+
+  private readonly prefix: { readonly command: string; readonly args: readonly string[] } | undefined;
+  /** SIGSTOPped and not yet SIGCONTinued. */
+  private stopped = false;
 
   get pid(): number | undefined {
     return this.running() ? this.child?.pid : undefined;
@@ -143,13 +154,15 @@ export class ServerProcess {
     const fd = openSync(this.logFile, 'a');
     let child: ChildProcess;
     try {
-      child = spawn(this.command, [...this.args], { cwd: this.cwd, env: this.env, stdio: ['ignore', fd, fd] });
+      const [command, args] = this.prefix !== undefined ? [this.prefix.command, [...this.prefix.args, this.command, ...this.args]] : [this.command, [...this.args]];
+      child = spawn(command, args, { cwd: this.cwd, env: this.env, stdio: ['ignore', fd, fd] });
     } finally {
       closeSync(fd); // the child has its own copy
     }
     live.add(child);
     this.child = child;
     this.wanted = true;
+    this.stopped = false;
     this.exitInfo = undefined;
     this.exited = new Promise<ExitInfo>((resolve) => {
       child.once('error', () => {
@@ -173,11 +186,30 @@ export class ServerProcess {
     await this.exited;
   }
 
+  /** SIGSTOP: the process stays, with its connections open, and does nothing until `cont`. */
+  pause(): void {
+    if (!this.child || !this.running()) throw new Error(`${this.name} is not running: cannot SIGSTOP it`);
+    this.child.kill('SIGSTOP');
+    this.stopped = true;
+  }
+
+  /** SIGCONT after `pause`. */
+  cont(): void {
+    if (!this.child || !this.running()) throw new Error(`${this.name} is not running: cannot SIGCONT it`);
+    this.child.kill('SIGCONT');
+    this.stopped = false;
+  }
+
+  get paused(): boolean {
+    return this.stopped;
+  }
+
   /** SIGTERM (lets a node write its CPU profile, close its files), SIGKILL after `graceMs`. */
   async term(graceMs = 15_000): Promise<void> {
     this.wanted = false;
     const child = this.child;
     if (!child || !this.exited || this.exitInfo) return;
+    if (this.stopped) child.kill('SIGCONT'); // a stopped process would not see the SIGTERM until then
     child.kill('SIGTERM');
     const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
     await this.exited.finally(() => clearTimeout(timer));

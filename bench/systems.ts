@@ -30,6 +30,7 @@ import { metricValue } from './fanout/proc.js';
 import { cairnWatchProtocol, type GrpcWatchProtocol } from './fanout/watchers.js';
 import type { WriteTarget } from './fanout/writer.js';
 import { CAIRN_NAMESPACE, CAIRN_TYPE, ETCD_KEY_PREFIX, etcdKey, KEY_COUNT, keyName, makeValue, VALUE_BYTES } from './kv-data.js';
+import { cutOff, heal } from './netcut.js';
 import { cpuSeconds, freePorts, rssMiB, ServerProcess, until } from './procs.js';
 
 export type SystemName = 'Cairn' | 'etcd';
@@ -74,6 +75,12 @@ export interface KvSystem {
   pid(i: number): number | undefined;
   kill9(i: number): Promise<void>;
   restart(i: number): void;
+  /** SIGSTOP node i (its connections stay open); `resume` SIGCONTs it. */
+  pause(i: number): void;
+  resume(i: number): void;
+  /** Drops every packet node i sends or is sent (bench/netcut.ts); `reconnect` lets them through again. */
+  cutOff(i: number): void;
+  reconnect(): void;
   /** Drops the gRPC channels (a restarted node is reconnected to afresh). */
   resetClients(): void;
   /** SIGTERM every node (SIGKILL after a grace period) and closes the clients. */
@@ -88,6 +95,13 @@ export interface KvSystem {
   readonly timingHistograms: readonly string[];
   /** Gauges each phase reads at the end of its window (Cairn: the event-loop delay, reset at every scrape). */
   readonly windowGauges: readonly string[];
+  /**
+   * How many times node i has seen the leader change so far, from its metrics (etcd
+   * `etcd_server_leader_changes_seen_total`, Cairn `cairn_raft_leader_changes_total`);
+   * undefined if unavailable. Counted around every throughput phase: an election there is a
+   * needless one (nothing was failed), the cost of too short an election timeout.
+   */
+  leaderChanges(i: number): Promise<number | undefined>;
 }
 
 /** What the watch fan-out phase (bench/fanout/cluster-phase.ts) needs of a system besides KvSystem. */
@@ -98,6 +112,16 @@ export interface WatchableSystem extends KvSystem {
   writeTarget(i: number): WriteTarget;
   /** Node i's watch metrics: streams (etcd: watchers) it holds, events it has sent so far; undefined when it did not answer in `timeoutMs`. */
   watchMetrics(i: number, timeoutMs?: number): Promise<{ readonly streams: number | undefined; readonly eventsSent: number | undefined } | undefined>;
+}
+
+/** One counter of node i's Prometheus text; undefined when it did not answer. */
+async function scrapeCounter(url: string, name: string, ca?: string, token?: string): Promise<number | undefined> {
+  try {
+    const r = await httpGet(url, 2000, ca, token);
+    return r.status === 200 ? metricValue(r.body, name) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Scrapes two of node i's watch metrics from its Prometheus text. */
@@ -343,6 +367,22 @@ export class EtcdSystem implements WatchableSystem {
     this.procs[i]?.start();
   }
 
+  pause(i: number): void {
+    (this.procs[i] as ServerProcess).pause();
+  }
+
+  resume(i: number): void {
+    (this.procs[i] as ServerProcess).cont();
+  }
+
+  cutOff(i: number): void {
+    cutOff((this.procs[i] as ServerProcess).name);
+  }
+
+  reconnect(): void {
+    heal();
+  }
+
   resetClients(): void {
     for (const c of this.clients) c?.close();
     this.clients = [];
@@ -360,6 +400,10 @@ export class EtcdSystem implements WatchableSystem {
 
   metricsText(i: number): Promise<string | undefined> {
     return scrapeText(`http://${this.metricsAddrs[i] as string}/metrics`);
+  }
+
+  leaderChanges(i: number): Promise<number | undefined> {
+    return scrapeCounter(`http://${this.metricsAddrs[i] as string}/metrics`, 'etcd_server_leader_changes_seen_total');
   }
 
   watchTarget(i: number): { address: string; protocol: GrpcWatchProtocol } {
@@ -447,7 +491,7 @@ export class CairnSystem implements WatchableSystem {
     for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !INHERITED_NOT.test(k)) env[k] = v;
     const procs = names.map((n, i) => {
       const others = names.map((_, j) => j).filter((j) => j !== i).map(grpcAddr);
-      // Default tick (100 ms), election (10 ticks), heartbeat (1 tick) and leader-lost turns (2 ticks), snapshots every
+      // Default tick (40 ms), election (10 ticks), heartbeat (1 tick) and leader-lost turns (5 ticks), snapshots every
       // 10,000 entries; every log batch fsynced (always, in Cairn).
       const args = [
         ...(opts.nodeFlags ?? []),
@@ -548,6 +592,22 @@ export class CairnSystem implements WatchableSystem {
     this.procs[i]?.start();
   }
 
+  pause(i: number): void {
+    (this.procs[i] as ServerProcess).pause();
+  }
+
+  resume(i: number): void {
+    (this.procs[i] as ServerProcess).cont();
+  }
+
+  cutOff(i: number): void {
+    cutOff((this.procs[i] as ServerProcess).name);
+  }
+
+  reconnect(): void {
+    heal();
+  }
+
   resetClients(): void {
     for (const c of this.clients) c?.close();
     this.clients = [];
@@ -565,6 +625,10 @@ export class CairnSystem implements WatchableSystem {
 
   metricsText(i: number): Promise<string | undefined> {
     return scrapeText(`${this.httpUrl(i)}/metrics`, this.tls?.caPem, this.tls?.token);
+  }
+
+  leaderChanges(i: number): Promise<number | undefined> {
+    return scrapeCounter(`${this.httpUrl(i)}/metrics`, 'cairn_raft_leader_changes_total', this.tls?.caPem, this.tls?.token);
   }
 
   watchTarget(i: number): { address: string; protocol: GrpcWatchProtocol } {

@@ -73,6 +73,16 @@ export interface PhaseResult {
   readonly nodeMetrics: readonly (NodeWindowMetrics | undefined)[];
   /** The load generator's own event-loop delay in the window (monitorEventLoopDelay, 10 ms resolution), ms. */
   readonly loadgenEventLoopDelayMs: { readonly mean: number; readonly p99: number };
+  /**
+   * Leader changes any node saw from the phase's start (before its warm-up) to its end, the
+   * most of any node (NaN if no node's metrics answered). Nothing is failed in a throughput
+   * phase, so anything above 0 is a needless election.
+   */
+  readonly leaderChanges: number;
+}
+
+function leaderChangesAll(sys: KvSystem): Promise<(number | undefined)[]> {
+  return Promise.all(sys.nodeNames.map((_, i) => sys.leaderChanges(i)));
 }
 
 /** Every node's /metrics text (undefined where it did not answer), all at once. */
@@ -185,6 +195,7 @@ export async function runPhase(sys: KvSystem, spec: PhaseSpec, leaderIndex: numb
     }
   };
 
+  const lc0 = await leaderChangesAll(sys);
   const workers = Array.from({ length: spec.clients }, (_, w) => worker(w));
   await sleep(timing.warmupMs);
   // One scrape per node at each end of the window: prom-client resets its event-loop delay
@@ -206,6 +217,8 @@ export async function runPhase(sys: KvSystem, spec: PhaseSpec, leaderIndex: numb
   const m1 = await scrapeAll(sys);
   stop = true;
   await Promise.all(workers);
+  const lc1 = await leaderChangesAll(sys);
+  const changes = lc1.map((c, i) => (c !== undefined && lc0[i] !== undefined ? c - (lc0[i] as number) : Number.NaN)).filter((c) => Number.isFinite(c));
 
   const seconds = (measureEnd - measureStart) / 1000;
   const nodeMetrics = sys.nodeNames.map((_, i) => windowMetrics(m0[i], m1[i], sys.timingHistograms, sys.windowGauges));
@@ -243,6 +256,7 @@ export async function runPhase(sys: KvSystem, spec: PhaseSpec, leaderIndex: numb
     clientBound: isClientBound(loadgenCpuPct),
     nodeMetrics,
     loadgenEventLoopDelayMs: loop.count > 0 ? { mean: loop.mean / 1e6, p99: loop.percentile(99) / 1e6 } : { mean: Number.NaN, p99: Number.NaN },
+    leaderChanges: changes.length > 0 ? Math.max(...changes) : Number.NaN,
   };
 }
 
@@ -258,11 +272,35 @@ export async function preload(sys: KvSystem, leaderIndex: number): Promise<void>
 
 // ---- Failover ------------------------------------------------------------------------------
 
+/**
+ * How the leader is failed in a trial:
+ * - `kill9`: SIGKILL. On one machine the kernel resets its TCP connections at once, so the
+ *   followers see them break (the fast path of a crashed process, not of a crashed host);
+ * - `sigstop`: SIGSTOP, SIGCONT after the trial. The process is silent, its connections stay
+ *   open: what a hung host, a long stall or a VM pause looks like to the others;
+ * - `drop`: every packet it sends or is sent is dropped (bench/netcut.ts), the table removed
+ *   after the trial: what a cut network or a crashed host looks like (no reset, no answer).
+ */
+export type FailoverFault = 'kill9' | 'sigstop' | 'drop';
+
+export const FAILOVER_FAULTS: Readonly<Record<FailoverFault, { readonly phase: string; readonly row: string; readonly verb: string }>> = {
+  kill9: { phase: 'failover', row: 'failover: kill -9 leader -> next ack', verb: 'kill -9 the leader' },
+  sigstop: { phase: 'failover-sigstop', row: 'failover: SIGSTOP leader -> next ack', verb: 'SIGSTOP the leader' },
+  drop: { phase: 'failover-drop', row: "failover: leader's traffic dropped -> next ack", verb: "drop the leader's traffic" },
+};
+
 export interface FailoverTrial {
+  readonly fault: FailoverFault;
   readonly killed: string;
-  /** From the SIGKILL to the first acknowledged write sent after it. */
+  /** From the fault (SIGKILL, SIGSTOP, the drop rule in place) to the first acknowledged write sent after it. */
   readonly ms: number;
   readonly newLeader: string;
+  /**
+   * From the fault to the first time a survivor said it leads (its health, polled every
+   * probeEveryMs): the election's share of `ms`; the rest is the first commit (and the probes
+   * held during the outage, which reach the new leader all at once). NaN if never seen.
+   */
+  readonly electedMs: number;
   /** Probe writes sent after the kill, and how many of those failed. */
   readonly probesSent: number;
   readonly probesFailed: number;
@@ -279,11 +317,14 @@ export interface FailoverOptions {
 
 /**
  * One failover trial: probe writes (unconditional) go to every surviving node every
- * `probeEveryMs`; once they are being acknowledged the leader is SIGKILLed, and the trial
- * measures the time from the kill to the first acknowledgement of a probe sent after it. The
- * same probing for both systems, so neither's client retry policy is measured, only how soon
- * the cluster can acknowledge a write again. Then the killed node is restarted and the
- * cluster waited on until every node agrees on the leader and has caught up.
+ * `probeEveryMs`; once they are being acknowledged the leader is failed (`fault`: SIGKILLed,
+ * SIGSTOPped or cut off the network), and the trial measures the time from the fault to the
+ * first acknowledgement of a probe sent after it. The same probing for both systems, each
+ * survivor over a channel of its own, so no probe is ever sent to the failed leader and
+ * neither's client retry policy is measured, only how soon the cluster can acknowledge a
+ * write again. Then the fault is undone (the killed node restarted, the stopped one
+ * SIGCONTinued, the drop rule removed; also when the trial fails) and the cluster waited on
+ * until every node agrees on the leader and has caught up.
  *
  * No two probes in flight write the same key. Probes pile up while there is no leader (up to
  * probeTimeoutMs / probeEveryMs per survivor), and on one key they would all contend the
@@ -295,7 +336,7 @@ export interface FailoverOptions {
 /** Failover probe keys, reused once free: more than can be in flight (survivors x probeTimeoutMs / probeEveryMs). */
 const PROBE_KEYS = 1000;
 
-export async function failoverTrial(sys: KvSystem, opts: FailoverOptions): Promise<FailoverTrial> {
+export async function failoverTrial(sys: KvSystem, opts: FailoverOptions, fault: FailoverFault = 'kill9'): Promise<FailoverTrial> {
   const leader = await sys.waitHealthy(60_000);
   const survivors = sys.nodeNames.map((_, i) => i).filter((i) => i !== leader);
   let seq = 0;
@@ -311,6 +352,7 @@ export async function failoverTrial(sys: KvSystem, opts: FailoverOptions): Promi
   };
   let killAt = Number.POSITIVE_INFINITY;
   let firstAck = Number.POSITIVE_INFINITY;
+  let electedAt = Number.POSITIVE_INFINITY;
   let acksBeforeKill = 0;
   let sent = 0;
   let failed = 0;
@@ -345,27 +387,54 @@ export async function failoverTrial(sys: KvSystem, opts: FailoverOptions): Promi
       await sleep(opts.probeEveryMs);
     }
   })();
+  let faulted = false;
+  const undo = async (): Promise<void> => {
+    if (!faulted) return;
+    faulted = false;
+    if (fault === 'kill9') sys.restart(leader);
+    else if (fault === 'sigstop') sys.resume(leader);
+    else sys.reconnect();
+  };
+  let newLeader = '?';
   try {
-    // Writes are being acknowledged through the survivors before the kill.
-    const ready = now() + 10_000;
-    while (acksBeforeKill < survivors.length && now() < ready) await sleep(opts.probeEveryMs);
-    if (acksBeforeKill === 0) throw new Error(`${sys.name}: no probe write was acknowledged before the kill`);
-    killAt = now();
-    await sys.kill9(leader);
-    const deadline = killAt + opts.giveUpMs;
-    while (firstAck === Number.POSITIVE_INFINITY && now() < deadline) await sleep(5);
-    if (firstAck === Number.POSITIVE_INFINITY) throw new Error(`${sys.name}: no write acknowledged within ${opts.giveUpMs} ms of killing the leader ${sys.nodeNames[leader] ?? '?'}`);
+    try {
+      // Writes are being acknowledged through the survivors before the fault.
+      const ready = now() + 10_000;
+      while (acksBeforeKill < survivors.length && now() < ready) await sleep(opts.probeEveryMs);
+      if (acksBeforeKill === 0) throw new Error(`${sys.name}: no probe write was acknowledged before the fault`);
+      killAt = now();
+      faulted = true;
+      if (fault === 'kill9') await sys.kill9(leader);
+      else if (fault === 'sigstop') sys.pause(leader);
+      else sys.cutOff(leader);
+      const deadline = killAt + opts.giveUpMs;
+      // Poll the survivors for a leader while waiting for the first acknowledgement.
+      const watcher = (async (): Promise<void> => {
+        while (electedAt === Number.POSITIVE_INFINITY && now() < deadline) {
+          const hs = await Promise.all(survivors.map((i) => sys.health(i).catch(() => undefined)));
+          if (hs.some((h) => h?.isLeader === true)) electedAt = now();
+          else if (firstAck !== Number.POSITIVE_INFINITY) break; // acknowledged, yet no survivor says it leads (cannot last)
+          else await sleep(opts.probeEveryMs);
+        }
+      })();
+      while (firstAck === Number.POSITIVE_INFINITY && now() < deadline) await sleep(5);
+      await watcher;
+      if (firstAck === Number.POSITIVE_INFINITY) throw new Error(`${sys.name}: no write acknowledged within ${opts.giveUpMs} ms of the fault (${FAILOVER_FAULTS[fault].verb}, ${sys.nodeNames[leader] ?? '?'})`);
+    } finally {
+      probing = false;
+      await prober;
+      await Promise.all(inflight);
+    }
+    // The survivors' view of the new leader, while the old one is still failed.
+    const hs = await Promise.all(survivors.map((i) => sys.health(i)));
+    newLeader = hs.find((h) => h.isLeader)?.name ?? hs[0]?.leader ?? '?';
   } finally {
-    probing = false;
-    await prober;
-    await Promise.all(inflight);
+    // Bring the failed node back, also when the trial failed (a stopped process or a drop
+    // rule must never outlive it).
+    await undo();
   }
   const killed = sys.nodeNames[leader] ?? '?';
-  // The survivors' view of the new leader, then bring the killed node back.
-  const hs = await Promise.all(survivors.map((i) => sys.health(i)));
-  const newLeader = hs.find((h) => h.isLeader)?.name ?? hs[0]?.leader ?? '?';
-  sys.restart(leader);
   sys.resetClients();
   await sys.waitHealthy(120_000);
-  return { killed, ms: firstAck - killAt, newLeader, probesSent: sent, probesFailed: failed };
+  return { fault, killed, ms: firstAck - killAt, newLeader, electedMs: Number.isFinite(electedAt) ? electedAt - killAt : Number.NaN, probesSent: sent, probesFailed: failed };
 }

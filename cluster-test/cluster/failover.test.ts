@@ -2,20 +2,21 @@
  * kill -9 of the leader: the survivors elect a new leader and writes succeed again. Measures,
  * FAILOVER_ROUNDS times (default 5), the time from the SIGKILL to the next acknowledged write
  * sent after it, and prints the median. The agents run with the default timing a user gets
- * (--tick-ms 100, election timeout 10-20 ticks) unless FAILOVER_TICK_MS says otherwise.
+ * (--tick-ms 40, election timeout 10-20 ticks) unless FAILOVER_TICK_MS says otherwise.
  *
  * Between rounds the killed node is restarted on its data dir and waits until it has caught
  * up, so every round starts from a healthy three-node cluster whose leader has led for a while.
  */
 import t from 'tap';
 import { Cluster, WriteLoad, median, now, put, sleep, type ClusterNode } from './harness.js';
+import { AGENT_DEFAULTS } from '../../src/server/index.js';
 
 const ROUNDS = Number(process.env['FAILOVER_ROUNDS'] ?? 5);
 const TICK_MS = process.env['FAILOVER_TICK_MS'] !== undefined ? Number(process.env['FAILOVER_TICK_MS']) : undefined;
 
 t.test('a new leader is elected after kill -9 of the leader and writes succeed again', async (t) => {
   const cluster = await Cluster.start(t, { size: 3, ...(TICK_MS !== undefined ? { tickMs: TICK_MS } : {}) });
-  t.comment(`timing: --tick-ms ${TICK_MS ?? '100 (the default)'}, election timeout 10-20 ticks (the default); ${ROUNDS} rounds`);
+  t.comment(`timing: --tick-ms ${TICK_MS ?? `${AGENT_DEFAULTS.tickMs} (the default)`}, election timeout 10-20 ticks (the default); ${ROUNDS} rounds`);
   // A light background load through every running node, so the kills land among writes in flight.
   const load = new WriteLoad({ prefix: 'bg', workers: 2, targets: () => cluster.running(), pauseMs: 20 }).start();
 
@@ -69,11 +70,11 @@ t.test('a new leader is elected after kill -9 of the leader and writes succeed a
   if (failovers.length > 0) {
     const sorted = [...failovers].sort((a, b) => a - b).map((m) => Math.round(m));
     t.comment(
-      `FAILOVER kill -9 of the leader -> next acknowledged write: median ${Math.round(median(failovers))} ms, min ${sorted[0]} ms, max ${sorted[sorted.length - 1]} ms over ${failovers.length} rounds (all: ${sorted.join(', ')} ms); new leader seen by the survivors after median ${Math.round(median(elections))} ms; --tick-ms ${TICK_MS ?? 100}`,
+      `FAILOVER kill -9 of the leader -> next acknowledged write: median ${Math.round(median(failovers))} ms, min ${sorted[0]} ms, max ${sorted[sorted.length - 1]} ms over ${failovers.length} rounds (all: ${sorted.join(', ')} ms); new leader seen by the survivors after median ${Math.round(median(elections))} ms; --tick-ms ${TICK_MS ?? AGENT_DEFAULTS.tickMs}`,
     );
     // Election timeout is 10-20 ticks: the survivors notice within 2 s, vote within a few
     // more ticks. Generous bound for a loaded 2-core machine.
-    t.ok(median(failovers) < 10 * (TICK_MS ?? 100) * 10, `median failover under ${10 * (TICK_MS ?? 100) * 10} ms (100 ticks)`);
+    t.ok(median(failovers) < 10 * (TICK_MS ?? AGENT_DEFAULTS.tickMs) * 10, `median failover under ${10 * (TICK_MS ?? AGENT_DEFAULTS.tickMs) * 10} ms (100 ticks)`);
   }
   t.same(load.refused, [], 'no write was refused');
   t.same(load.unknown, [], 'every background write was eventually acknowledged');

@@ -645,7 +645,7 @@ export function tail(text: string, lines: number): string {
 export interface ClusterOptions {
   /** Nodes formed with --bootstrap-expect. */
   readonly size: number;
-  /** Milliseconds per Raft tick (--tick-ms). Default: the agent's own default (100). */
+  /** Milliseconds per Raft tick (--tick-ms). Default: the agent's own default (40). */
   readonly tickMs?: number;
   /** --snapshot-entries. Default: the agent's own default (10,000). */
   readonly snapshotEntries?: number;

@@ -390,6 +390,25 @@ t.test('deadlines: a node that never answers makes the call TIMEOUT at its timeo
   t.ok(isOutcomeUnknown(r), 'isOutcomeUnknown is true for any TIMEOUT');
 });
 
+t.test('a node that holds every call (stopped, hung, cut off: its connection stays open) is left after attemptTimeoutMs, and the client stays on the next', async (t) => {
+  const { cluster, nodes } = await setup(t, 2);
+  const [a, b] = nodes as [FakeNode, FakeNode];
+  const c = new CairnClient({ endpoints: [a.address, b.address], endpointOrder: 'listed', timeoutMs: 10_000, attemptTimeoutMs: 300 });
+  t.teardown(() => c.close());
+  a.faults.push({ method: 'Write', fault: 'hold' });
+  const started = Date.now();
+  const w = await c.write(korn, { data: { name: 'Korn' } });
+  const took = Date.now() - started;
+  t.equal(w.id.name, 'korn', 'the write was served by the next node');
+  t.ok(took >= 290 && took < 5000, `after one attempt's timeout, not the call's 10 s deadline (${took} ms)`);
+  t.same([a.calls, b.calls], [['Write'], ['Write']], 'held by a, then sent to b');
+  t.equal(cluster.requestIds[0], cluster.requestIds[1], 'with the same request id (applied at most once)');
+  t.equal(c.endpoint, b.address, 'the client moved to b');
+  await c.read(korn);
+  t.same(a.calls, ['Write'], 'and the next call went to b, not to the silent node');
+  t.throws(() => new CairnClient({ endpoints: [a.address], attemptTimeoutMs: 0 }), /attemptTimeoutMs must be a positive number/);
+});
+
 t.test('cancellation: before sending is a plain CANCELLED; a write cancelled in flight has an unknown outcome', async (t) => {
   const { cluster, nodes } = await setup(t, 1);
   const n = nodes[0] as FakeNode;

@@ -55,6 +55,15 @@ export interface CairnClientOptions {
   /** Default deadline of a call in milliseconds, retries and failovers included. Default 10,000. */
   readonly timeoutMs?: number;
   /**
+   * How long one attempt on one node may go unanswered before the client gives up on that node
+   * and tries the next (a write with the same request id, so it is applied at most once). A node
+   * that is stopped, hung or cut off by the network keeps its connection open and answers
+   * nothing: without this, every call sent to it would wait out its whole deadline and the
+   * client would never move on. Default 2,000 (above a healthy cluster's slowest answers, and
+   * the 400-800 ms a new leader takes to be elected). Capped by the call's deadline.
+   */
+  readonly attemptTimeoutMs?: number;
+  /**
    * The ACL token's secret (`cairn_<accessor>_<64 hex>`, from `cairn acl bootstrap` or `cairn
    * acl token create`), sent as `authorization: Bearer <token>` on every call and watch stream.
    * Absent: calls are anonymous (refused with UNAUTHENTICATED or PERMISSION_DENIED where ACLs
@@ -77,6 +86,7 @@ export interface CairnClientOptions {
 
 export const CLIENT_DEFAULTS = {
   timeoutMs: 10_000,
+  attemptTimeoutMs: 2_000,
   updateMaxAttempts: 20,
   updateBaseBackoffMs: 10,
   updateMaxBackoffMs: 1_000,
@@ -185,6 +195,7 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<boolean> {
 export class CairnClient {
   private readonly endpoints: readonly Endpoint[];
   private readonly timeoutMs: number;
+  private readonly attemptTimeoutMs: number;
   private readonly token: string | undefined;
   private current: number;
   private closed = false;
@@ -198,6 +209,7 @@ export class CairnClient {
       if (!m || port < 1 || port > 65535) throw invalidOption(`endpoints: ${JSON.stringify(e)} is not a host:port address`);
     }
     this.timeoutMs = checkPositive(opts.timeoutMs ?? CLIENT_DEFAULTS.timeoutMs, 'timeoutMs');
+    this.attemptTimeoutMs = checkPositive(opts.attemptTimeoutMs ?? CLIENT_DEFAULTS.attemptTimeoutMs, 'attemptTimeoutMs');
     if (opts.token !== undefined && (typeof opts.token !== 'string' || !TOKEN_CHARS.test(opts.token))) {
       // The value is not shown: it is a secret.
       throw invalidOption('token must be a token secret (cairn_<accessor>_<64 hex>): 1 to 4096 visible ASCII characters, no spaces or line breaks');
@@ -484,7 +496,7 @@ export class CairnClient {
     for (let attempts = 1; ; attempts++) {
       const index = this.current;
       const ep = this.endpoints[index] as Endpoint;
-      const r = await this.attempt(ep, m, req, deadline, signal);
+      const r = await this.attempt(ep, m, req, Math.min(deadline, Date.now() + this.attemptTimeoutMs), signal);
       if (r.ok) return r.value;
       const f = r.failure;
       if (r.cancelled || signal?.aborted) {
@@ -494,7 +506,8 @@ export class CairnClient {
           endpoint: ep.address,
         });
       }
-      if (!f.fromServer && f.grpcCode === grpc.status.DEADLINE_EXCEEDED) throw this.deadlineError(m, timeoutMs, maybeApplied || m.mutates, f, attempts);
+      const unanswered = !f.fromServer && f.grpcCode === grpc.status.DEADLINE_EXCEEDED;
+      if (unanswered && Date.now() >= deadline) throw this.deadlineError(m, timeoutMs, maybeApplied || m.mutates, f, attempts);
       if (f.fromServer && f.error.code === ClientErrorCode.RATE_LIMITED) {
         // Refused before anything was done, so a write is safe to send again. Wait as long as
         // the node asked (or back off, doubling) and retry on the same node: moving on would
@@ -515,7 +528,10 @@ export class CairnClient {
         last = f;
         continue;
       }
-      const verdict = verdictOf(f, m.mutates);
+      // Unanswered within attemptTimeoutMs, the call's deadline not yet reached: the node may be
+      // stopped or cut off (its connection stays open), so try the next one. A write may have
+      // reached it: the retry carries the same request id.
+      const verdict: Verdict = unanswered ? (m.mutates ? 'retry-maybe-applied' : 'retry') : verdictOf(f, m.mutates);
       // A definite answer is trusted even after an attempt with an unknown outcome: the retry
       // carried the same request id, so had that attempt been applied, the server would have
       // answered with its result.

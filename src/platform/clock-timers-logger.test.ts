@@ -65,3 +65,27 @@ t.test('createLogger: JSON lines with the node id on every line', async (t) => {
   t.match(JSON.parse(lines[2] ?? '{}'), { level: 'warn', node: 'n3', index: 1, msg: 'as the port' });
   t.throws(() => createLogger({ nodeId: 'n1', level: 'loud' }), /logger option level must be one of .*got "loud"/);
 });
+
+t.test('SystemTimers: an interval fires once after the event loop stalled, not once per interval it missed (the Raft ticker counts only ticks the node was awake for)', async (t) => {
+  // Why it matters: src/raft/pause-guards.test.ts. A leader whose ticker caught up on the ticks
+  // a 300 ms stall missed would run check-quorum before reading the answers that queued up.
+  const timers = new SystemTimers();
+  const everyMs = 10;
+  const stallMs = 300;
+  let ticks = 0;
+  const h = timers.setInterval(() => ticks++, everyMs);
+  const firedBeforeIo = await new Promise<number>((resolve) => {
+    timers.setTimeout(() => {
+      const end = performance.now() + stallMs;
+      while (performance.now() < end) {
+        // the stall under test: a long garbage collection or synchronous job
+      }
+      const atWake = ticks;
+      // The check phase comes after this loop turn's timers and its I/O poll: whatever the
+      // interval fired in between is what a node would tick before reading its sockets.
+      setImmediate(() => resolve(ticks - atWake));
+    }, everyMs + 5);
+  });
+  timers.clearInterval(h);
+  t.ok(firedBeforeIo <= 1, `the interval fired ${firedBeforeIo} time(s) on waking from a ${stallMs} ms stall (catching up would be ${stallMs / everyMs})`);
+});

@@ -1,8 +1,8 @@
 /**
  * Starting is not failing (issue 14, item 7): a request that reaches a node while it starts
  * waits for it instead of being refused, and a node that is its own quorum takes writes at once
- * (it needs no election timeout). The nodes here run with the real `--dev` timing (100 ms ticks,
- * an election timeout of 1-2 s), which is what a node without the immediate campaign would wait.
+ * (it needs no election timeout). The nodes here run with the real `--dev` tick (40 ms) and an
+ * election timeout far above the bound (below), which a node without the immediate campaign would wait.
  */
 import t, { type Test } from 'tap';
 import { mkdtemp, rm } from 'node:fs/promises';
