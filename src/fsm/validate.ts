@@ -55,17 +55,48 @@ function resourceId(v: unknown): ResourceId {
   return { type: typeRef(o['type']), tenancy: tenancy(o['tenancy']), name: str(o['name'], 'owner.name'), uid: str(o['uid'], 'owner.uid') };
 }
 
-function json(v: unknown, depth = 0): JsonValue {
+/**
+ * The command's data, checked. When it is made only of plain objects, arrays and JSON
+ * primitives (every body the API layer builds), it is checked in place and returned as it is:
+ * the store makes its own canonical, frozen copy at apply (store/json.ts), so a copy here only
+ * cost time. Anything else (a msgpack binary or timestamp a foreign writer put in the body)
+ * takes `jsonCopy`, as every body did before, so the verdict and the stored value are the same
+ * as before for every entry: apply stays deterministic across versions.
+ */
+function json(v: unknown): JsonValue {
+  return plainJson(v, 0) ? (v as JsonValue) : jsonCopy(v);
+}
+
+/** Whether `v` is plain JSON; throws the same `Invalid` as `jsonCopy` would for depth and non-finite numbers. */
+function plainJson(v: unknown, depth: number): boolean {
+  if (depth > 100) throw new Invalid('data is nested too deeply');
+  if (v === null || typeof v === 'boolean' || typeof v === 'string') return true;
+  if (typeof v === 'number') {
+    if (!Number.isFinite(v)) throw new Invalid('data contains a non-finite number');
+    return true;
+  }
+  if (typeof v !== 'object') return false;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) if (!(i in v) || !plainJson(v[i], depth + 1)) return false;
+    return true;
+  }
+  if (Object.getPrototypeOf(v) !== Object.prototype) return false;
+  const o = v as Record<string, unknown>;
+  for (const k in o) if (!Object.prototype.hasOwnProperty.call(o, k) || !plainJson(o[k], depth + 1)) return false;
+  return true;
+}
+
+function jsonCopy(v: unknown, depth = 0): JsonValue {
   if (depth > 100) throw new Invalid('data is nested too deeply');
   if (v === null || typeof v === 'boolean' || typeof v === 'string') return v;
   if (typeof v === 'number') {
     if (!Number.isFinite(v)) throw new Invalid('data contains a non-finite number');
     return v;
   }
-  if (Array.isArray(v)) return v.map((x) => json(x, depth + 1));
+  if (Array.isArray(v)) return v.map((x) => jsonCopy(x, depth + 1));
   const o = rec(v, 'data');
   const out: Record<string, JsonValue> = {};
-  for (const k of Object.keys(o)) out[k] = json(o[k], depth + 1);
+  for (const k of Object.keys(o)) out[k] = jsonCopy(o[k], depth + 1);
   return out;
 }
 
