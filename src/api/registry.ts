@@ -90,6 +90,10 @@ export class TypeRegistry {
 
   /** The registration for an exact `group.version.Kind`, or INVALID_ARGUMENT. */
   resolve(type: string): RegisteredType {
+    // A registered key is already a valid `group.version.Kind` (checked by `register` with the
+    // same rules), so an exact hit needs no parsing: the common case, once per request.
+    const direct = this.types.get(type);
+    if (direct !== undefined) return direct;
     const p = parseTypeString(type);
     const t = this.types.get(`${p.group}.${p.groupVersion}.${p.kind}`);
     if (!t) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `unknown resource type ${type}; registered: ${this.list().join(', ') || 'none'}`);
