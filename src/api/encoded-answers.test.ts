@@ -42,6 +42,10 @@ t.test('an answer built from the cached resource bytes is byte for byte the mess
   const a = answerWithResource(r, pb.ReadResponse.encode(fields).finish());
   t.same([...a.bytes], [...encodedWhole(r, fields)], 'ReadResponse with revision and contact');
   t.same([...answerWithResource(r).bytes], [...pb.WriteResponse.encode(pb.WriteResponse.decode(encodedWhole(r))).finish()], 'WriteResponse (field 1 only)');
+  for (const size of [10, 200, 20_000, 3_000_000]) {
+    const big = put(new ResourceStore(), 9, { title: 't'.repeat(size) });
+    t.ok(answerWithResource(big, pb.ReadResponse.encode(fields).finish()).bytes.equals(encodedWhole(big, fields)), `a ${size}-character title (length varint of 1-4 bytes)`);
+  }
   const back = pb.ReadResponse.decode(a.bytes);
   t.equal(back.resource?.version, '5');
   t.equal(back.revision, '7');

@@ -145,7 +145,9 @@ function encodedResource(r: Resource): Uint8Array {
   let b = encodedResources.get(r);
   if (b === undefined) {
     b = pb.Resource.encode(resourceToMsg(resourceToJson(r))).finish();
-    encodedResources.set(r, b);
+    // Only a stored resource (frozen: a new version is a new object) may be answered from
+    // cached bytes; a result relayed from the leader (decoded, not frozen) is used once.
+    if (Object.isFrozen(r)) encodedResources.set(r, b);
   }
   return b;
 }
@@ -161,10 +163,23 @@ const EMPTY = {};
  */
 export function answerWithResource(r: Resource, rest?: Uint8Array): Encoded {
   const body = encodedResource(r);
-  const w = protobuf.Writer.create();
-  w.uint32((1 << 3) | 2).bytes(body);
-  const head = w.finish();
-  return new Encoded(rest === undefined || rest.length === 0 ? Buffer.from(head.buffer, head.byteOffset, head.length) : Buffer.concat([head, rest]));
+  const restLength = rest?.length ?? 0;
+  // One allocation: tag (field 1, length-delimited), the length as a varint, the bytes, the rest.
+  let lengthBytes = 1;
+  for (let n = body.length; n >= 0x80; n = Math.floor(n / 128)) lengthBytes++;
+  const out = Buffer.allocUnsafe(1 + lengthBytes + body.length + restLength);
+  out[0] = (1 << 3) | 2;
+  let at = 1;
+  for (let n = body.length; ; n = Math.floor(n / 128)) {
+    if (n < 0x80) {
+      out[at++] = n;
+      break;
+    }
+    out[at++] = (n & 0x7f) | 0x80;
+  }
+  out.set(body, at);
+  if (rest !== undefined && restLength > 0) out.set(rest, at + body.length);
+  return new Encoded(out);
 }
 
 /**
