@@ -84,7 +84,15 @@ function decodeRequest<T>(codec: Decoder<T>, what: string, bytes: Buffer, limit:
   }
 }
 
-function method<Req, Res>(name: string, req: Decoder<Req>, res: Encoder<Res>, limit: number): grpc.MethodDefinition<Decoded<Req>, Res> {
+/**
+ * An answer already encoded: the handler built the message's bytes itself (`answerWithResource`,
+ * from a resource's cached bytes), so the serializer passes them through.
+ */
+class Encoded {
+  constructor(readonly bytes: Buffer) {}
+}
+
+function method<Req, Res>(name: string, req: Decoder<Req>, res: Encoder<Res>, limit: number): grpc.MethodDefinition<Decoded<Req>, Res | Encoded> {
   return {
     path: `/${SERVICE}/${name}`,
     requestStream: false,
@@ -94,7 +102,7 @@ function method<Req, Res>(name: string, req: Decoder<Req>, res: Encoder<Res>, li
     requestSerialize: () => {
       throw new Error('server-side definition');
     },
-    responseSerialize: (m: Res) => Buffer.from(res.encode(m).finish()),
+    responseSerialize: (m: Res | Encoded) => (m instanceof Encoded ? m.bytes : Buffer.from(res.encode(m).finish())),
     responseDeserialize: () => {
       throw new Error('server-side definition');
     },
@@ -137,12 +145,42 @@ function encodedResource(r: Resource): Uint8Array {
   let b = encodedResources.get(r);
   if (b === undefined) {
     b = pb.Resource.encode(resourceToMsg(resourceToJson(r))).finish();
-    encodedResources.set(r, b);
+    // Only a stored resource (frozen: a new version is a new object) may be answered from
+    // cached bytes; a result relayed from the leader (decoded, not frozen) is used once.
+    if (Object.isFrozen(r)) encodedResources.set(r, b);
   }
   return b;
 }
 
 const EMPTY = {};
+
+/**
+ * A response message whose field 1 is the `Resource` `r` (ReadResponse, WriteResponse,
+ * WriteStatusResponse), built from the resource's cached bytes (`encodedResource`: encoded once
+ * per stored version, shared with watch events) followed by the other fields (`rest`, encoded by
+ * the caller). Protobuf allows any field order; decoders see the same message as
+ * `X.encode({ resource, ...rest })` would give.
+ */
+export function answerWithResource(r: Resource, rest?: Uint8Array): Encoded {
+  const body = encodedResource(r);
+  const restLength = rest?.length ?? 0;
+  // One allocation: tag (field 1, length-delimited), the length as a varint, the bytes, the rest.
+  let lengthBytes = 1;
+  for (let n = body.length; n >= 0x80; n = Math.floor(n / 128)) lengthBytes++;
+  const out = Buffer.allocUnsafe(1 + lengthBytes + body.length + restLength);
+  out[0] = (1 << 3) | 2;
+  let at = 1;
+  for (let n = body.length; ; n = Math.floor(n / 128)) {
+    if (n < 0x80) {
+      out[at++] = n;
+      break;
+    }
+    out[at++] = (n & 0x7f) | 0x80;
+  }
+  out.set(body, at);
+  if (rest !== undefined && restLength > 0) out.set(rest, at + body.length);
+  return new Encoded(out);
+}
 
 /**
  * One WatchEvent message. A change or delete is the event's head (watch, revision) followed by
@@ -288,7 +326,7 @@ function peerOf(call: { getAuthContext?: () => unknown }): PeerIdentity | undefi
   }
 }
 
-type Handler<Req, Res> = (req: Req, call: grpc.ServerUnaryCall<unknown, unknown>) => Promise<{ response: Res; metadata?: grpc.Metadata }>;
+type Handler<Req, Res> = (req: Req, call: grpc.ServerUnaryCall<unknown, unknown>) => Promise<{ response: Res | Encoded; metadata?: grpc.Metadata }>;
 
 /** A request that did not decode: TOO_LARGE when over the message limit, else INVALID_ARGUMENT. */
 function undecoded(d: { readonly error: string; readonly tooLarge?: number }): CairnError {
@@ -319,7 +357,7 @@ function aclTarget(id: pb.ResourceId.$Properties | null | undefined): Record<str
   return { type: id.type, name: id.name ?? '' };
 }
 
-function unary<Req, Res>(name: string, edge: Edge, run: Handler<Req, Res>, admin?: (req: Req) => { action: string; target: Record<string, unknown> } | undefined): grpc.handleUnaryCall<Decoded<Req>, Res> {
+function unary<Req, Res>(name: string, edge: Edge, run: Handler<Req, Res>, admin?: (req: Req) => { action: string; target: Record<string, unknown> } | undefined): grpc.handleUnaryCall<Decoded<Req>, Res | Encoded> {
   return (call, callback) => {
     let audited: { action: string; target: Record<string, unknown> } | undefined;
     const handle = async (): Promise<void> => {
@@ -435,16 +473,16 @@ export function addResourceGrpcService(server: grpc.Server, svc: ResourceService
   const impl: grpc.UntypedServiceImplementation = {
     read: unary<pb.ReadRequest, pb.ReadResponse.$Properties>('Read', edge, async (req, call) => {
       const id = requireId(req.id);
-      const r = await svc.read({ ...target(id), uid: optional(id.uid), consistency: consistency(req.consistency) }, context(call));
+      const r = await svc.readStored({ ...target(id), uid: optional(id.uid), consistency: consistency(req.consistency) }, context(call));
       const f = freshness(r.revision, r.lastLeaderContactMs);
-      return { response: { resource: resourceToMsg(r.resource), ...f.fields }, metadata: f.metadata };
+      return { response: answerWithResource(r.resource, pb.ReadResponse.encode(f.fields).finish()), metadata: f.metadata };
     }),
     write: unary<pb.WriteRequest, pb.WriteResponse.$Properties>('Write', edge, async (req, call) => {
       const id = requireId(req.id);
       const ctx = context(call, req.requestId);
       const status: Record<string, unknown> = {};
       for (const [k, s] of Object.entries(req.status)) status[k] = statusToJson(s);
-      const resource = await svc.write(
+      const resource = await svc.writeStored(
         {
           ...target(id),
           data: parseData(req.dataJson),
@@ -458,14 +496,14 @@ export function addResourceGrpcService(server: grpc.Server, svc: ResourceService
         },
         ctx,
       );
-      return { response: { resource: resourceToMsg(resource) } };
+      return { response: answerWithResource(resource) };
     }, (req) => {
       const target = aclTarget(req.id);
       return target ? { action: 'acl.write', target } : undefined;
     }),
     writeStatus: unary<pb.WriteStatusRequest, pb.WriteStatusResponse.$Properties>('WriteStatus', edge, async (req, call) => {
       const id = requireId(req.id);
-      const resource = await svc.writeStatus(
+      const resource = await svc.writeStatusStored(
         {
           ...target(id),
           key: req.key,
@@ -476,7 +514,7 @@ export function addResourceGrpcService(server: grpc.Server, svc: ResourceService
         },
         context(call, req.requestId),
       );
-      return { response: { resource: resourceToMsg(resource) } };
+      return { response: answerWithResource(resource) };
     }),
     delete: unary<pb.DeleteRequest, pb.DeleteResponse.$Properties>('Delete', edge, async (req, call) => {
       const id = requireId(req.id);

@@ -46,9 +46,19 @@ export function normalizeIp(ip: string | undefined): string {
 /** The IP of a grpc-js peer string (`getPeer()`: `<address>:<port>`, IPv6 unbracketed). */
 export function ipOfGrpcPeer(peer: string | undefined): string {
   if (peer === undefined) return 'unknown';
+  // Asked once per request, of the few strings a node's connections have: parsed once each.
+  const known = peerIps.get(peer);
+  if (known !== undefined) return known;
   const m = /^(.*):(\d+)$/.exec(peer);
-  return normalizeIp(m ? m[1] : peer);
+  const ip = normalizeIp(m ? m[1] : peer);
+  if (peerIps.size >= PEER_IPS_MAX) peerIps.clear();
+  peerIps.set(peer, ip);
+  return ip;
 }
+
+/** Parsed peer strings (a pure function's memo), dropped whole when full. */
+const peerIps = new Map<string, string>();
+const PEER_IPS_MAX = 4096;
 
 export interface RateLimit {
   /** Requests per second refilled; 0 turns the limit off. */

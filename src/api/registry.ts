@@ -23,9 +23,15 @@ export interface TypeRegistration {
   readonly scope: Scope;
   /** JSON Schema (draft 2020-12 subset that ajv supports) for `data`. */
   readonly schema: object;
-  /** Fills defaults; runs before validate, before the command is proposed. */
+  /**
+   * Fills defaults; runs before validate, before the command is proposed. It may edit
+   * `res.data` in place: it gets a copy of the caller's data (made only for types with this hook).
+   */
   readonly mutate?: (res: ProposedResource, current: Resource | undefined) => void;
-  /** Extra checks beyond the schema; return a reason to refuse (INVALID_ARGUMENT). */
+  /**
+   * Extra checks beyond the schema; return a reason to refuse (INVALID_ARGUMENT). Must not
+   * edit `res`: without a mutate hook, `res.data` is the caller's own object.
+   */
   readonly validate?: (res: ProposedResource, current: Resource | undefined) => string | undefined;
   /** Access decision for a caller's token (when access control is on); return false to refuse. */
   readonly access?: (verb: AccessVerb, res: { partition: string; namespace: string; name: string }, token: string | undefined) => boolean;
@@ -90,6 +96,10 @@ export class TypeRegistry {
 
   /** The registration for an exact `group.version.Kind`, or INVALID_ARGUMENT. */
   resolve(type: string): RegisteredType {
+    // A registered key is already a valid `group.version.Kind` (checked by `register` with the
+    // same rules), so an exact hit needs no parsing: the common case, once per request.
+    const direct = this.types.get(type);
+    if (direct !== undefined) return direct;
     const p = parseTypeString(type);
     const t = this.types.get(`${p.group}.${p.groupVersion}.${p.kind}`);
     if (!t) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `unknown resource type ${type}; registered: ${this.list().join(', ') || 'none'}`);

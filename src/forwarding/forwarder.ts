@@ -1,4 +1,4 @@
-import { CairnError, ErrorCode, type NodeId } from '../base/index.js';
+import { CairnError, ErrorCode, type Clock, type Deadline, type DeadlineSweep, type NodeId } from '../base/index.js';
 import type { ForwardOp, Forwarder } from '../replica/index.js';
 import { fromErrorMsg } from './cluster-service.js';
 import { packValue, unpackValue } from './codec.js';
@@ -11,6 +11,12 @@ export interface GrpcForwarderOptions {
   readonly pool: ClientPool;
   /** Told about each forwarded operation (for metrics). */
   readonly onForward?: (kind: ForwardOp['kind'], outcome: 'ok' | 'error') => void;
+  /**
+   * Deadlines of forwarded calls on one shared timer (and the clock it reads): a call past its
+   * deadline is cancelled by the sweep instead of by a gRPC deadline, which arms a timer per
+   * call here and another on the leader. Absent: each call carries a gRPC deadline.
+   */
+  readonly deadlines?: { readonly sweep: DeadlineSweep; readonly clock: Clock };
 }
 
 /**
@@ -36,12 +42,19 @@ export class GrpcForwarder implements Forwarder {
         req.transferTo = op.to;
         break;
     }
+    const deadlines = this.opts.deadlines;
     return new Promise((resolve, reject) => {
-      this.opts.pool.get(address).forward(req, { deadline: Date.now() + timeoutMs }, (err, res) => {
+      let expired = false;
+      let answered = false;
+      let deadline: Deadline | undefined;
+      const call = this.opts.pool.get(address).forward(req, deadlines === undefined ? { deadline: Date.now() + timeoutMs } : {}, (err, res) => {
+        answered = true;
+        deadline?.cancel();
         if (err) {
           this.opts.onForward?.(op.kind, 'error');
+          if (expired) reject(new CairnError(ErrorCode.TIMEOUT, `forwarding to leader ${leader} got no answer within ${timeoutMs} ms; the operation may or may not have been applied`));
           // UNAVAILABLE before a connection existed means the request never left: safe to retry.
-          if (err.code === 14 /* UNAVAILABLE */) reject(new CairnError(ErrorCode.UNAVAILABLE, `leader ${leader} at ${address} is unreachable: ${err.details}`));
+          else if (err.code === 14 /* UNAVAILABLE */) reject(new CairnError(ErrorCode.UNAVAILABLE, `leader ${leader} at ${address} is unreachable: ${err.details}`));
           else reject(new CairnError(ErrorCode.TIMEOUT, `forwarding to leader ${leader} failed (${err.details}); the operation may or may not have been applied`));
           return;
         }
@@ -60,6 +73,11 @@ export class GrpcForwarder implements Forwarder {
         } catch (e) {
           reject(new CairnError(ErrorCode.INTERNAL, `the leader's result could not be decoded: ${e instanceof Error ? e.message : String(e)}`));
         }
+      });
+      // Registered once the call exists (to cancel it); an answer before that leaves none to cancel.
+      if (!answered) deadline = deadlines?.sweep.add(deadlines.clock.monotonicMs() + timeoutMs, () => {
+        expired = true;
+        call.cancel();
       });
     });
   }

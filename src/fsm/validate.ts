@@ -48,7 +48,9 @@ function tenancy(v: unknown): Tenancy {
 function nameRef(v: unknown): NameRef {
   const o = rec(v, 'id');
   const uid = optStr(o['uid'], 'id.uid');
-  return { type: typeRef(o['type']), tenancy: tenancy(o['tenancy']), name: str(o['name'], 'id.name'), ...(uid !== undefined ? { uid } : {}) };
+  const out: { type: TypeRef; tenancy: Tenancy; name: string; uid?: string } = { type: typeRef(o['type']), tenancy: tenancy(o['tenancy']), name: str(o['name'], 'id.name') };
+  if (uid !== undefined) out.uid = uid;
+  return out;
 }
 
 function resourceId(v: unknown): ResourceId {
@@ -56,17 +58,48 @@ function resourceId(v: unknown): ResourceId {
   return { type: typeRef(o['type']), tenancy: tenancy(o['tenancy']), name: str(o['name'], 'owner.name'), uid: str(o['uid'], 'owner.uid') };
 }
 
-function json(v: unknown, depth = 0): JsonValue {
+/**
+ * The command's data, checked. When it is made only of plain objects, arrays and JSON
+ * primitives (every body the API layer builds), it is checked in place and returned as it is:
+ * the store makes its own canonical, frozen copy at apply (store/json.ts), so a copy here only
+ * cost time. Anything else (a msgpack binary or timestamp a foreign writer put in the body)
+ * takes `jsonCopy`, as every body did before, so the verdict and the stored value are the same
+ * as before for every entry: apply stays deterministic across versions.
+ */
+function json(v: unknown): JsonValue {
+  return plainJson(v, 0) ? (v as JsonValue) : jsonCopy(v);
+}
+
+/** Whether `v` is plain JSON; throws the same `Invalid` as `jsonCopy` would for depth and non-finite numbers. */
+function plainJson(v: unknown, depth: number): boolean {
+  if (depth > 100) throw new Invalid('data is nested too deeply');
+  if (v === null || typeof v === 'boolean' || typeof v === 'string') return true;
+  if (typeof v === 'number') {
+    if (!Number.isFinite(v)) throw new Invalid('data contains a non-finite number');
+    return true;
+  }
+  if (typeof v !== 'object') return false;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) if (!(i in v) || !plainJson(v[i], depth + 1)) return false;
+    return true;
+  }
+  if (Object.getPrototypeOf(v) !== Object.prototype) return false;
+  const o = v as Record<string, unknown>;
+  for (const k in o) if (!Object.prototype.hasOwnProperty.call(o, k) || !plainJson(o[k], depth + 1)) return false;
+  return true;
+}
+
+function jsonCopy(v: unknown, depth = 0): JsonValue {
   if (depth > 100) throw new Invalid('data is nested too deeply');
   if (v === null || typeof v === 'boolean' || typeof v === 'string') return v;
   if (typeof v === 'number') {
     if (!Number.isFinite(v)) throw new Invalid('data contains a non-finite number');
     return v;
   }
-  if (Array.isArray(v)) return v.map((x) => json(x, depth + 1));
+  if (Array.isArray(v)) return v.map((x) => jsonCopy(x, depth + 1));
   const o = rec(v, 'data');
   const out: Record<string, JsonValue> = {};
-  for (const k of Object.keys(o)) out[k] = json(o[k], depth + 1);
+  for (const k of Object.keys(o)) out[k] = jsonCopy(o[k], depth + 1);
   return out;
 }
 
@@ -108,16 +141,21 @@ function optQuota(v: unknown): number | undefined {
   return v;
 }
 
-function header(o: Record<string, unknown>): { requestId?: string; time: string; uid: string; generation: string; quotaBytes?: number } {
+/** The header fields, in the order a command's keys always had; the body's fields are added to the same object. */
+type Building = { -readonly [K in keyof WriteCommand | keyof DeleteCommand | keyof WriteStatusCommand]?: unknown };
+
+// Objects are built by assignment, not spreads of conditional objects (each spread allocated
+// an object and copied it: most of this file's time at apply).
+function header(o: Record<string, unknown>): Building {
   const requestId = optStr(o['requestId'], 'requestId');
   const quotaBytes = optQuota(o['quotaBytes']);
-  return {
-    ...(requestId !== undefined ? { requestId } : {}),
-    time: str(o['time'], 'time'),
-    uid: str(o['uid'], 'uid'),
-    generation: str(o['generation'], 'generation'),
-    ...(quotaBytes !== undefined ? { quotaBytes } : {}),
-  };
+  const out: Building = {};
+  if (requestId !== undefined) out.requestId = requestId;
+  out.time = str(o['time'], 'time');
+  out.uid = str(o['uid'], 'uid');
+  out.generation = str(o['generation'], 'generation');
+  if (quotaBytes !== undefined) out.quotaBytes = quotaBytes;
+  return out;
 }
 
 function guard(f: () => Checked): Checked | string {
@@ -133,18 +171,17 @@ export function validateWrite(body: unknown): Checked | string {
   return guard(() => {
     const o = rec(body, 'write command');
     const expectedVersion = optVersion(o['expectedVersion']);
-    const cmd: WriteCommand = {
-      ...header(o),
-      id: nameRef(o['id']),
-      data: json(o['data']),
-      ...(o['owner'] === null ? { owner: null } : o['owner'] !== undefined ? { owner: resourceId(o['owner']) } : {}),
-      ...(o['metadata'] !== undefined ? { metadata: stringMap(o['metadata'], 'metadata') } : {}),
-      ...(o['finalizers'] !== undefined ? { finalizers: strings(o['finalizers'], 'finalizers') } : {}),
-      ...(o['status'] !== undefined ? { status: statusMap(o['status']) } : {}),
-      ...(expectedVersion !== undefined ? { expectedVersion } : {}),
-      ...(o['cascadeAllowed'] !== undefined ? { cascadeAllowed: strings(o['cascadeAllowed'], 'cascadeAllowed') } : {}),
-    };
-    return { kind: 'write', cmd };
+    const cmd = header(o);
+    cmd.id = nameRef(o['id']);
+    cmd.data = json(o['data']);
+    if (o['owner'] === null) cmd.owner = null;
+    else if (o['owner'] !== undefined) cmd.owner = resourceId(o['owner']);
+    if (o['metadata'] !== undefined) cmd.metadata = stringMap(o['metadata'], 'metadata');
+    if (o['finalizers'] !== undefined) cmd.finalizers = strings(o['finalizers'], 'finalizers');
+    if (o['status'] !== undefined) cmd.status = statusMap(o['status']);
+    if (expectedVersion !== undefined) cmd.expectedVersion = expectedVersion;
+    if (o['cascadeAllowed'] !== undefined) cmd.cascadeAllowed = strings(o['cascadeAllowed'], 'cascadeAllowed');
+    return { kind: 'write', cmd: cmd as WriteCommand };
   });
 }
 
@@ -167,15 +204,11 @@ export function validateDelete(body: unknown): Checked | string {
   return guard(() => {
     const o = rec(body, 'delete command');
     const expectedVersion = optVersion(o['expectedVersion']);
-    return {
-      kind: 'delete',
-      cmd: {
-        ...header(o),
-        id: nameRef(o['id']),
-        ...(expectedVersion !== undefined ? { expectedVersion } : {}),
-        ...(o['cascadeAllowed'] !== undefined ? { cascadeAllowed: strings(o['cascadeAllowed'], 'cascadeAllowed') } : {}),
-      },
-    };
+    const cmd = header(o);
+    cmd.id = nameRef(o['id']);
+    if (expectedVersion !== undefined) cmd.expectedVersion = expectedVersion;
+    if (o['cascadeAllowed'] !== undefined) cmd.cascadeAllowed = strings(o['cascadeAllowed'], 'cascadeAllowed');
+    return { kind: 'delete', cmd: cmd as DeleteCommand };
   });
 }
 
@@ -185,14 +218,12 @@ export function validateWriteStatus(body: unknown): Checked | string {
     const id = nameRef(o['id']);
     if (id.uid === undefined) throw new Invalid('a status write needs id.uid');
     const expectedVersion = optVersion(o['expectedVersion']);
-    const cmd: WriteStatusCommand = {
-      ...header(o),
-      id: { ...id, uid: id.uid },
-      key: str(o['key'], 'key'),
-      observedGeneration: str(o['observedGeneration'], 'observedGeneration'),
-      conditions: conditions(o['conditions']),
-      ...(expectedVersion !== undefined ? { expectedVersion } : {}),
-    };
-    return { kind: 'status', cmd };
+    const cmd = header(o);
+    cmd.id = id;
+    cmd.key = str(o['key'], 'key');
+    cmd.observedGeneration = str(o['observedGeneration'], 'observedGeneration');
+    cmd.conditions = conditions(o['conditions']);
+    if (expectedVersion !== undefined) cmd.expectedVersion = expectedVersion;
+    return { kind: 'status', cmd: cmd as WriteStatusCommand };
   });
 }

@@ -1,4 +1,4 @@
-import { CairnError, ErrorCode, NO_NODE, SeededRandom, nodeId, type NodeId } from '../base/index.js';
+import { CairnError, DeadlineSweep, ErrorCode, NO_NODE, SeededRandom, nodeId, type NodeId } from '../base/index.js';
 import {
   AccessControl,
   AuditLog,
@@ -217,6 +217,9 @@ export class Node implements ServedNode {
       addressOf: (id) => this.addressOf(id),
       pool: this.pool,
       onForward: (kind, outcome) => this.metrics.forwarded.inc({ kind, outcome }),
+      // One timer for the deadlines of every forwarded call (docs/performance.md "CPU per
+      // request"). Never closed: it stops by itself when the last pending call ends.
+      deadlines: { sweep: new DeadlineSweep(systemClock, systemTimers), clock: systemClock },
     });
     if (config.demoTypes || config.dev) registerDemoTypes(this.registry);
     registerStreamingTypes(this.registry); // built-in: the streaming.v1 domain (src/types)

@@ -1,0 +1,95 @@
+import t from 'tap';
+import type { Revision } from '../base/index.js';
+import { cairn } from '../gen/resource.js';
+import { ResourceStore, type Resource } from '../store/index.js';
+import { answerWithResource } from './grpc-resource-service.js';
+import { resourceToJson } from './resource-json.js';
+import { copyJson, isPlainJson } from './resource-service.js';
+
+const pb = cairn.resource.v1;
+const ref = { type: { group: 'demo', groupVersion: 'v1', kind: 'Album' }, tenancy: { partition: 'default', namespace: 'default' }, name: 'a1' };
+
+function put(store: ResourceStore, rev: number, data: Record<string, unknown>, metadata: Record<string, string> = {}): Resource {
+  const r = store.write({ id: ref, data: data as never, metadata }, { revision: rev as Revision, time: '2026-11-27T10:00:00.000Z', newUid: 'uid-1', newGeneration: `gen-${rev}` });
+  if (!r.ok) throw r.error;
+  return r.value.resource;
+}
+
+/** What the handlers answered before: the message built from the resource's JSON, encoded whole. */
+function encodedWhole(r: Resource, rest: Record<string, unknown> = {}): Uint8Array {
+  const j = resourceToJson(r);
+  const msg = {
+    resource: {
+      id: { type: j.id.type, tenancy: j.id.tenancy, name: j.id.name, uid: j.id.uid },
+      owner: null,
+      version: j.version,
+      generation: j.generation,
+      metadata: { ...j.metadata },
+      finalizers: [...j.finalizers],
+      deletionTimestamp: j.deletion_timestamp ?? '',
+      dataJson: JSON.stringify(j.data),
+      status: {},
+    },
+    ...rest,
+  };
+  return pb.ReadResponse.encode(msg).finish();
+}
+
+t.test('an answer built from the cached resource bytes is byte for byte the message encoded whole', async (t) => {
+  const store = new ResourceStore();
+  const r = put(store, 5, { title: 'Blue Train', year: 1957 }, { label: 'blue-note' });
+  const fields = { revision: '7', lastLeaderContactMs: 12 };
+  const a = answerWithResource(r, pb.ReadResponse.encode(fields).finish());
+  t.same([...a.bytes], [...encodedWhole(r, fields)], 'ReadResponse with revision and contact');
+  t.same([...answerWithResource(r).bytes], [...pb.WriteResponse.encode(pb.WriteResponse.decode(encodedWhole(r))).finish()], 'WriteResponse (field 1 only)');
+  for (const size of [10, 200, 20_000, 3_000_000]) {
+    const big = put(new ResourceStore(), 9, { title: 't'.repeat(size) });
+    t.ok(answerWithResource(big, pb.ReadResponse.encode(fields).finish()).bytes.equals(encodedWhole(big, fields)), `a ${size}-character title (length varint of 1-4 bytes)`);
+  }
+  const back = pb.ReadResponse.decode(a.bytes);
+  t.equal(back.resource?.version, '5');
+  t.equal(back.revision, '7');
+  t.same(JSON.parse(back.resource?.dataJson ?? ''), { title: 'Blue Train', year: 1957 });
+});
+
+t.test('the cached bytes are per stored version: a change is a new object with new bytes', async (t) => {
+  const store = new ResourceStore();
+  const v1 = put(store, 5, { title: 'one' });
+  const first = answerWithResource(v1).bytes;
+  t.same([...answerWithResource(v1).bytes], [...first], 'the same version answers the same bytes');
+  const v2 = put(store, 6, { title: 'two' });
+  t.not(v2, v1, 'the store made a new object for the new version');
+  const second = pb.WriteResponse.decode(answerWithResource(v2).bytes);
+  t.equal(second.resource?.version, '6', 'the new version, not the cached old one');
+  t.same(JSON.parse(second.resource?.dataJson ?? ''), { title: 'two' });
+  t.ok(Object.isFrozen(v1) && Object.isFrozen(v2), 'stored resources are frozen: a version cannot change under its cached bytes');
+});
+
+t.test('copyJson copies as the JSON round trip did, without sharing anything', async (t) => {
+  const inputs: unknown[] = [
+    { a: 1, b: [1, 'x', null, { c: true }], d: {} },
+    'text',
+    7,
+    null,
+    [],
+    { when: new Date(Date.UTC(2026, 10, 27)) },
+    { nested: { arr: [[1], [2, { x: -0 }]] } },
+  ];
+  for (const v of inputs) {
+    const c = copyJson(v);
+    t.same(c, JSON.parse(JSON.stringify(v)), `same as the round trip: ${JSON.stringify(v)}`);
+  }
+  const src = { a: { b: [1, 2] } };
+  const c = copyJson(src) as { a: { b: number[] } };
+  c.a.b.push(3);
+  t.same(src, { a: { b: [1, 2] } }, 'a change to the copy does not reach the original');
+});
+
+t.test('isPlainJson tells plain JSON from values that need the round trip', async (t) => {
+  t.ok(isPlainJson({ a: [1, 'x', null, { b: false }] }));
+  t.ok(isPlainJson(Object.create(null) as object), 'a null-prototype object');
+  t.notOk(isPlainJson({ d: new Date() }), 'a Date');
+  t.notOk(isPlainJson({ u: undefined }), 'undefined');
+  t.notOk(isPlainJson({ n: Number.NaN }), 'NaN');
+  t.notOk(isPlainJson([new Uint8Array(2)]), 'a binary');
+});
