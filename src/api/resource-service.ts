@@ -624,7 +624,7 @@ export class ResourceService {
     identity: Identity,
     header: ReturnType<ResourceService['header']>,
     w: Pick<PutCommand, 'id' | 'data'> & { metadata: Record<string, string> | undefined; owner: ResourceId | null | undefined; finalizers: string[] | undefined; status: Record<string, StatusEntry> | undefined },
-  ): Promise<ResourceJson> {
+  ): Promise<Resource> {
     const key = { group: w.id.type.group, kind: w.id.type.kind, tenancy: w.id.tenancy, name: w.id.name };
     const guarded = w.finalizers !== undefined && w.finalizers.length === 0 && this.restricted(identity);
     for (let attempt = 0; ; attempt++) {
@@ -661,7 +661,7 @@ export class ResourceService {
         header.requestId = `${header.requestId}.${attempt + 1}`;
         continue;
       }
-      return resourceToJson(expectWrite(result));
+      return expectWrite(result);
     }
   }
 
