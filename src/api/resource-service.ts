@@ -551,7 +551,9 @@ export class ResourceService {
     if (expected === undefined) {
       // An unconditional write: one entry, its hooks run at apply (docs/api.md "Unconditional writes").
       const id = { type: this.typeRef(t), tenancy, name, ...(uid !== undefined ? { uid } : {}) };
-      return this.put(c, ctx, identity, header, { id, data: req.data as JsonValue, metadata, owner, finalizers, status });
+      // Non-plain values (a Date, a class instance) become their JSON form here, as on the CAS path.
+      const data = isPlainJson(req.data) ? (req.data as JsonValue) : copyJson(req.data);
+      return this.put(c, ctx, identity, header, { id, data, metadata, owner, finalizers, status });
     }
     // A compare-and-swap (or a create-only write, version "0") runs the hooks against the
     // version it names and proposes a CAS on it.

@@ -2,6 +2,7 @@ import t from 'tap';
 import { LocalCluster, testClock } from '../replica/testing/index.js';
 import { registerDemoTypes } from './demo-types.js';
 import { TypeRegistry } from './registry.js';
+import { registryWriteHooks } from './write-hooks.js';
 import { ResourceService } from './resource-service.js';
 import { runningNode } from './served-node.js';
 
@@ -11,12 +12,12 @@ import { runningNode } from './served-node.js';
  * caller's data as given.
  */
 t.test("a mutate hook edits a copy, never the caller's data; a type without one stores the data as given", async (t) => {
-  const cluster = new LocalCluster();
+  const registry = new TypeRegistry();
+  registerDemoTypes(registry);
+  const cluster = new LocalCluster({ writeHooks: registryWriteHooks(registry) });
   t.teardown(() => cluster.close());
   await cluster.bootstrap(['n1']);
   const leader = await cluster.waitForLeader();
-  const registry = new TypeRegistry();
-  registerDemoTypes(registry);
   const svc = new ResourceService(runningNode({ coordinator: leader.coordinator }), registry, testClock);
   const artist = { name: 'Korn' };
   const written = await svc.write({ type: 'demo.v1.Artist', namespace: 'default', name: 'korn', data: artist });

@@ -595,7 +595,10 @@ export class Replica<Result = unknown, R = unknown> {
    */
   private sendsNow(m: Message, rd: Ready, writesPending: boolean): boolean {
     if (plantedEarly(m, this.bugs)) return true;
-    if (m.type === 'pre-vote' || m.type === 'pre-vote-resp') return !rd.mustSync && (!writesPending || this.bugs?.answerAheadOfWrites === true);
+    // Pre-votes carry a prospective term and promise nothing (thesis §9.6): never held behind a
+    // write, so a slow disk does not also slow the check that keeps a stalled node from
+    // disrupting the cluster.
+    if (m.type === 'pre-vote' || m.type === 'pre-vote-resp') return true;
     if (m.term > this.durableTerm) return false;
     if (vouchesForNothing(m)) return true;
     return !rd.mustSync && (!writesPending || this.bugs?.answerAheadOfWrites === true);

@@ -5,8 +5,11 @@
  * its fsync (src/replica/README.md); otherwise the followers hear nothing for longer than the
  * election timeout and elect another leader, or check-quorum deposes the leader.
  *
- * Real time, as the replica's other tests: a 10 ms tick, an election timeout of 100-200 ms, log
- * writes of 400 ms (the fault, injected in the in-memory disk). No sleep waits for a condition.
+ * Real time, as the replica's other tests: a 20 ms tick, an election timeout of 200-400 ms, log
+ * writes of 800 ms (the fault, injected in the in-memory disk). No sleep waits for a condition.
+ * (A 10 ms tick made the test depend on the machine's load: a busy machine's event-loop stalls
+ * alone outlast a 100 ms timeout, and once an election starts it cannot finish while each vote
+ * costs a write longer than the timeout.)
  */
 import t from 'tap';
 import { CommandType } from '../fsm/index.js';
@@ -14,7 +17,7 @@ import { LocalCluster } from './testing/index.js';
 import { MemoryLogStore } from './testing/memory-log-store.js';
 import { MemorySnapshotStore } from './testing/memory-snapshot-store.js';
 
-const SLOW_MS = 400;
+const SLOW_MS = 800;
 
 /** A MemoryLogStore whose appends take `slow.ms` once `slow.on` is set (a slow fsync). */
 function slowStore(slow: { on: boolean }): MemoryLogStore {
@@ -35,7 +38,7 @@ function slowStore(slow: { on: boolean }): MemoryLogStore {
 
 t.test('log writes of 2-4 election timeouts on every node, under a write load: no election, the leader keeps its term', async (t) => {
   const slow = { on: false };
-  const c = new LocalCluster({ tickMs: 10, proposalTimeoutMs: 30_000 });
+  const c = new LocalCluster({ tickMs: 20, proposalTimeoutMs: 30_000 });
   t.teardown(() => c.close());
   const config = LocalCluster.config(['n1', 'n2', 'n3']);
   for (const id of ['n1', 'n2', 'n3']) await c.start(id, config, { logStore: slowStore(slow), snapshotStore: new MemorySnapshotStore() });
