@@ -372,7 +372,12 @@ export class WalLogStore implements LogStore {
       } catch (e) {
         throw new StorageError('open the last raft log segment', last.ref.path, e);
       }
-      this.activeSegment = await this.activate(last.ref, handle, last.size, last.end);
+      try {
+        this.activeSegment = await this.activate(last.ref, handle, last.size, last.end);
+      } catch (e) {
+        await handle.close().catch(() => undefined);
+        throw e;
+      }
       this.logShape = scan.replay.shape;
       this.latestHardState = scan.replay.shape.hardState;
       if (scan.damage !== undefined) {
