@@ -1,9 +1,15 @@
 /**
  * The Raft log stores side by side on one disk: LevelLogStore (LevelDB) and WalLogStore
- * (segment files), appending batches of 1, 16 and 64 entries of about 400 bytes, each batch
+ * (segment files; `wal` syncs a round with one O_DSYNC write, `wal-fdatasync` with a write and
+ * an fdatasync), appending batches of 1, 16 and 64 entries of about 400 bytes, each batch
  * with a hard state and fsynced, one at a time (as the replica's Ready loop does).
  *
  *   make build && node dist/bench/log-store.js [--dir PATH] [--batches N] [--rounds R]
+ *       [--stores level,wal,wal-fdatasync] [--busy-us U]
+ *
+ * --busy-us U keeps the event loop busy meanwhile, as a node's driver does: a background task
+ * spins for U µs, yields with setImmediate, and again, so every completion waits for the loop
+ * (up to U µs) before it runs; a store that needs two round trips per append pays it twice.
  *
  * Per store and batch size: the median and p99 time of one append (write + fsync), entries
  * per second, and for the WAL the mean time of the fdatasync itself (its `onSync`). The two
@@ -39,8 +45,31 @@ const SIZES = [1, 16, 64] as const;
 const DEFAULT_BATCHES: Record<(typeof SIZES)[number], number> = { 1: 1000, 16: 600, 64: 300 };
 const ENTRY_BYTES = 400;
 const WARMUP_BATCHES = 20;
-const STORES = ['level', 'wal'] as const;
-type StoreKind = (typeof STORES)[number];
+const ALL_STORES = ['level', 'wal', 'wal-fdatasync'] as const;
+type StoreKind = (typeof ALL_STORES)[number];
+const STORES: readonly StoreKind[] = (flag('--stores') ?? ALL_STORES.join(',')).split(',').map((k) => {
+  if (!(ALL_STORES as readonly string[]).includes(k)) throw new Error(`--stores: unknown store ${JSON.stringify(k)} (known: ${ALL_STORES.join(', ')})`);
+  return k as StoreKind;
+});
+const BUSY_US = Number(flag('--busy-us') ?? 0);
+if (!Number.isFinite(BUSY_US) || BUSY_US < 0) throw new Error(`--busy-us must be a number of microseconds >= 0, got ${flag('--busy-us')}`);
+
+/** Keeps the event loop busy in slices of `us` µs until stopped (see --busy-us). */
+function busyLoop(us: number): () => void {
+  let running = us > 0;
+  const spin = (): void => {
+    if (!running) return;
+    const until = performance.now() + us / 1000;
+    while (performance.now() < until) {
+      // spinning: the loop is busy, as a driver applying and sending would be
+    }
+    setImmediate(spin);
+  };
+  if (running) setImmediate(spin);
+  return () => {
+    running = false;
+  };
+}
 
 interface Samples {
   readonly size: number;
@@ -71,7 +100,7 @@ class Subject {
     const store =
       kind === 'level'
         ? await LevelLogStore.open({ dataDir: dir })
-        : await WalLogStore.open({ dataDir: dir, firstSegmentBytes: DEFAULT_SEGMENT_BYTES, onSync: (s) => syncs.push(s) });
+        : await WalLogStore.open({ dataDir: dir, firstSegmentBytes: DEFAULT_SEGMENT_BYTES, onSync: (s) => syncs.push(s), syncMethod: kind === 'wal' ? 'dsync' : 'fdatasync' });
     return new Subject(kind, store, size, syncs);
   }
 
@@ -93,8 +122,13 @@ class Subject {
 /** One round of `batches` timed appends on `subject`. */
 async function round(subject: Subject, batches: number, into: Samples): Promise<void> {
   subject.syncs.length = 0;
+  const stopBusy = busyLoop(BUSY_US);
   const started = performance.now();
-  for (let i = 0; i < batches; i++) into.latenciesMs.push(await subject.append());
+  try {
+    for (let i = 0; i < batches; i++) into.latenciesMs.push(await subject.append());
+  } finally {
+    stopBusy();
+  }
   into.totalMs += performance.now() - started;
   into.entries += batches * into.size;
   into.syncSeconds.push(...subject.syncs);
@@ -111,6 +145,7 @@ async function main(): Promise<void> {
     `cairn log store benchmark, ${new Date().toISOString()}\n` +
       `machine: ${machine.cpus} x ${machine.cpuModel}, ${machine.memoryGiB} GiB RAM, node ${machine.node}, ${machine.platform} (kernel ${machine.kernel})\n` +
       `disk: ${machine.disk.path} (${machine.disk.filesystem}); batches of ${SIZES.join(', ')} entries of ${ENTRY_BYTES} random bytes, each with a hard state, fsynced, one at a time\n` +
+      `stores: ${STORES.join(', ')}; event loop kept busy in slices of ${BUSY_US} µs${BUSY_US === 0 ? ' (idle)' : ''}\n` +
       `load average (1 min) at the start: ${loads[0]?.toFixed(2)}\n\n`,
   );
   const results = new Map<string, Samples>();
@@ -128,7 +163,8 @@ async function main(): Promise<void> {
       }
       try {
         for (let r = 0; r < ROUNDS; r++) {
-          const order: readonly StoreKind[] = r % 2 === 0 ? STORES : [...STORES].reverse();
+          // Each store first in turn, alternating direction, so none always runs first.
+          const order: readonly StoreKind[] = r % 2 === 0 ? [...STORES.slice(r % STORES.length), ...STORES.slice(0, r % STORES.length)] : [...STORES].reverse();
           for (const kind of order) {
             const key = `${kind}:${size}`;
             const s = results.get(key) ?? { size, latenciesMs: [], entries: 0, totalMs: 0, syncSeconds: [] };
@@ -163,13 +199,13 @@ async function main(): Promise<void> {
         percentileSorted(sorted, 99).toFixed(2),
         (sorted.reduce((a, b) => a + b, 0) / sorted.length).toFixed(2),
         num(perSec),
-        kind === 'level' ? '1.00x' : `${(perSec / levelPerSec).toFixed(2)}x`,
+        kind === 'level' ? '1.00x' : Number.isNaN(levelPerSec) ? '-' : `${(perSec / levelPerSec).toFixed(2)}x`,
         Number.isNaN(syncMean) ? '(inside LevelDB)' : syncMean.toFixed(2),
       ]);
     }
   }
   process.stdout.write(
-    `\n${formatColumns(['entries/batch', 'store', 'batches', 'append p50 ms', 'p90 ms', 'p99 ms', 'mean ms', 'entries/s', 'vs level', 'fdatasync mean ms'], rows, [true, false, true, true, true, true, true, true, true, true])}\n\n` +
+    `\n${formatColumns(['entries/batch', 'store', 'batches', 'append p50 ms', 'p90 ms', 'p99 ms', 'mean ms', 'entries/s', 'vs level', 'sync mean ms'], rows, [true, false, true, true, true, true, true, true, true, true])}\n\n` +
       `load average (1 min) during the run: min ${Math.min(...loads).toFixed(2)}, max ${Math.max(...loads).toFixed(2)} (${machine.cpus} CPUs; the machine may be shared: compare the stores within this run, not across runs)\n`,
   );
 }

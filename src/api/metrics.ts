@@ -76,13 +76,13 @@ export class Metrics {
     const buckets = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
     this.appendSeconds = new prom.Histogram({
       name: 'cairn_log_append_seconds',
-      help: 'Time to write one Ready batch to the log: with the wal log store every batch, until durable (waiting for the writer included); with level only batches written without fsync.',
+      help: 'Time to write one Ready batch to the log as the driver waits for it, from the append call to its resolution: with the wal log store every batch, until durable (waiting for the writer included); with level only batches written without fsync.',
       buckets,
       registers: [r],
     });
     this.fsyncSeconds = new prom.Histogram({
       name: 'cairn_log_fsync_seconds',
-      help: 'Time of one fsync of the log: with the wal log store each fdatasync of a segment file; with level each batch written with fsync (the write included).',
+      help: 'Time of one sync of the log: with the wal log store each O_DSYNC write of a synced round (write and flush in one system call) or fdatasync of a segment file, from the call to its libuv callback (thread-pool queueing and event-loop lag at completion included, not the continuation); with level each batch written with fsync (the write included).',
       buckets,
       registers: [r],
     });

@@ -6,17 +6,17 @@
 import * as grpc from '@grpc/grpc-js';
 import t, { type Test } from 'tap';
 import { silentLogger, type NodeId, type Term } from '../base/index.js';
-import type { Message } from '../raft/index.js';
+import type { Entry, Message } from '../raft/index.js';
 import { addClusterService } from './cluster-service.js';
 import { encodeMessage } from './codec.js';
-import { ClientPool, type RaftBatchMsg } from './grpc-defs.js';
+import { ClientPool, clusterServiceDefinition, type RaftAckMsg, type RaftBatchMsg } from './grpc-defs.js';
 import { GrpcTransport } from './grpc-transport.js';
 
 const n = (s: string): NodeId => s as NodeId;
 const CLUSTER = 'c1';
 
-function heartbeat(from: string, to: string): Message {
-  return { type: 'heartbeat', from: n(from), to: n(to), term: 2 as Term, commit: 0 as never, readSeq: 0 };
+function heartbeat(from: string, to: string, readSeq = 0): Message {
+  return { type: 'heartbeat', from: n(from), to: n(to), term: 2 as Term, commit: 0 as never, readSeq };
 }
 
 async function until(what: string, cond: () => boolean, timeoutMs = 10_000): Promise<void> {
@@ -28,7 +28,7 @@ async function until(what: string, cond: () => boolean, timeoutMs = 10_000): Pro
 }
 
 /** A cluster port for node n1 that records what its transport is told. */
-async function clusterPort(t: Test): Promise<{ address: string; lost: NodeId[]; delivered: Message[]; stopping: { value: boolean } }> {
+async function clusterPort(t: Test): Promise<{ address: string; lost: NodeId[]; delivered: Message[]; stopping: { value: boolean }; transport: GrpcTransport }> {
   const transport = new GrpcTransport({ self: n('n1'), clusterId: () => CLUSTER, addressOf: () => undefined, pool: new ClientPool(), logger: silentLogger });
   const lost: NodeId[] = [];
   const delivered: Message[] = [];
@@ -51,7 +51,7 @@ async function clusterPort(t: Test): Promise<{ address: string; lost: NodeId[]; 
     server.forceShutdown();
     void transport.close();
   });
-  return { address: `127.0.0.1:${port}`, lost, delivered, stopping };
+  return { address: `127.0.0.1:${port}`, lost, delivered, stopping, transport };
 }
 
 t.test('a Raft stream that breaks before its peer said goodbye is reported; one the peer ended is not', async (t) => {
@@ -162,4 +162,184 @@ t.test('after a failed stream, messages to the peer are dropped until the retry 
   transport.send([{ type: 'vote-resp', from: n('n1'), to: n('n2'), term: 3 as Term, reject: false }]);
   await until('a new stream', () => pool.streams.length === 6, 500);
   t.equal(pool.streams[5]?.written.length, 1, 'the answer went out at once on a new stream');
+});
+
+/**
+ * Counts check phases (setImmediate turns) from now until `done()` is true, polling at each one:
+ * how many turns of the loop a hop took.
+ */
+function immediatesUntil(done: () => boolean, limit = 1000): Promise<number> {
+  return new Promise((resolve, reject) => {
+    let turns = 0;
+    const step = (): void => {
+      if (done()) return resolve(turns);
+      if (++turns > limit) return reject(new Error(`not done after ${limit} setImmediate turns`));
+      setImmediate(step);
+    };
+    setImmediate(step);
+  });
+}
+
+t.test('a sent batch is on the wire before a setImmediate queued at send time runs: the peer has it one loop turn later', async (t) => {
+  const port = await clusterPort(t);
+  const pool = new ClientPool();
+  t.teardown(() => pool.close());
+  const sender = new GrpcTransport({ self: n('n2'), clusterId: () => CLUSTER, addressOf: () => port.address, pool, logger: silentLogger });
+  t.teardown(() => sender.close());
+  // Open the stream and connection first: the first batch also pays for the connection set-up.
+  sender.send([heartbeat('n2', 'n1')]);
+  await until('the first batch', () => port.delivered.length === 1);
+  // Let the stream settle (the first write's completion), then measure a few hops.
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  const turns: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const before = port.delivered.length;
+    sender.send([heartbeat('n2', 'n1'), heartbeat('n2', 'n1', 7)]);
+    turns.push(await immediatesUntil(() => port.delivered.length >= before + 2));
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  // Written at send: HTTP/2 flushes its socket in this iteration's check phase (a native
+  // immediate that runs before the JS ones), the peer reads it in the next poll phase. A
+  // transport that defers its write by a setImmediate needs one more turn for the HTTP/2 flush.
+  t.ok(
+    turns.every((x) => x <= 1),
+    `each batch reached the peer's handler within one setImmediate turn (turns: ${turns.join(', ')})`,
+  );
+});
+
+t.test('each send writes one batch per peer at once, before send returns', async (t) => {
+  const pool = new FakePool();
+  const addresses = new Map([
+    ['n2', 'n2:7500'],
+    ['n3', 'n3:7500'],
+  ]);
+  const transport = new GrpcTransport({ self: n('n1'), clusterId: () => CLUSTER, addressOf: (id) => addresses.get(id), pool: pool as unknown as ClientPool, logger: silentLogger });
+  t.teardown(() => transport.close());
+  transport.send([heartbeat('n1', 'n2'), heartbeat('n1', 'n3'), heartbeat('n1', 'n2', 5)]);
+  t.equal(pool.streams.length, 2, 'one stream per peer');
+  t.same(
+    pool.streams.map((s) => s.written.map((b) => [b.to, b.messages.length])),
+    [[['n2', 2]], [['n3', 1]]],
+    "one write per peer, holding that peer's messages in order, done before send returned",
+  );
+  transport.send([heartbeat('n1', 'n2')]);
+  t.equal(pool.streams[0]?.written.length, 2, 'the next send is the next write');
+});
+
+/** An append carrying `bytes` of entry data (about that many bytes on the wire). */
+function bigAppend(from: string, to: string, index: number, bytes: number): Message {
+  const entry: Entry = { index: index as never, term: 2 as Term, data: new Uint8Array(bytes).fill(index % 251) };
+  return { type: 'app', from: n(from), to: n(to), term: 2 as Term, index: (index - 1) as never, logTerm: 2 as Term, commit: 0 as never, entries: [entry] };
+}
+
+/** A pool whose one stream takes `accept` writes and then reports backpressure until drained. */
+class StallingPool {
+  written: RaftBatchMsg[] = [];
+  accept: number;
+  private drain: (() => void) | undefined;
+  constructor(accept: number) {
+    this.accept = accept;
+  }
+  get(): unknown {
+    return {
+      raft: () => ({
+        write: (b: RaftBatchMsg) => {
+          this.written.push(b);
+          return this.written.length < this.accept;
+        },
+        on: () => undefined,
+        once: (event: string, f: () => void) => {
+          if (event === 'drain') this.drain = f;
+        },
+        end: () => undefined,
+      }),
+    };
+  }
+  /** The stream drains and takes `more` writes before it stalls again. */
+  drained(more: number): void {
+    this.accept = this.written.length + more;
+    const f = this.drain;
+    this.drain = undefined;
+    f?.();
+  }
+}
+
+t.test('a peer that stops reading: its queue stays within maxQueueBytes (oldest dropped), and drains in batches of at most maxBatchBytes', async (t) => {
+  const pool = new StallingPool(2);
+  const maxQueueBytes = 64 * 1024;
+  const maxBatchBytes = 16 * 1024;
+  const transport = new GrpcTransport({ self: n('n1'), clusterId: () => CLUSTER, addressOf: () => 'n2:7500', pool: pool as unknown as ClientPool, logger: silentLogger, maxQueueBytes, maxBatchBytes });
+  t.teardown(() => transport.close());
+  let peak = 0;
+  for (let i = 1; i <= 500; i++) {
+    transport.send([bigAppend('n1', 'n2', i, 1000)]);
+    peak = Math.max(peak, transport.queuedBytes());
+  }
+  t.equal(pool.written.length, 2, 'writes stop once the stream reports backpressure');
+  t.ok(peak <= maxQueueBytes, `the queue never held more than maxQueueBytes (peak ${peak})`);
+  t.ok(transport.droppedMessages >= 500 - 2 - Math.floor(maxQueueBytes / 1000), `the oldest were dropped (${transport.droppedMessages})`);
+  pool.drained(1000);
+  t.equal(transport.queuedBytes(), 0, 'on drain, everything queued is written');
+  const after = pool.written.slice(2);
+  t.ok(after.length >= 4, `as several batches (${after.length})`);
+  for (const b of after) t.ok(b.messages.reduce((x, m) => x + m.length, 0) <= maxBatchBytes, 'each within maxBatchBytes');
+  t.equal(after.reduce((x, b) => x + b.messages.length, 0) + 2 + transport.droppedMessages, 500, 'every message written or counted as dropped');
+});
+
+t.test('over real gRPC, a peer that never reads does not make the sender grow: it queues at most maxQueueBytes', async (t) => {
+  // A cluster port whose Raft handler pauses its stream and never reads: HTTP/2 flow control
+  // stops the sender's writes, grpc-js reports backpressure, and the transport queues and drops.
+  const server = new grpc.Server();
+  server.addService(clusterServiceDefinition, {
+    raft: (call: grpc.ServerReadableStream<RaftBatchMsg, RaftAckMsg>) => call.pause(),
+    forward: () => undefined,
+    hello: () => undefined,
+  });
+  const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  t.teardown(() => server.forceShutdown());
+  const pool = new ClientPool();
+  t.teardown(() => pool.close());
+  const maxQueueBytes = 256 * 1024;
+  const transport = new GrpcTransport({ self: n('n2'), clusterId: () => CLUSTER, addressOf: () => `127.0.0.1:${port}`, pool, logger: silentLogger, maxQueueBytes });
+  t.teardown(() => transport.close());
+  let peak = 0;
+  let index = 1;
+  // 64 MiB offered in 16 KiB appends, a few per turn: far more than the windows and buffers.
+  const deadline = Date.now() + 20_000;
+  while (index <= 4096 && Date.now() < deadline) {
+    transport.send([bigAppend('n2', 'n1', index++, 16 * 1024), bigAppend('n2', 'n1', index++, 16 * 1024)]);
+    peak = Math.max(peak, transport.queuedBytes());
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  t.equal(index, 4097, 'all offered');
+  t.ok(peak <= maxQueueBytes, `the queue never held more than maxQueueBytes (peak ${peak})`);
+  t.ok(transport.droppedMessages > 3000, `most were dropped, not buffered (${transport.droppedMessages} of 4096)`);
+  t.ok(transport.sentMessages < 1000, `only what the windows and grpc-js's buffer took was handed to gRPC (${transport.sentMessages})`);
+});
+
+t.test('a received batch is handed to the driver in one go: every message before any microtask runs', async (t) => {
+  const port = await clusterPort(t);
+  // The driver steps each message and schedules one Ready by queueMicrotask: if the batch came
+  // in pieces, a Ready would run between them.
+  const seen: { readSeq: number; microtaskRan: boolean }[] = [];
+  let ran = { value: true };
+  port.transport.onMessage((m) => {
+    if (ran.value) {
+      const flag = { value: false };
+      ran = flag;
+      queueMicrotask(() => (flag.value = true));
+    }
+    seen.push({ readSeq: m.type === 'heartbeat' ? m.readSeq : -1, microtaskRan: ran.value });
+  });
+  const pool = new ClientPool();
+  t.teardown(() => pool.close());
+  const sender = new GrpcTransport({ self: n('n2'), clusterId: () => CLUSTER, addressOf: () => port.address, pool, logger: silentLogger });
+  t.teardown(() => sender.close());
+  sender.send([1, 2, 3, 4].map((k) => heartbeat('n2', 'n1', k)));
+  await until('the batch', () => seen.length === 4);
+  t.same(
+    seen,
+    [1, 2, 3, 4].map((k) => ({ readSeq: k, microtaskRan: false })),
+    'all four delivered, in order, in one synchronous run',
+  );
 });

@@ -20,8 +20,8 @@ export interface GrpcTransportOptions {
 }
 
 /**
- * Raft's transport over the cluster port: one long-lived client stream per peer, messages
- * batched per event-loop turn, order kept per peer. Delivery is best-effort: when a peer is
+ * Raft's transport over the cluster port: one long-lived client stream per peer, the messages
+ * of each `send` for one peer written as one batch right away, order kept per peer. Delivery is best-effort: when a peer is
  * unreachable its queue is dropped and the stream re-opened after a backoff; Raft re-sends.
  */
 export class GrpcTransport implements Transport {
@@ -34,8 +34,17 @@ export class GrpcTransport implements Transport {
 
   constructor(private readonly opts: GrpcTransportOptions) {}
 
+  /**
+   * Sends `messages` now: every message for the same peer goes out in one batch, written to that
+   * peer's stream before this returns (no deferral to a later turn: the driver calls this once
+   * or twice per Ready with all of its messages, so the batching is already done). HTTP/2 then
+   * puts the frames on the socket in this loop iteration's check phase (Node's http2 session
+   * schedules its socket write as a native immediate). A peer whose stream is not draining
+   * keeps them queued, within `maxQueueBytes`.
+   */
   send(messages: readonly Message[]): void {
     if (this.closed) return;
+    let touched: PeerLink | PeerLink[] | undefined;
     for (const m of messages) {
       if (m.to === this.opts.self) {
         // Never happens with a correct core; deliver locally rather than over the wire.
@@ -48,7 +57,23 @@ export class GrpcTransport implements Transport {
         this.links.set(m.to, link);
       }
       link.enqueue(encodeMessage(m));
+      // Usually one or two peers: no Set for them.
+      if (touched === undefined) touched = link;
+      else if (touched !== link) {
+        if (!Array.isArray(touched)) touched = [touched];
+        if (!touched.includes(link)) touched.push(link);
+      }
     }
+    if (touched === undefined) return;
+    if (Array.isArray(touched)) for (const l of touched) l.flush();
+    else touched.flush();
+  }
+
+  /** Bytes of encoded messages waiting in this node's per-peer queues (not yet handed to gRPC). */
+  queuedBytes(): number {
+    let n = 0;
+    for (const l of this.links.values()) n += l.queuedBytes;
+    return n;
   }
 
   onMessage(handler: (m: Message) => void): void {
@@ -85,10 +110,9 @@ export class GrpcTransport implements Transport {
 
 class PeerLink {
   private queue: Uint8Array[] = [];
-  private queuedBytes = 0;
+  queuedBytes = 0;
   private stream: grpc.ClientWritableStream<RaftBatchMsg> | undefined;
   private address: string | undefined;
-  private scheduled = false;
   private waitingDrain = false;
   private retryAt = 0;
   private backoffMs = 50;
@@ -111,16 +135,13 @@ class PeerLink {
       this.queuedBytes -= dropped.length;
       this.owner.droppedMessages++;
     }
-    if (!this.scheduled) {
-      this.scheduled = true;
-      setImmediate(() => {
-        this.scheduled = false;
-        this.flush();
-      });
-    }
   }
 
-  private flush(): void {
+  /**
+   * Writes what is queued, as batches of at most `maxBatchBytes`, unless the stream is waiting
+   * for 'drain' (then the queue waits, bounded by `maxQueueBytes`, and goes out on 'drain').
+   */
+  flush(): void {
     if (this.closed || this.waitingDrain || this.queue.length === 0) return;
     const now = Date.now();
     if (now < this.retryAt) {
@@ -204,6 +225,7 @@ class PeerLink {
     this.closed = true;
     this.endStream();
     this.queue = [];
+    this.queuedBytes = 0;
   }
 
   /**

@@ -1,5 +1,6 @@
 export { LevelLogStore, RAFT_LOG_DIR, RECOVERY_DATA_LOSS_MARKER, type LevelDbRecovery, type LevelLogStoreOptions, type LevelLogStoreStats } from './level-log-store.js';
 export { DEFAULT_SEGMENT_BYTES, WalLogStore, type WalLogStoreOptions, type WalLogStoreStats } from './wal-log-store.js';
+export { type WalIo, type WalSyncMethod } from './wal-io.js';
 export { WAL_DIR, WAL_FORMAT_VERSION } from './wal-format.js';
 export { detectLogStore, openLogStore, type LogStoreKind, type OpenedLogStore, type OpenLogStoreOptions } from './open-log-store.js';
 export { FileSnapshotStore, SNAPSHOTS_DIR, type FileSnapshotStoreOptions, type SavedSnapshot } from './file-snapshot-store.js';

@@ -6,6 +6,7 @@ import { DataDirError } from './data-dir.js';
 import { StorageError } from './errors.js';
 import { LevelLogStore, RAFT_LOG_DIR } from './level-log-store.js';
 import { WAL_DIR } from './wal-format.js';
+import type { WalSyncMethod } from './wal-io.js';
 import { WalLogStore } from './wal-log-store.js';
 
 /** The Raft log stores: `wal` (segment files, WalLogStore) and `level` (LevelDB, LevelLogStore). */
@@ -18,8 +19,10 @@ export interface OpenLogStoreOptions {
   readonly logger?: Logger;
   /** WalLogStore's segment size (bytes). */
   readonly walSegmentBytes?: number;
-  /** WalLogStore only: the duration in seconds of each fdatasync (LevelDB's are not visible). */
+  /** WalLogStore only: the duration in seconds of each sync (LevelDB's are not visible). */
   readonly onSync?: (seconds: number) => void;
+  /** WalLogStore's `syncMethod` (default: `dsync` where the platform has O_DSYNC). */
+  readonly walSyncMethod?: WalSyncMethod;
 }
 
 export interface OpenedLogStore {
@@ -67,6 +70,7 @@ export async function openLogStore(options: OpenLogStoreOptions): Promise<Opened
     logger,
     ...(options.walSegmentBytes !== undefined ? { segmentBytes: options.walSegmentBytes } : {}),
     ...(options.onSync !== undefined ? { onSync: options.onSync } : {}),
+    ...(options.walSyncMethod !== undefined ? { syncMethod: options.walSyncMethod } : {}),
   });
   return { store, kind, reportsSyncs: true };
 }

@@ -23,6 +23,7 @@ import {
   type Batch,
 } from './wal-format.js';
 import { checkFormatVersions, LogShape, scanSegments, type ScanResult, type SegmentRef } from './wal-scan.js';
+import { defaultSyncMethod, nodeWalIo, O_DSYNC, openDsync, timedDatasync, writevFully, type WalIo, type WalSyncMethod } from './wal-io.js';
 import { discard, nonZeroEnd, prepareSegment, writeCut, writeFully, type Prepared } from './wal-segment-files.js';
 
 /** The lock directory inside `<dataDir>/wal` (an empty LevelDB database held open; dir-lock.ts). */
@@ -35,6 +36,14 @@ export const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
  */
 export const DEFAULT_FIRST_SEGMENT_BYTES = 1024 * 1024;
 const MIN_SEGMENT_BYTES = 4096;
+/**
+ * With `syncMethod: 'dsync'`, the records written since the active segment's last sync are kept
+ * (up to this many bytes) to be written again through the O_DSYNC descriptor with the next synced
+ * round: an O_DSYNC write makes only its own range durable, not earlier unsynced writes to the
+ * file as fdatasync does. Beyond it, the next synced round falls back to write + fdatasync.
+ * Unsynced rounds are small (a commit index, a compaction), so this is rarely reached.
+ */
+export const UNSYNCED_REWRITE_MAX_BYTES = 1024 * 1024;
 
 export interface WalLogStoreOptions {
   /** The node's data directory; the log lives in `<dataDir>/wal` (created if missing). */
@@ -51,8 +60,20 @@ export interface WalLogStoreOptions {
    * format does not care: a segment's size is its file's size.
    */
   readonly firstSegmentBytes?: number;
-  /** Called with the duration in seconds of each fdatasync of the log (the fsync metric). */
+  /**
+   * Called with the duration in seconds of each sync of the log (the fsync metric): an O_DSYNC
+   * write or an fdatasync, timed from the system call to the first statement of its libuv
+   * callback (README.md, "wal": what that includes).
+   */
   readonly onSync?: (seconds: number) => void;
+  /**
+   * How a synced round is made durable (wal-io.ts): `dsync` (default where the platform has
+   * O_DSYNC), one write through an O_DSYNC descriptor, one thread-pool round trip; `fdatasync`,
+   * a write then an fdatasync, two.
+   */
+  readonly syncMethod?: WalSyncMethod;
+  /** The write and fdatasync calls (a test seam, wal-io.ts). Default node:fs. */
+  readonly io?: WalIo;
 }
 
 export interface WalLogStoreStats {
@@ -60,8 +81,13 @@ export interface WalLogStoreStats {
   readonly records: number;
   /** write() calls that carried records (group commit: one per round, however many appends it holds). */
   readonly writes: number;
-  /** fdatasync calls on segments (one per round that held a synced append, plus one per segment change). */
+  /**
+   * Syncs of segments: O_DSYNC writes and fdatasync calls (one per round that held a synced
+   * append, plus one per segment change).
+   */
   readonly syncs: number;
+  /** Of `syncs`, the synced rounds written through the O_DSYNC descriptor (one thread-pool round trip each). */
+  readonly dsyncWrites: number;
   /** Segments made since open (preparing included), and segments in the log now. */
   readonly segmentsCreated: number;
   readonly segments: number;
@@ -79,8 +105,18 @@ interface Active {
   readonly size: number;
   /** Where the next record goes. */
   offset: number;
-  /** Written since its last fdatasync. */
+  /** Written since its last sync. */
   dirty: boolean;
+  /** The same file opened with O_DSYNC (`syncMethod: 'dsync'`): a write through it is durable when it returns. */
+  readonly dsync: FileHandle | undefined;
+  /**
+   * What was written since the last sync, from `unsyncedFrom` on, kept to be written again
+   * through `dsync` by the next synced round; undefined once it outgrew UNSYNCED_REWRITE_MAX_BYTES
+   * (then that round uses fdatasync).
+   */
+  unsynced: Uint8Array[] | undefined;
+  unsyncedFrom: number;
+  unsyncedBytes: number;
 }
 
 /** What an append changes in the log's shape (LogShape.apply). */
@@ -101,6 +137,12 @@ const EMPTY_HARD_STATE: HardState = { term: 0 as Term, vote: NO_NODE, commit: 0 
 
 function effectOf(b: Batch): Effect {
   return { hardState: b.hardState, installedSnapshot: b.installedSnapshot, compact: b.compact, truncateFrom: b.truncateFrom, firstIndex: b.entries[0]?.index ?? 0, count: b.entries.length };
+}
+
+/** Closes a segment's two descriptors (errors ignored: closing neither syncs nor loses what was written). */
+async function closeActive(a: Active): Promise<void> {
+  await a.dsync?.close().catch(() => undefined);
+  await a.handle.close().catch(() => undefined);
 }
 
 /**
@@ -171,7 +213,7 @@ export class WalLogStore implements LogStore {
   private damaged: string | undefined;
   private failure: StorageError | undefined;
   private closed = false;
-  private counts = { records: 0, writes: 0, syncs: 0, segmentsCreated: 0, segmentsRead: 0, bytesRead: 0 };
+  private counts = { records: 0, writes: 0, syncs: 0, dsyncWrites: 0, segmentsCreated: 0, segmentsRead: 0, bytesRead: 0 };
   /** The hard state of the last batch queued (written into every record; see enqueue). */
   private latestHardState: HardState | undefined;
   /** The segment written to; undefined until the log has been read (`readLog`). */
@@ -184,6 +226,8 @@ export class WalLogStore implements LogStore {
     private readonly segmentBytes: number,
     private readonly logger: Logger,
     private readonly onSync: (seconds: number) => void,
+    private readonly syncMethod: WalSyncMethod,
+    private readonly io: WalIo,
     private readonly lock: DirLock,
     private segments: SegmentRef[],
   ) {}
@@ -223,6 +267,9 @@ export class WalLogStore implements LogStore {
     if (!Number.isSafeInteger(firstSegmentBytes) || firstSegmentBytes < MIN_SEGMENT_BYTES || firstSegmentBytes > segmentBytes || firstSegmentBytes % 4096 !== 0) {
       throw new RangeError(`firstSegmentBytes must be a multiple of 4096 from ${MIN_SEGMENT_BYTES} to segmentBytes (${segmentBytes}), got ${firstSegmentBytes}`);
     }
+    const syncMethod = options.syncMethod ?? defaultSyncMethod();
+    if (syncMethod !== 'dsync' && syncMethod !== 'fdatasync') throw new RangeError(`syncMethod must be 'dsync' or 'fdatasync', got ${JSON.stringify(syncMethod)}`);
+    if (syncMethod === 'dsync' && O_DSYNC === undefined) throw new RangeError(`syncMethod 'dsync' needs O_DSYNC, which this platform (${process.platform}) does not have; use 'fdatasync'`);
     const logger = options.logger ?? silentLogger;
     const dir = path.join(options.dataDir, WAL_DIR);
     try {
@@ -284,7 +331,7 @@ export class WalLogStore implements LogStore {
         segments.push(ref);
       }
       await checkFormatVersions(segments);
-      const store = new WalLogStore(dir, segmentBytes, logger, options.onSync ?? (() => undefined), lock, segments);
+      const store = new WalLogStore(dir, segmentBytes, logger, options.onSync ?? (() => undefined), syncMethod, options.io ?? nodeWalIo, lock, segments);
       logger.debug({ path: dir, segments: segments.length, createdBytes, lockMs: Math.round(lockedMs), openMs: Math.round(performance.now() - started) }, 'opened the raft log (segment files)');
       return store;
     } catch (e) {
@@ -325,7 +372,12 @@ export class WalLogStore implements LogStore {
       } catch (e) {
         throw new StorageError('open the last raft log segment', last.ref.path, e);
       }
-      this.activeSegment = { ref: last.ref, handle, size: last.size, offset: last.end, dirty: false };
+      try {
+        this.activeSegment = await this.activate(last.ref, handle, last.size, last.end);
+      } catch (e) {
+        await handle.close().catch(() => undefined);
+        throw e;
+      }
       this.logShape = scan.replay.shape;
       this.latestHardState = scan.replay.shape.hardState;
       if (scan.damage !== undefined) {
@@ -504,7 +556,7 @@ export class WalLogStore implements LogStore {
       await this.drain();
       const prepared = await this.takePreparing();
       if (prepared !== undefined) await discard(prepared);
-      await this.activeSegment?.handle.close().catch(() => undefined);
+      if (this.activeSegment !== undefined) await closeActive(this.activeSegment);
       await this.lock.release();
     });
   }
@@ -585,31 +637,82 @@ export class WalLogStore implements LogStore {
     }
   }
 
-  /** One write() of the records, then one fdatasync if asked and anything is unsynced. */
+  /**
+   * One write of the records and, if asked and anything is unsynced, a sync: with `dsync`, the
+   * write goes through the O_DSYNC descriptor together with whatever earlier unsynced rounds
+   * wrote (written again, so that it is durable too: an O_DSYNC write covers its own range
+   * only), one thread-pool round trip; otherwise write, then fdatasync.
+   */
   private async writeRecords(bodies: readonly Uint8Array[], sync: boolean): Promise<void> {
     const a = this.active;
+    let buf: Uint8Array | undefined;
     if (bodies.length > 0) {
       let total = 0;
       for (const b of bodies) total += recordBytes(b.length);
-      const buf = new Uint8Array(total);
+      buf = new Uint8Array(total);
       let at = 0;
       for (const b of bodies) at += writeRecord(buf, at, b, a.ref.seq, a.offset + at);
-      await writeFully(a.handle, buf, a.offset);
-      a.offset += total;
-      a.dirty = true;
-      this.counts.records += bodies.length;
-      this.counts.writes++;
     }
-    if (sync && a.dirty) await this.datasync(a);
+    if (sync && a.dsync !== undefined && (!a.dirty || a.unsynced !== undefined) && (buf !== undefined || a.dirty)) {
+      const buffers = a.dirty ? [...(a.unsynced as Uint8Array[])] : [];
+      if (buf !== undefined) buffers.push(buf);
+      const seconds = await writevFully(this.io, a.dsync.fd, buffers, a.dirty ? a.unsyncedFrom : a.offset);
+      if (buf !== undefined) this.wrote(a, buf.length, bodies.length);
+      this.synced(a, seconds);
+      this.counts.dsyncWrites++;
+    } else {
+      if (buf !== undefined) {
+        const at = a.offset;
+        await writevFully(this.io, a.handle.fd, [buf], at);
+        this.wrote(a, buf.length, bodies.length);
+        if (!a.dirty) {
+          a.dirty = true;
+          a.unsynced = a.dsync !== undefined ? [] : undefined;
+          a.unsyncedFrom = at;
+          a.unsyncedBytes = 0;
+        }
+        if (a.unsynced !== undefined && a.unsyncedBytes + buf.length <= UNSYNCED_REWRITE_MAX_BYTES) {
+          a.unsynced.push(buf);
+          a.unsyncedBytes += buf.length;
+        } else a.unsynced = undefined;
+      }
+      if (sync && a.dirty) await this.datasync(a);
+    }
     this.maybePrepareNext();
   }
 
-  private async datasync(a: Active): Promise<void> {
-    const started = performance.now();
-    await a.handle.datasync();
+  private wrote(a: Active, bytes: number, records: number): void {
+    a.offset += bytes;
+    this.counts.records += records;
+    this.counts.writes++;
+  }
+
+  private synced(a: Active, seconds: number): void {
     a.dirty = false;
+    a.unsynced = undefined;
+    a.unsyncedBytes = 0;
     this.counts.syncs++;
-    this.onSync((performance.now() - started) / 1000);
+    this.onSync(seconds);
+  }
+
+  private async datasync(a: Active): Promise<void> {
+    this.synced(a, await timedDatasync(this.io, a.handle.fd));
+  }
+
+  /**
+   * The segment `ref`, open as `handle` (the file now at `file`, which may still be its prepared
+   * name), as the one written to from `offset`, with its O_DSYNC descriptor.
+   */
+  private async activate(ref: SegmentRef, handle: FileHandle, size: number, offset: number, file = ref.path): Promise<Active> {
+    let dsync: FileHandle | undefined;
+    if (this.syncMethod === 'dsync') {
+      try {
+        dsync = await openDsync(file);
+      } catch (e) {
+        throw new StorageError('open the raft log segment for synced writes (O_DSYNC)', file, e);
+      }
+    }
+    return { ref, handle, size, offset, dirty: false, dsync, unsynced: undefined, unsyncedFrom: offset, unsyncedBytes: 0 };
   }
 
   /**
@@ -633,21 +736,26 @@ export class WalLogStore implements LogStore {
       this.counts.segmentsCreated++;
       prepared = await prepareSegment(this.path, seq, Math.max(this.segmentBytes, Math.ceil(need / 4096) * 4096));
     }
+    let next: Active | undefined;
     try {
       const buf = new Uint8Array(recordBytes(state.length));
       writeRecord(buf, 0, state, seq, SEGMENT_HEADER_BYTES);
       await writeFully(prepared.handle, buf, SEGMENT_HEADER_BYTES);
       await prepared.handle.datasync();
+      // Opened before the rename (the descriptor follows the file), so that once the segment is
+      // in the log nothing is left that can fail.
+      next = await this.activate(ref, prepared.handle, prepared.size, SEGMENT_HEADER_BYTES + buf.length, prepared.path);
       await rename(prepared.path, ref.path);
       await fsyncDir(this.path);
-      this.active = { ref, handle: prepared.handle, size: prepared.size, offset: SEGMENT_HEADER_BYTES + buf.length, dirty: false };
+      this.active = next;
       this.segments.push(ref);
       this.counts.records++;
     } catch (e) {
+      await next?.dsync?.close().catch(() => undefined);
       await discard(prepared);
       throw new StorageError(`start raft log segment ${path.basename(ref.path)}`, ref.path, e);
     }
-    await old.handle.close().catch(() => undefined);
+    await closeActive(old);
     this.logger.debug({ segment: path.basename(ref.path) }, 'started a new raft log segment');
   }
 
@@ -706,7 +814,7 @@ export class WalLogStore implements LogStore {
       this.counts.syncs++;
       this.counts.records++;
       for (const s of [...later].reverse()) {
-        if (s.ref.path === this.active.ref.path) await this.active.handle.close().catch(() => undefined);
+        if (s.ref.path === this.active.ref.path) await closeActive(this.active);
         await rm(s.ref.path, { force: true });
         await fsyncDir(this.path);
       }
@@ -715,8 +823,8 @@ export class WalLogStore implements LogStore {
       await fsyncDir(this.path);
       const off = damage.offset + record.length;
       this.segments = scan.segments.slice(0, damage.segment + 1).map((s) => s.ref);
-      if (!isActive) this.active = { ref: seg.ref, handle, size: Math.max(seg.size, off), offset: off, dirty: false };
-      else this.active.offset = off;
+      if (!isActive) this.active = await this.activate(seg.ref, handle, Math.max(seg.size, off), off);
+      else Object.assign(this.active, { offset: off, dirty: false, unsynced: undefined, unsyncedBytes: 0 });
       shape.apply(effectOf(stateBatch));
       this.shape = shape;
       this.latestHardState = hardState;
