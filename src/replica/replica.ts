@@ -182,6 +182,12 @@ export class Replica<Result = unknown, R = unknown> {
   private lastSnapshotIndex: LogIndex;
   private lastLeaderContact = 0;
   private readSeq = 0;
+  /**
+   * Names this process's read-index requests apart from an earlier incarnation's: the leader
+   * may answer a request the node sent before it crashed after it restarted, and with the
+   * sequence starting over that answer (an older read index) would release a new read early.
+   */
+  private readonly incarnation: string;
   private readonly dropped: Record<DropReason, number> = { 'non-member': 0, 'no-config': 0 };
   /** The member ids of `membersOf`, recomputed only when the core's configuration object changes. */
   private membersOf: Config | undefined;
@@ -205,6 +211,7 @@ export class Replica<Result = unknown, R = unknown> {
     this.log = opts.logger ?? silentLogger;
     this.lastSnapshotIndex = snapshotIndex;
     this.durableTerm = raw.basicStatus().term;
+    this.incarnation = Math.floor(opts.clock.nowMs()).toString(36);
     this.lastLeaderContact = opts.clock.monotonicMs();
     this.leaderSilenceMs = resolveRaftOptions({ ...(opts.raft ?? {}), id: opts.id, random: opts.random }).electionTimeoutTicks * (opts.tickMs ?? 100);
     opts.transport.onMessage((m) => this.receive(m));
@@ -349,7 +356,7 @@ export class Replica<Result = unknown, R = unknown> {
     } catch (e) {
       return Promise.reject(e instanceof Error ? e : new Error(String(e)));
     }
-    const id = `${this.opts.id}:${++this.readSeq}`;
+    const id = `${this.opts.id}:${this.incarnation}:${++this.readSeq}`;
     return new Promise<LogIndex>((resolve, reject) => {
       const ms = this.opts.readTimeoutMs ?? 5000;
       this.reads.set(id, { resolve, reject, deadline: this.opts.clock.monotonicMs() + ms, timeoutMs: ms, index: undefined });
