@@ -565,16 +565,10 @@ export class Replica<Result = unknown, R = unknown> {
     this.schedule();
   }
 
-  /**
-   * Runs the Ready loop at the next turn of the event loop (`Timers.yield`), not in a microtask:
-   * everything that arrives in one turn (proposals, messages, ticks) goes into one Ready, so a
-   * busy leader sends one append per follower per turn rather than one per request, and the
-   * transport writes each peer's messages once (docs/performance.md, "The pipelined write path").
-   */
   private schedule(): void {
     if (this.processing || this.closed || this.failure) return;
     this.processing = true;
-    void this.opts.timers.yield().then(() => this.run());
+    queueMicrotask(() => void this.run());
   }
 
   /**
