@@ -230,23 +230,105 @@ async function waitAgreed(sys: KvSystem, timeoutMs: number): Promise<number> {
   );
 }
 
+// ---- what both systems share: their processes and their per-node clients ----------------
+
+/**
+ * A cluster of `ServerProcess`es with one lazily made client `C` per node: the process-management
+ * members of `KvSystem`, written once for both systems. A subclass says how to make node i's
+ * client (`newClient`) and how to stop one process (`stopProcess`).
+ */
+abstract class ProcessSystem<C extends { close(): void }> {
+  readonly nodeNames: readonly string[];
+  private clients: (C | undefined)[] = [];
+
+  protected constructor(protected readonly procs: ServerProcess[]) {
+    this.nodeNames = procs.map((p) => p.name);
+  }
+
+  /** Node i's client, made on first use. */
+  protected client(i: number): C {
+    let c = this.clients[i];
+    if (c === undefined) {
+      c = this.newClient(i);
+      this.clients[i] = c;
+    }
+    return c;
+  }
+
+  protected abstract newClient(i: number): C;
+
+  abstract waitHealthy(timeoutMs?: number): Promise<number>;
+
+  /** Starts every node's process and waits (up to 60 s) until the cluster is healthy. */
+  protected async launch(): Promise<void> {
+    for (const p of this.procs) p.start();
+    await this.waitHealthy(60_000);
+  }
+
+  /** Stops one process, as `stop` does for every node. */
+  protected abstract stopProcess(p: ServerProcess): Promise<void>;
+
+  /** Whether node i's process runs (false when the bench stopped it); throws, with its log, if it died unasked. */
+  protected running(i: number): boolean {
+    const p = this.procs[i] as ServerProcess;
+    p.assertAlive();
+    return p.running();
+  }
+
+  pid(i: number): number | undefined {
+    return this.procs[i]?.pid;
+  }
+
+  async kill9(i: number): Promise<void> {
+    await this.procs[i]?.kill9();
+  }
+
+  restart(i: number): void {
+    this.procs[i]?.start();
+  }
+
+  pause(i: number): void {
+    (this.procs[i] as ServerProcess).pause();
+  }
+
+  resume(i: number): void {
+    (this.procs[i] as ServerProcess).cont();
+  }
+
+  cutOff(i: number): void {
+    cutOff((this.procs[i] as ServerProcess).name);
+  }
+
+  reconnect(): void {
+    heal();
+  }
+
+  resetClients(): void {
+    for (const c of this.clients) c?.close();
+    this.clients = [];
+  }
+
+  async stop(): Promise<void> {
+    this.resetClients();
+    await Promise.all(this.procs.map((p) => this.stopProcess(p)));
+  }
+}
+
 // ---- etcd ----------------------------------------------------------------------------------
 
-export class EtcdSystem implements WatchableSystem {
+export class EtcdSystem extends ProcessSystem<EtcdKv> implements WatchableSystem {
   readonly name = 'etcd' as const;
-  readonly nodeNames: readonly string[];
   version = '';
-  private clients: (EtcdKv | undefined)[] = [];
   private readonly keys: Buffer[] = Array.from({ length: KEY_COUNT }, (_, k) => Buffer.from(etcdKey(k)));
 
   private constructor(
-    private readonly procs: ServerProcess[],
+    procs: ServerProcess[],
     readonly clientAddrs: readonly string[],
     /** With TLS: the plaintext --listen-metrics-urls address of each node (the scrapes use it). */
     private readonly metricsAddrs: readonly string[],
     readonly tls: BenchTls | undefined,
   ) {
-    this.nodeNames = procs.map((p) => p.name);
+    super(procs);
   }
 
   /**
@@ -295,19 +377,13 @@ export class EtcdSystem implements WatchableSystem {
       return new ServerProcess(n, 'etcd', args, path.join(dir, `${n}.log`));
     });
     const sys = new EtcdSystem(procs, names.map((_, i) => client(i)), names.map((_, i) => (tls !== undefined ? metrics(i) : client(i))), tls);
-    for (const p of procs) p.start();
-    await sys.waitHealthy(60_000);
+    await sys.launch();
     return sys;
   }
 
-  private client(i: number): EtcdKv {
-    let c = this.clients[i];
-    if (c === undefined) {
-      const tls = this.tls;
-      c = new EtcdKv(this.clientAddrs[i] as string, 10_000, tls !== undefined ? grpc.credentials.createSsl(Buffer.from(tls.caPem), Buffer.from(tls.client.keyPem), Buffer.from(tls.client.certPem)) : undefined);
-      this.clients[i] = c;
-    }
-    return c;
+  protected override newClient(i: number): EtcdKv {
+    const tls = this.tls;
+    return new EtcdKv(this.clientAddrs[i] as string, 10_000, tls !== undefined ? grpc.credentials.createSsl(Buffer.from(tls.caPem), Buffer.from(tls.client.keyPem), Buffer.from(tls.client.certPem)) : undefined);
   }
 
   ops(i: number): KvOps {
@@ -330,10 +406,8 @@ export class EtcdSystem implements WatchableSystem {
   }
 
   async health(i: number): Promise<NodeHealth> {
-    const p = this.procs[i] as ServerProcess;
-    p.assertAlive();
-    const name = p.name;
-    if (!p.running()) return { name, up: false, isLeader: false, leader: '', applied: 0, last: 0, note: 'stopped' };
+    const name = this.nodeNames[i] as string;
+    if (!this.running(i)) return { name, up: false, isLeader: false, leader: '', applied: 0, last: 0, note: 'stopped' };
     let s: EtcdStatus;
     try {
       s = await this.client(i).status(1000);
@@ -349,49 +423,15 @@ export class EtcdSystem implements WatchableSystem {
 
   private readonly memberNames = new Map<string, string>();
 
-  async waitHealthy(timeoutMs = 60_000): Promise<number> {
+  override async waitHealthy(timeoutMs = 60_000): Promise<number> {
     // Learn every member id first (a down node's id is remembered from before).
     await until('etcd: every member answers Status', timeoutMs, async () => ((await Promise.all(this.nodeNames.map((_, i) => this.health(i)))).every((h) => h.up) ? true : undefined));
     return waitAgreed(this, timeoutMs);
   }
 
-  pid(i: number): number | undefined {
-    return this.procs[i]?.pid;
-  }
-
-  async kill9(i: number): Promise<void> {
-    await this.procs[i]?.kill9();
-  }
-
-  restart(i: number): void {
-    this.procs[i]?.start();
-  }
-
-  pause(i: number): void {
-    (this.procs[i] as ServerProcess).pause();
-  }
-
-  resume(i: number): void {
-    (this.procs[i] as ServerProcess).cont();
-  }
-
-  cutOff(i: number): void {
-    cutOff((this.procs[i] as ServerProcess).name);
-  }
-
-  reconnect(): void {
-    heal();
-  }
-
-  resetClients(): void {
-    for (const c of this.clients) c?.close();
-    this.clients = [];
-  }
-
-  async stop(): Promise<void> {
-    this.resetClients();
-    // SIGKILL: the data dir is thrown away, and etcd takes seconds over a clean stop.
-    await Promise.all(this.procs.map((p) => p.kill9()));
+  /** SIGKILL: the data dir is thrown away, and etcd takes seconds over a clean stop. */
+  protected override stopProcess(p: ServerProcess): Promise<void> {
+    return p.kill9();
   }
 
   readonly fsyncHistogram = 'etcd_disk_wal_fsync_duration_seconds';
@@ -457,23 +497,21 @@ export interface CairnStartOptions {
   readonly tls?: BenchTls;
 }
 
-export class CairnSystem implements WatchableSystem {
+export class CairnSystem extends ProcessSystem<CairnClient> implements WatchableSystem {
   readonly name = 'Cairn' as const;
-  readonly nodeNames: readonly string[];
   readonly version: string;
-  private clients: (CairnClient | undefined)[] = [];
   private readonly refs: ResourceRef[] = Array.from({ length: KEY_COUNT }, (_, k) => ({ type: ALBUM, name: keyName(k), tenancy: { namespace: NAMESPACE } }));
   /** Request ids: a monotonic ULID costs ~1 µs, the client's default ulid() ~46 µs of load-generator CPU. */
   private readonly requestId = monotonicFactory();
 
   private constructor(
-    private readonly procs: ServerProcess[],
+    procs: ServerProcess[],
     readonly grpcAddrs: readonly string[],
     readonly httpAddrs: readonly string[],
     version: string,
     readonly tls: BenchTls | undefined,
   ) {
-    this.nodeNames = procs.map((p) => p.name);
+    super(procs);
     this.version = version;
   }
 
@@ -512,20 +550,14 @@ export class CairnSystem implements WatchableSystem {
     const pkg = JSON.parse(await readFile(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string };
     const sys = new CairnSystem(procs, names.map((_, i) => grpcAddr(i)), names.map((_, i) => httpAddr(i)), pkg.version, opts.tls);
     await mkdir(dir, { recursive: true });
-    for (const p of procs) p.start();
-    await sys.waitHealthy(60_000);
+    await sys.launch();
     return sys;
   }
 
-  private client(i: number): CairnClient {
-    let c = this.clients[i];
-    if (c === undefined) {
-      // One endpoint: the benchmark chooses the node (leader or spread), not the client.
-      const tls = this.tls;
-      c = new CairnClient({ endpoints: [this.grpcAddrs[i] as string], timeoutMs: 10_000, ...(tls !== undefined ? { tls: { ca: tls.caPem, cert: tls.client.certPem, key: tls.client.keyPem }, token: tls.token } : {}) });
-      this.clients[i] = c;
-    }
-    return c;
+  protected override newClient(i: number): CairnClient {
+    // One endpoint: the benchmark chooses the node (leader or spread), not the client.
+    const tls = this.tls;
+    return new CairnClient({ endpoints: [this.grpcAddrs[i] as string], timeoutMs: 10_000, ...(tls !== undefined ? { tls: { ca: tls.caPem, cert: tls.client.certPem, key: tls.client.keyPem }, token: tls.token } : {}) });
   }
 
   ops(i: number): KvOps {
@@ -553,11 +585,9 @@ export class CairnSystem implements WatchableSystem {
   }
 
   async health(i: number): Promise<NodeHealth> {
-    const p = this.procs[i] as ServerProcess;
-    p.assertAlive();
-    const name = p.name;
+    const name = this.nodeNames[i] as string;
     const down = (note: string): NodeHealth => ({ name, up: false, isLeader: false, leader: '', applied: 0, last: 0, note });
-    if (!p.running()) return down('stopped');
+    if (!this.running(i)) return down('stopped');
     try {
       let s: AgentSelf;
       if (this.tls !== undefined) {
@@ -576,47 +606,13 @@ export class CairnSystem implements WatchableSystem {
     }
   }
 
-  waitHealthy(timeoutMs = 60_000): Promise<number> {
+  override waitHealthy(timeoutMs = 60_000): Promise<number> {
     return waitAgreed(this, timeoutMs);
   }
 
-  pid(i: number): number | undefined {
-    return this.procs[i]?.pid;
-  }
-
-  async kill9(i: number): Promise<void> {
-    await this.procs[i]?.kill9();
-  }
-
-  restart(i: number): void {
-    this.procs[i]?.start();
-  }
-
-  pause(i: number): void {
-    (this.procs[i] as ServerProcess).pause();
-  }
-
-  resume(i: number): void {
-    (this.procs[i] as ServerProcess).cont();
-  }
-
-  cutOff(i: number): void {
-    cutOff((this.procs[i] as ServerProcess).name);
-  }
-
-  reconnect(): void {
-    heal();
-  }
-
-  resetClients(): void {
-    for (const c of this.clients) c?.close();
-    this.clients = [];
-  }
-
-  async stop(): Promise<void> {
-    this.resetClients();
-    // SIGTERM: a clean stop, which is also when `node --cpu-prof` writes its profile.
-    await Promise.all(this.procs.map((p) => p.term(20_000)));
+  /** SIGTERM: a clean stop, which is also when `node --cpu-prof` writes its profile. */
+  protected override stopProcess(p: ServerProcess): Promise<void> {
+    return p.term(20_000);
   }
 
   readonly fsyncHistogram = 'cairn_log_fsync_seconds';

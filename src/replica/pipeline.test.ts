@@ -7,7 +7,7 @@ import t, { type Test } from 'tap';
 import { CommandType, type ApplyResult } from '../fsm/index.js';
 import type { Entry, HardState } from '../raft/index.js';
 import type { LogIndex } from '../base/index.js';
-import { LocalCluster, MemoryLogStore, MemorySnapshotStore, waitUntil, type LocalNode } from './testing/index.js';
+import { LocalCluster, MemoryLogStore, MemorySnapshotStore, waitUntil, type LocalClusterOptions, type LocalNode } from './testing/index.js';
 
 const artist = { group: 'demo', groupVersion: 'v1', kind: 'Artist' };
 const tenancy = { partition: 'default', namespace: 'default' };
@@ -42,8 +42,12 @@ class GatedLogStore extends MemoryLogStore {
   }
 }
 
-async function cluster(t: Test): Promise<{ c: LocalCluster; stores: Map<string, GatedLogStore>; leader: LocalNode }> {
-  const c = new LocalCluster({ seed: 11, tickMs: 20 });
+/**
+ * Three nodes on gated log stores, with a first write committed. `options` go to the
+ * LocalCluster over the defaults (seed 11, 20 ms ticks). Teardown opens every gate, then closes.
+ */
+async function cluster(t: Test, options: LocalClusterOptions = {}): Promise<{ c: LocalCluster; stores: Map<string, GatedLogStore>; leader: LocalNode }> {
+  const c = new LocalCluster({ seed: 11, tickMs: 20, ...options });
   t.teardown(async () => {
     for (const s of stores.values()) s.open();
     await c.close();
@@ -94,21 +98,8 @@ t.test('followers answer heartbeats while their log write is held: a linearizabl
 });
 
 t.test('a proposal not applied in time is answered TIMEOUT by the tick sweep', async (t) => {
-  const c = new LocalCluster({ seed: 12, tickMs: 20, proposalTimeoutMs: 300 });
-  t.teardown(() => c.close());
-  const stores = new Map<string, GatedLogStore>();
-  const config = LocalCluster.config(['n1', 'n2', 'n3']);
-  for (const id of ['n1', 'n2', 'n3']) {
-    const logStore = new GatedLogStore();
-    stores.set(id, logStore);
-    await c.start(id, config, { logStore, snapshotStore: new MemorySnapshotStore() });
-  }
-  const leader = await c.waitForLeader();
-  await leader.coordinator.propose(CommandType.ResourceWrite, writeBody('warm-up'));
+  const { stores, leader } = await cluster(t, { seed: 12, proposalTimeoutMs: 300 });
   for (const s of stores.values()) s.hold();
-  t.teardown(() => {
-    for (const s of stores.values()) s.open();
-  });
   const started = Date.now();
   await t.rejects(leader.replica.propose(new Uint8Array([0xff])), { code: 'TIMEOUT' });
   const took = Date.now() - started;
