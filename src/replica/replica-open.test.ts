@@ -146,3 +146,16 @@ t.test('a log holding the snapshot index in another term at or below its commit 
   t.teardown(() => c.close());
   await t.rejects(c.start('n2', undefined, d), { name: 'CorruptLogError', message: /entry 8 of term 2 with commit index 9.*of term 3/ });
 });
+
+t.test('open resolves only once the node has applied every entry its disk holds as committed (nothing is served from an older state)', async (t) => {
+  // A snapshot at 5, the log to 20, committed to 15: the replay of 6..15 runs in the Ready loop,
+  // which starts at the next event-loop turn; a node that answered before it would read (or
+  // check a token) against the state at 5.
+  const logStore = new MemoryLogStore();
+  const snapshotStore = new MemorySnapshotStore();
+  await logStore.append({ entries: noops(1, 20, 2), hardState: { term: 2 as Term, vote: N1, commit: 15 as LogIndex }, sync: true });
+  await snapshotStore.save(fsmSnapshot(5, 2));
+  const { n2 } = await startN2(t, { logStore: logStore.crash(), snapshotStore: snapshotStore.reopen() });
+  const st = n2.replica.status();
+  t.same({ applied: st.applied, stateMachine: n2.fsm.appliedIndex, commit: st.commit }, { applied: 15, stateMachine: 15, commit: 15 }, 'applied through the commit index when open resolved');
+});

@@ -188,6 +188,8 @@ export class Replica<Result = unknown, R = unknown> {
    * sequence starting over that answer (an older read index) would release a new read early.
    */
   private readonly incarnation: string;
+  /** `open` waits for the replay of the committed log: checked after each run of the Ready loop. */
+  private replayWaiter: (() => void) | undefined;
   private readonly dropped: Record<DropReason, number> = { 'non-member': 0, 'no-config': 0 };
   /** The member ids of `membersOf`, recomputed only when the core's configuration object changes. */
   private membersOf: Config | undefined;
@@ -251,7 +253,34 @@ export class Replica<Result = unknown, R = unknown> {
       { term: st.term, commit: st.commit, lastIndex: st.lastIndex, snapshotIndex: afterIndex, ms: Math.round(opts.clock.monotonicMs() - started) },
       'replica opened',
     );
-    return new Replica<Result, R>(opts, raw, afterIndex);
+    const replica = new Replica<Result, R>(opts, raw, afterIndex);
+    try {
+      await replica.replay(st.commit);
+    } catch (e) {
+      await replica.close().catch(() => undefined);
+      throw e;
+    }
+    log.info({ applied: st.commit, ms: Math.round(opts.clock.monotonicMs() - started) }, 'replayed the committed log');
+    return replica;
+  }
+
+  /**
+   * Resolves once the state machine holds every entry this disk holds as committed, so a node
+   * never serves (reads, checks a token, answers a CAS) from a state older than one it served
+   * or acknowledged before it stopped. The Ready loop runs at the next event-loop turn, after
+   * the caller may have started listening: `open` waits for this before it returns.
+   */
+  private replay(target: LogIndex): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const check = (): void => {
+        this.replayWaiter = undefined;
+        if (this.sm.appliedIndex >= target) resolve();
+        else if (this.failure) reject(this.failure);
+        else if (this.closed) reject(new CairnError(ErrorCode.UNAVAILABLE, `node ${this.opts.id} closed while replaying its log`));
+        else this.replayWaiter = check;
+      };
+      check();
+    });
   }
 
   /**
@@ -565,10 +594,16 @@ export class Replica<Result = unknown, R = unknown> {
     this.schedule();
   }
 
+  /**
+   * Runs the Ready loop at the next turn of the event loop (`Timers.yield`), not in a microtask:
+   * everything that arrives in one turn (proposals, messages, ticks) goes into one Ready, so a
+   * busy leader sends one append per follower per turn rather than one per request, and the
+   * transport writes each peer's messages once (docs/performance.md, "The pipelined write path").
+   */
   private schedule(): void {
     if (this.processing || this.closed || this.failure) return;
     this.processing = true;
-    queueMicrotask(() => void this.run());
+    void this.opts.timers.yield().then(() => this.run());
   }
 
   /**
@@ -590,6 +625,7 @@ export class Replica<Result = unknown, R = unknown> {
     } finally {
       this.processing = false;
     }
+    this.replayWaiter?.();
     if (!this.closed && !this.failure && this.raw.hasReady()) this.schedule();
   }
 
@@ -877,6 +913,7 @@ export class Replica<Result = unknown, R = unknown> {
   }
 
   private failAll(err: CairnError): void {
+    this.replayWaiter?.();
     for (const [, w] of this.proposals) {
       // The entry may still commit on other nodes: the outcome is unknown, not failed.
       w.reject(new CairnError(ErrorCode.TIMEOUT, `${err.message}; the write may or may not have been applied`));
