@@ -79,8 +79,7 @@ export interface VerifyReport {
     /**
      * From the Replica.open call (snapshot load and restore, log load) until every entry
      * committed on disk was applied, observed on every turn of the event loop; ms, one
-     * decimal. Replay runs on the driver loop in the microtasks right after open, so the two
-     * are measured together.
+     * decimal. Replica.open resolves only once the replay is done, so the two are one span.
      */
     readonly openAndReplayMs: number;
     /** From then until the node led and its read index was applied. */
@@ -214,7 +213,7 @@ interface Node {
   readonly logStoreKind: LogStoreKind;
   /** performance.now() when Replica.open was called. */
   readonly openStarted: number;
-  /** Until Replica.open resolved (which may include part or all of the replay that follows it). */
+  /** Until Replica.open resolved (snapshot, log load and the replay of the committed log). */
   readonly openMs: number;
 }
 
