@@ -7,6 +7,8 @@
  *   node dist/bench/mem-load.js [--seconds 60] [--clients 64] [--dir PATH] [--no-snapshots]
  *   node dist/bench/mem-load.js --idle [--dir PATH]
  *
+ * BENCH_CAIRN_NODE_FLAGS adds `node` flags to the agents, as for compare.js.
+ *
  * --idle: one agent started as `make run` starts it (`--dev --controllers`), read after 30 s
  * and snapshotted, instead of the cluster.
  *
@@ -51,6 +53,8 @@ const SECONDS = positive('--seconds', flagValue(argv, '--seconds'), 60);
 const CLIENTS = positive('--clients', flagValue(argv, '--clients'), 64);
 const SNAPSHOTS = !argv.includes('--no-snapshots');
 const IDLE = argv.includes('--idle');
+/** More `node` flags for the agents, as in compare.ts (e.g. "--max-semi-space-size=4"). */
+const NODE_FLAGS = (process.env['BENCH_CAIRN_NODE_FLAGS'] ?? '').split(/\s+/).filter((f) => f !== '');
 const MIB = 1024 * 1024;
 
 interface ProbeSample {
@@ -197,7 +201,7 @@ async function snapshot(sys: { pid(i: number): number | undefined; readonly node
 async function idleMain(dir: string, heapDir: string, probeDir: string, probe: string): Promise<void> {
   const [grpcPort, httpPort] = await freePorts(2);
   const bin = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'cairn');
-  const args = [`--import=${probe}`, '--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${heapDir}`, bin, 'agent', '--dev', '--controllers', '--data-dir', path.join(dir, 'data'), '--grpc-addr', `127.0.0.1:${String(grpcPort)}`, '--http-addr', `127.0.0.1:${String(httpPort)}`, '--log-level', 'warn'];
+  const args = [...NODE_FLAGS, `--import=${probe}`, '--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${heapDir}`, bin, 'agent', '--dev', '--controllers', '--data-dir', path.join(dir, 'data'), '--grpc-addr', `127.0.0.1:${String(grpcPort)}`, '--http-addr', `127.0.0.1:${String(httpPort)}`, '--log-level', 'warn'];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, MEM_PROBE_DIR: probeDir } });
   const one = { nodeNames: ['cairn1'], pid: () => child.pid };
   try {
@@ -231,12 +235,12 @@ async function main(): Promise<void> {
   process.env['MEM_PROBE_DIR'] = probeDir;
   const probe = path.join(path.dirname(fileURLToPath(import.meta.url)), 'mem-probe.js');
   if (IDLE) {
-    console.log(`mem-load --idle: one Cairn agent (node ${process.version}, ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}); data in ${dir}`);
+    console.log(`mem-load --idle: one Cairn agent (node ${process.version}, ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}); node flags ${NODE_FLAGS.join(' ') || 'none'}; data in ${dir}`);
     await idleMain(dir, heapDir, probeDir, probe);
     return;
   }
-  const nodeFlags = [`--import=${probe}`, ...(SNAPSHOTS ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${heapDir}`] : [])];
-  console.log(`mem-load: 3 Cairn agents (node ${process.version}, ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}), CAS at ${CLIENTS} clients for ${SECONDS} s; data in ${dir}`);
+  const nodeFlags = [...NODE_FLAGS, `--import=${probe}`, ...(SNAPSHOTS ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${heapDir}`] : [])];
+  console.log(`mem-load: 3 Cairn agents (node ${process.version}, ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}), CAS at ${CLIENTS} clients for ${SECONDS} s; node flags ${NODE_FLAGS.join(' ') || 'none'}; data in ${dir}`);
   const sys = await CairnSystem.start(dir, { nodeFlags });
   const result: Record<string, unknown> = { dir, seconds: SECONDS, clients: CLIENTS, loadAverageStart: os.loadavg() };
   try {
@@ -280,7 +284,9 @@ async function main(): Promise<void> {
   console.log(`wrote ${path.join(dir, 'mem-load.json')}`);
 }
 
-main().catch((e: unknown) => {
-  console.error(e);
-  process.exitCode = 1;
-});
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+  main().catch((e: unknown) => {
+    console.error(e);
+    process.exitCode = 1;
+  });
+}
