@@ -1,16 +1,17 @@
 import * as grpc from '@grpc/grpc-js';
 import t, { type Test } from 'tap';
-import { CairnError, ErrorCode, type Logger } from '../base/index.js';
+import { CairnError, ErrorCode, type Logger, type Revision } from '../base/index.js';
 import { cairn } from '../gen/resource.js';
 import type { Coordinator } from '../replica/index.js';
 import { LocalCluster, testClock } from '../replica/testing/index.js';
 import { registerDemoTypes } from './demo-types.js';
 import { grpcErrorOf } from './errors.js';
-import { addResourceGrpcService } from './grpc-resource-service.js';
+import { addResourceGrpcService, encodedResource } from './grpc-resource-service.js';
 import { TypeRegistry } from './registry.js';
 import { registryWriteHooks } from './write-hooks.js';
 import { ResourceService } from './resource-service.js';
 import { runningNode } from './served-node.js';
+import { ResourceStore } from '../store/index.js';
 
 /**
  * The public gRPC API over a real single-node replica (driver, Raft, FSM, store) in process:
@@ -402,4 +403,25 @@ t.test('List and ListByOwner page over gRPC: limit, continue, one revision; bad 
   const compacted = errorOf(await rpc.call('List', { type: 'demo.v1.Album', continue: gone }));
   t.same([compacted.grpc, compacted.code], [grpc.status.OUT_OF_RANGE, 'COMPACTED'], 'a revision this node does not hold');
   t.equal(compacted.details['revision'], '3');
+});
+
+t.test('a stored version\'s cached encoding owns exactly its bytes: it pins no 8 KiB Buffer-pool slab', (t) => {
+  const store = new ResourceStore();
+  const kept: Uint8Array[] = [];
+  for (let i = 1; i <= 50; i++) {
+    const w = store.write(
+      { id: { type: { group: 'demo', groupVersion: 'v1', kind: 'Artist' }, tenancy: { partition: 'default', namespace: 'default' }, name: `a${i}` }, data: { name: `artist ${i}` } },
+      { revision: i as Revision, time: '2026-11-27T14:00:00.000Z', newUid: `uid-${i}`, newGeneration: `gen-${i}` },
+    );
+    if (!w.ok) throw new Error(w.error.message);
+    t.ok(Object.isFrozen(w.value.resource), 'a stored version is frozen (cached)');
+    const b = encodedResource(w.value.resource);
+    t.equal(encodedResource(w.value.resource), b, 'encoded once: the second call answers from the cache');
+    kept.push(b);
+  }
+  t.ok(
+    kept.every((b) => b.byteOffset === 0 && b.buffer.byteLength === b.byteLength),
+    `each cached encoding is its own buffer of its own size (sizes ${kept.slice(0, 3).map((b) => `${b.byteLength}/${b.buffer.byteLength}`).join(', ')}, ...)`,
+  );
+  t.end();
 });

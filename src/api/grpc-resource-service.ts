@@ -141,13 +141,21 @@ export const resourceServiceDefinition = serviceDefinition(MAX_PUBLIC_MESSAGE_BY
 /** A stored resource's encoded cairn.resource.v1.Resource, built once per stored version. */
 const encodedResources = new WeakMap<Resource, Uint8Array>();
 
-function encodedResource(r: Resource): Uint8Array {
+/** Exported for its test: the cached bytes own exactly their memory. */
+export function encodedResource(r: Resource): Uint8Array {
   let b = encodedResources.get(r);
   if (b === undefined) {
     b = pb.Resource.encode(resourceToMsg(resourceToJson(r))).finish();
     // Only a stored resource (frozen: a new version is a new object) may be answered from
     // cached bytes; a result relayed from the leader (decoded, not frozen) is used once.
-    if (Object.isFrozen(r)) encodedResources.set(r, b);
+    if (Object.isFrozen(r)) {
+      // The encoder returns a slice of Node's shared 8 KiB Buffer pool: cached as it is, each
+      // version kept alive by the event window would pin a whole slab (78 MiB of slabs on a
+      // leader under load, docs/performance.md "Where a node's memory goes"). Keep a copy of
+      // exactly its size.
+      if (b.byteOffset !== 0 || b.buffer.byteLength !== b.byteLength) b = new Uint8Array(b);
+      encodedResources.set(r, b);
+    }
   }
   return b;
 }
