@@ -55,17 +55,10 @@ import { fanoutRows, fanoutTable } from './fanout/cluster-report.js';
 import { CairnSystem, EtcdSystem, KEY_COUNT, makeBenchTls, VALUE_BYTES, type SystemName, type WatchableSystem } from './systems.js';
 import type { WatchFanoutOutcome } from './watch-hook.js';
 import { netCutSupport } from './netcut.js';
+import { flagValue } from './args.js';
 import { FAILOVER_FAULTS, failoverTrial, preload, runPhase, type FailoverFault, type FailoverTrial, type PhaseResult, type PhaseSpec } from './workload.js';
 
 // ---- Settings ----------------------------------------------------------------------------
-
-function flagValue(argv: readonly string[], name: string): string | undefined {
-  const i = argv.indexOf(name);
-  if (i < 0) return undefined;
-  const v = argv[i + 1];
-  if (v === undefined || v.startsWith('--')) throw new Error(`${name} needs a value`);
-  return v;
-}
 
 const argv = process.argv.slice(2);
 const QUICK = argv.includes('--quick');

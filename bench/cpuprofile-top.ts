@@ -10,25 +10,8 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import type { CpuProfile } from './cpuprofile.js';
 
-interface CallFrame {
-  readonly functionName: string;
-  readonly url: string;
-  readonly lineNumber: number;
-}
-interface ProfileNode {
-  readonly id: number;
-  readonly callFrame: CallFrame;
-  readonly hitCount?: number;
-}
-interface CpuProfile {
-  readonly nodes: readonly ProfileNode[];
-  readonly startTime: number;
-  readonly endTime: number;
-  readonly samples: readonly number[];
-  /** Microseconds between consecutive samples (the first: since startTime). */
-  readonly timeDeltas: readonly number[];
-}
 
 const argv = process.argv.slice(2);
 const file = argv.find((a) => !a.startsWith('--'));
@@ -89,7 +72,7 @@ for (const n of profile.nodes) {
     continue;
   }
   const loc = where(f.url);
-  const key = `${f.functionName || '(anonymous)'} ${loc !== '' ? `${loc}:${f.lineNumber + 1}` : ''}`.trim();
+  const key = `${f.functionName || '(anonymous)'} ${loc !== '' ? `${loc}:${(f.lineNumber ?? 0) + 1}` : ''}`.trim();
   byFunction.set(key, (byFunction.get(key) ?? 0) + h);
   const fileKey = loc === '' ? f.functionName : f.url.includes('node_modules/') ? packageOf(loc) : loc;
   byFile.set(fileKey, (byFile.get(fileKey) ?? 0) + h);

@@ -1,5 +1,6 @@
 import t from 'tap';
-import { busyTogetherUs, categorize, samplesOf, stretchesOf, type CpuProfile } from './cpuprofile-turns.js';
+import type { CpuProfile } from './cpuprofile.js';
+import { busyTogetherUs, categorize, samplesOf, stretchesOf } from './cpuprofile-turns.js';
 
 /** A profile sampled every 100 µs from t=0: `pattern` gives each sample's node ('i' idle, 'a' src/api code, 'g' GC). */
 function profile(pattern: string, startTime = 0): CpuProfile {

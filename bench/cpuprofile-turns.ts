@@ -15,22 +15,8 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import type { CallFrame, CpuProfile } from './cpuprofile.js';
 
-interface CallFrame {
-  readonly functionName: string;
-  readonly url: string;
-}
-interface ProfileNode {
-  readonly id: number;
-  readonly callFrame: CallFrame;
-}
-export interface CpuProfile {
-  readonly nodes: readonly ProfileNode[];
-  readonly startTime: number;
-  readonly endTime: number;
-  readonly samples: readonly number[];
-  readonly timeDeltas: readonly number[];
-}
 
 /** What a sample's own frame belongs to: a package, a part of Node, a module of ours, or V8. */
 export function categorize(frame: CallFrame): string {

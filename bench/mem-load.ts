@@ -29,17 +29,10 @@ import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { flagValue } from './args.js';
 import { freePorts, sleep, until } from './procs.js';
 import { CairnSystem, KEY_COUNT } from './systems.js';
 import { preload, runPhase } from './workload.js';
-
-function flagValue(argv: readonly string[], name: string): string | undefined {
-  const i = argv.indexOf(name);
-  if (i < 0) return undefined;
-  const v = argv[i + 1];
-  if (v === undefined || v.startsWith('--')) throw new Error(`${name} needs a value`);
-  return v;
-}
 
 function positive(name: string, raw: string | undefined, fallback: number): number {
   if (raw === undefined) return fallback;
