@@ -136,6 +136,15 @@ interface PendingWrite {
   hardState: HardState | undefined;
   sync: boolean;
   readonly late: Message[];
+  /** Role changes the batch's Readies carried: announced once the batch is durable, in order. */
+  readonly roles: RoleNote[];
+}
+
+/** A role change as listeners hear it, with the term it was taken in. */
+interface RoleNote {
+  readonly role: Status['role'];
+  readonly leader: NodeId;
+  readonly term: number;
 }
 
 /**
@@ -617,7 +626,7 @@ export class Replica<Result = unknown, R = unknown> {
     try {
       while (!this.closed && !this.failure && this.raw.hasReady()) {
         const rd = this.raw.ready();
-        if (rd.snapshot === undefined && rd.softState === undefined) this.pipeline(rd);
+        if (rd.snapshot === undefined) this.pipeline(rd);
         else await this.inOrder(rd);
       }
     } catch (e) {
@@ -647,8 +656,13 @@ export class Replica<Result = unknown, R = unknown> {
     return !rd.mustSync && (!writesPending || this.bugs?.answerAheadOfWrites === true);
   }
 
-  /** Steps 1-6 for a Ready without a snapshot or a role change, without waiting for its write. */
+  /**
+   * Steps 1-6 for a Ready without a snapshot, without waiting for its write. A role change it
+   * carries is announced once its write (and every earlier one) is durable, while the loop goes
+   * on: a new leader's heartbeats and a follower's heartbeat answers do not wait for the disk.
+   */
   private pipeline(rd: Ready): void {
+    const role = this.roleNote(rd);
     const pending = this.writing !== undefined || this.queued !== undefined;
     const early: Message[] = [];
     const late: Message[] = [];
@@ -664,17 +678,19 @@ export class Replica<Result = unknown, R = unknown> {
     const writes = rd.entries.length > 0 || rd.hardState !== undefined;
     if (!writes && late.length === 0 && !pending) {
       this.raw.persisted(rd);
+      if (role !== undefined) this.announceRole(role);
     } else {
-      this.enqueue(rd, late);
+      this.enqueue(rd, late, role);
       if (this.bugs?.countOwnWriteEarly === true) this.raw.persisted(rd);
     }
     this.maybeSnapshot();
   }
 
   /** Adds a Ready's write to the next batch (merging: a later entry replaces the suffix from its index). */
-  private enqueue(rd: Ready, late: readonly Message[]): void {
-    const q = (this.queued ??= { readies: [], entries: [], hardState: undefined, sync: false, late: [] });
+  private enqueue(rd: Ready, late: readonly Message[], role: RoleNote | undefined): void {
+    const q = (this.queued ??= { readies: [], entries: [], hardState: undefined, sync: false, late: [], roles: [] });
     q.readies.push(rd);
+    if (role !== undefined) q.roles.push(role);
     const first = rd.entries[0];
     if (first !== undefined) {
       const head = q.entries[0];
@@ -719,6 +735,7 @@ export class Replica<Result = unknown, R = unknown> {
     if (w.sync && w.hardState !== undefined && w.hardState.term > this.durableTerm) this.durableTerm = w.hardState.term;
     if (this.bugs?.countOwnWriteEarly !== true) for (const rd of w.readies) this.raw.persisted(rd);
     if (w.late.length > 0) this.opts.transport.send(w.late);
+    for (const r of w.roles) this.announceRole(r);
     this.startWrite();
     this.schedule();
   }
@@ -736,6 +753,7 @@ export class Replica<Result = unknown, R = unknown> {
    * its own (snapshot file first), then what waited for it, then restore and apply.
    */
   private async inOrder(rd: Ready): Promise<void> {
+    const role = this.roleNote(rd);
     const early: Message[] = [];
     const late: Message[] = [];
     for (const m of rd.messages) (this.sendsNow(m, rd, true) ? early : late).push(m);
@@ -746,6 +764,7 @@ export class Replica<Result = unknown, R = unknown> {
     const hs = rd.hardState;
     if (rd.mustSync && hs !== undefined && hs.term > this.durableTerm) this.durableTerm = hs.term;
     if (late.length > 0) this.opts.transport.send(late);
+    if (role !== undefined) this.announceRole(role);
     this.apply(rd);
     this.raw.advance(rd);
     this.maybeSnapshot();
@@ -764,13 +783,20 @@ export class Replica<Result = unknown, R = unknown> {
     }
   }
 
+  /** The role change a Ready carries, with the term it was taken in (taken when the Ready is). */
+  private roleNote(rd: Ready): RoleNote | undefined {
+    if (rd.softState === undefined) return undefined;
+    return { role: rd.softState.role, leader: rd.softState.leader, term: this.raw.basicStatus().term };
+  }
+
+  /** Tells the log, `onRoleChange` and the role waiters; called once the Ready that carried it is durable. */
+  private announceRole(r: RoleNote): void {
+    this.log.info({ term: r.term, role: r.role, leader: r.leader }, 'raft role changed');
+    this.opts.onRoleChange?.({ role: r.role, leader: r.leader, term: r.term });
+    this.wakeRoleWaiters();
+  }
+
   private apply(rd: Ready): void {
-    if (rd.softState) {
-      const term = this.raw.basicStatus().term;
-      this.log.info({ term, role: rd.softState.role, leader: rd.softState.leader }, 'raft role changed');
-      this.opts.onRoleChange?.({ role: rd.softState.role, leader: rd.softState.leader, term });
-      this.wakeRoleWaiters();
-    }
     if (rd.snapshot) {
       this.sm.restore(rd.snapshot.meta, rd.snapshot.data);
       this.lastSnapshotIndex = rd.snapshot.meta.index;

@@ -206,8 +206,12 @@ t.test('scopes are learnt from the server: cluster- and partition-scoped types, 
   f.manager(new ControllerManager({ client: f.client([agent.grpcAddress]), controllers: [record('test.v1.execs', 'demo.v1.Executive'), record('test.v1.labels', 'demo.v1.RecordLabel')], clock: systemClock, timers: systemTimers }));
   await until('both reconciled', 20_000, () => (keys.length >= 2 ? true : undefined));
   t.same([...new Set(keys)].sort(), [resourceKey('', '', 'boss'), resourceKey('p1', '', 'acme')], 'keys are partition/namespace/name with empty unused parts');
-  const boss = (await c.read({ type: 'demo.v1.Executive', name: 'boss' })).resource;
-  t.equal(boss.status['test.v1.execs']?.observed_generation, boss.generation);
+  // reconcile records the key before its status write lands: wait for the write, not for the call.
+  const boss = await until('the status of boss written', 20_000, async () => {
+    const r = (await c.read({ type: 'demo.v1.Executive', name: 'boss' })).resource;
+    return r.status['test.v1.execs'] !== undefined ? r : undefined;
+  });
+  t.equal(boss.status['test.v1.execs']?.observed_generation, boss.generation, 'the status observes the generation it reconciled');
 
   const bad = new ControllerManager({ client: f.client([agent.grpcAddress]), controllers: [record('test.v1.nope', 'demo.v1.Nope')], restartBaseMs: 50, clock: systemClock, timers: systemTimers });
   f.manager(bad);

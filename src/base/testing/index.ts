@@ -17,3 +17,4 @@ export const realTimers: Timers = {
   clearInterval: (h) => clearInterval(h as ReturnType<typeof setInterval> | undefined),
   yield: () => new Promise<void>((resolve) => setImmediate(resolve)),
 };
+export { ManualTime } from './manual-time.js';

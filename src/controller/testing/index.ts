@@ -1,1 +1,1 @@
-export { ManualTime } from './manual-time.js';
+export { ManualTime } from '../../base/testing/index.js';

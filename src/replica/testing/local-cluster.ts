@@ -1,4 +1,4 @@
-import { SeededRandom, nodeId, type Clock, type NodeId } from '../../base/index.js';
+import { SeededRandom, nodeId, type Clock, type NodeId, type Timers } from '../../base/index.js';
 import { realClock, realTimers } from '../../base/testing/index.js';
 import { Fsm, type ApplyResult, type WriteHooks } from '../../fsm/index.js';
 import { makeConfig, type Config } from '../../raft/index.js';
@@ -31,6 +31,9 @@ export interface LocalClusterOptions {
   readonly maxAppendBytes?: number;
   /** The types' hooks, for unconditional writes (FsmOptions.writeHooks; the api's `registryWriteHooks`). */
   readonly writeHooks?: WriteHooks;
+  /** The replicas' clock and timers (default: real time); a `ManualTime` makes time the test's. */
+  readonly clock?: Clock;
+  readonly timers?: Timers;
 }
 
 /**
@@ -59,8 +62,8 @@ export class LocalCluster {
     const replica = await Replica.open<ApplyResult, Resource>({
       id: nid,
       random: this.rng.fork(),
-      clock: testClock,
-      timers: realTimers,
+      clock: o.clock ?? testClock,
+      timers: o.timers ?? realTimers,
       logStore,
       snapshotStore,
       transport: this.net.transport(nid),

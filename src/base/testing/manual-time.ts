@@ -1,4 +1,4 @@
-import type { Clock, Timers } from '../../base/index.js';
+import type { Clock, Timers } from '../ports.js';
 
 interface Pending {
   readonly id: number;
