@@ -1,5 +1,5 @@
 import { CairnError, ErrorCode, NO_NODE, silentLogger, type Clock, type LogIndex, type Logger, type NodeId, type Random, type Revision, type Term, type Timers } from '../base/index.js';
-import { RawNode, resolveRaftOptions, type Config, type ConfigChange, type Entry, type HardState, type Message, type PersistedState, type RaftOptions, type Ready, type SnapshotMeta, type Status } from '../raft/index.js';
+import { RawNode, isVoter, resolveRaftOptions, type Config, type ConfigChange, type Entry, type HardState, type Message, type PersistedState, type RaftOptions, type Ready, type SnapshotMeta, type Status } from '../raft/index.js';
 import type { ChangeRecord } from '../store/index.js';
 import { CorruptLogError, type ChangePublisher, type LoadedLog, type LogStore, type SnapshotStore, type StateMachine, type Transport } from './ports.js';
 
@@ -30,6 +30,13 @@ export interface ReplicaOptions<Result, R = unknown> {
   readonly proposalTimeoutMs?: number;
   /** A read index not confirmed within this fails with TIMEOUT. Default 5,000. */
   readonly readTimeoutMs?: number;
+  /**
+   * A leader whose log write has been running this long hands leadership to its most
+   * up-to-date follower (a hung disk): it could not apply or answer anything meanwhile, while a
+   * quorum of followers could. Checked every tick, again each election timeout while the write
+   * hangs. Default 5,000; 0 turns it off.
+   */
+  readonly writeStallMs?: number;
   /** Form a new cluster with this configuration if the node has no state yet. */
   readonly bootstrap?: Config;
   /** Told when this node's role or the leader it knows changes (after the Ready is durable). */
@@ -151,10 +158,13 @@ interface RoleNote {
  * Messages that vouch for nothing on this node's disk but their term, so they wait for no
  * write once their term is durable (src/replica/README.md, "Pipelined writes"): a leader's
  * appends, heartbeats and snapshot chunks (thesis §10.2.1), read-index requests and answers
- * (they vouch only for a commit index already durable on a quorum), heartbeat answers.
+ * (they vouch only for a commit index already durable on a quorum), heartbeat answers, and a
+ * leader's `timeout-now` (thesis §3.10: it tells a follower whose log matches the leader's to
+ * campaign at once; the follower holds that log on its own disk, and who campaigns when is
+ * liveness only). A hung disk must not hold it: it is how a stalled leader hands over.
  */
 function vouchesForNothing(m: Message): boolean {
-  return m.type === 'app' || m.type === 'heartbeat' || m.type === 'snap' || m.type === 'read-index-resp' || m.type === 'read-index' || m.type === 'heartbeat-resp';
+  return m.type === 'app' || m.type === 'heartbeat' || m.type === 'snap' || m.type === 'read-index-resp' || m.type === 'read-index' || m.type === 'heartbeat-resp' || m.type === 'timeout-now';
 }
 
 function plantedEarly(m: Message, bugs: ReplicaPlantedBugs | undefined): boolean {
@@ -209,6 +219,9 @@ export class Replica<Result = unknown, R = unknown> {
   private readonly bugs: ReplicaPlantedBugs | undefined;
   /** The log write in flight (pipelined path); settles after its completion was handled. */
   private writing: Promise<void> | undefined;
+  /** When the write in flight started (monotonic ms), and when a stalled leader last handed off. */
+  private writeStartedMs = 0;
+  private stallHandoffMs: number | undefined;
   /** Readies taken while `writing` runs, merged into the next write. */
   private queued: PendingWrite | undefined;
   /** The term of the newest hard state known durable: a heartbeat answer in it vouches for nothing unwritten. */
@@ -505,7 +518,46 @@ export class Replica<Result = unknown, R = unknown> {
     if (this.closed || this.failure) return;
     this.raw.tick();
     this.sweepDeadlines();
+    this.checkWriteStall();
     this.schedule();
+  }
+
+  /**
+   * A leader whose write hangs (`writeStallMs`) hands leadership to the follower with the
+   * longest log: it keeps sending heartbeats (they wait for no write) so nobody else would
+   * campaign, yet it can apply nothing above its own durable index, so every write would time
+   * out. The transfer goes through the core (thesis §3.10): the target campaigns once it has
+   * the whole log, and wins with the other followers' votes; this node votes only once its
+   * disk answers. Liveness only: a transfer changes no term, vote or log rule.
+   */
+  private checkWriteStall(): void {
+    const limit = this.opts.writeStallMs ?? 5_000;
+    if (limit <= 0 || this.writing === undefined) return;
+    const now = this.opts.clock.monotonicMs();
+    const stalled = now - this.writeStartedMs;
+    if (stalled < limit) return;
+    const st = this.raw.status();
+    if (st.role !== 'leader' || st.progress === undefined) return;
+    // Once per election timeout at most (the core aborts a transfer that takes longer).
+    const again = this.leaderSilenceMs;
+    if (this.stallHandoffMs !== undefined && now - this.stallHandoffMs < again) return;
+    let target: NodeId | undefined;
+    let best = -1;
+    for (const [id, pr] of st.progress) {
+      if (id === this.opts.id || !isVoter(st.config, id) || !pr.recentActive) continue;
+      if ((pr.match as number) > best) {
+        best = pr.match as number;
+        target = id;
+      }
+    }
+    if (target === undefined) return;
+    this.stallHandoffMs = now;
+    this.log.warn({ stalledMs: Math.round(stalled), target, term: st.term }, 'the log write has hung; handing leadership to a follower');
+    try {
+      this.raw.transferLeadership(target);
+    } catch (e) {
+      this.log.warn({ err: e, target }, 'could not hand leadership over');
+    }
   }
 
   /**
@@ -617,10 +669,10 @@ export class Replica<Result = unknown, R = unknown> {
 
   /**
    * The Ready loop (src/replica/README.md, "The order of one Ready" and "Pipelined writes"). A
-   * Ready without a snapshot or a role change is pipelined: sent, applied and accepted at
-   * once, its write queued behind the one in flight; the loop goes on to the next Ready
-   * without waiting for the disk. A Ready with a snapshot or a role change waits for every
-   * earlier write and its own before it applies.
+   * Ready without a snapshot is pipelined: sent, applied and accepted at once, its write queued
+   * behind the one in flight (a role change it carries is announced once that write is
+   * durable); the loop goes on to the next Ready without waiting for the disk. A Ready with a
+   * snapshot waits for every earlier write and its own before it applies.
    */
   private async run(): Promise<void> {
     try {
@@ -708,6 +760,7 @@ export class Replica<Result = unknown, R = unknown> {
     if (this.writing !== undefined || this.queued === undefined || this.closed || this.failure) return;
     const w = this.queued;
     this.queued = undefined;
+    this.writeStartedMs = this.opts.clock.monotonicMs();
     this.writing = this.write(w).then(
       () => {
         try {
@@ -749,8 +802,9 @@ export class Replica<Result = unknown, R = unknown> {
   }
 
   /**
-   * A Ready with a snapshot or a role change keeps the plain order: every earlier write, then
-   * its own (snapshot file first), then what waited for it, then restore and apply.
+   * A Ready with a snapshot keeps the plain order: every earlier write, then its own (snapshot
+   * file first), then what waited for it, then announce a role change it carries, restore and
+   * apply.
    */
   private async inOrder(rd: Ready): Promise<void> {
     const role = this.roleNote(rd);

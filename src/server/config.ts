@@ -57,6 +57,11 @@ export interface AgentConfig {
    * the election timeout.
    */
   readonly leaderLostTicks: number;
+  /**
+   * A leader whose log write has been running this long (a hung disk) hands leadership to its
+   * most up-to-date follower (ReplicaOptions.writeStallMs). Default 5,000; 0 = never.
+   */
+  readonly writeStallMs: number;
   /** Entries applied between snapshots. Default 10,000. */
   readonly snapshotEntries: number;
   /**
@@ -212,6 +217,7 @@ export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertise
   electionTicks: 10,
   heartbeatTicks: 1,
   leaderLostTicks: 5,
+  writeStallMs: 5_000,
   snapshotEntries: 10_000,
   logStore: 'wal',
   walSegmentBytes: 64 * 1024 * 1024, // DEFAULT_SEGMENT_BYTES of src/platform (a test keeps them equal)

@@ -128,6 +128,7 @@ t.test('every option can be set from flags, env and file with the same names', a
     electionTicks: { flag: '20', file: 20, want: 20 },
     heartbeatTicks: { flag: '2', file: 2, want: 2 },
     leaderLostTicks: { flag: '0', file: 0, want: 0 },
+    writeStallMs: { flag: '0', file: 0, want: 0 },
     snapshotEntries: { flag: '500', file: 500, want: 500 },
     logStore: { flag: 'level', file: 'level', want: 'level' },
     walSegmentBytes: { flag: '1048576', file: 1048576, want: 1048576 },

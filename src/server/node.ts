@@ -473,6 +473,7 @@ export class Node implements ServedNode {
       publisher: this.publisherPort(publisher),
       logger,
       tickMs: config.tickMs,
+      writeStallMs: config.writeStallMs,
       snapshotEveryEntries: config.snapshotEntries,
       raft: {
         electionTimeoutTicks: config.electionTicks,

@@ -34,6 +34,8 @@ export interface LocalClusterOptions {
   /** The replicas' clock and timers (default: real time); a `ManualTime` makes time the test's. */
   readonly clock?: Clock;
   readonly timers?: Timers;
+  /** ReplicaOptions.writeStallMs (default there: 5,000). */
+  readonly writeStallMs?: number;
 }
 
 /**
@@ -72,6 +74,7 @@ export class LocalCluster {
       ...(o.snapshotEveryEntries !== undefined ? { snapshotEveryEntries: o.snapshotEveryEntries } : {}),
       ...(o.snapshotRetainEntries !== undefined ? { snapshotRetainEntries: o.snapshotRetainEntries } : {}),
       ...(o.proposalTimeoutMs !== undefined ? { proposalTimeoutMs: o.proposalTimeoutMs } : {}),
+      ...(o.writeStallMs !== undefined ? { writeStallMs: o.writeStallMs } : {}),
       ...(bootstrap ? { bootstrap } : {}),
       ...(o.maxAppendBytes !== undefined ? { raft: { maxAppendBytes: o.maxAppendBytes } } : {}),
     });
