@@ -211,7 +211,7 @@ function printSummary(reports: readonly SeedReport[], secs: number): void {
       `(dropped ${g('dropped')}, duplicated ${g('duplicated')}; at most ${fmt(maxInFlight)} in flight in a passing run)`,
   );
   console.log(
-    `  faults injected ${g('faults')}: partitions ${g('partitions')}, crashes ${g('crashes')}, loss/dup spikes ${g('spikes')}, disk stalls ${g('diskStalls')}, ` +
+    `  faults injected ${g('faults')}: partitions ${g('partitions')}, crashes ${g('crashes')}, loss/dup spikes ${g('spikes')}, ` +
       `membership changes ${g('membershipChanges')}, leader transfers ${g('transfers')}`,
   );
   console.log(
@@ -325,7 +325,7 @@ const USAGE = `usage:
   node dist/cluster-test/sim/cli.js swarm --seeds N [--start S] [--duration-ms M] [--faults P] [--nodes 3|5] [--snapshot-chunk-bytes B] [--quota-bytes Q] [--planted-bug B] [--driver-bug B] [--jobs J]
   node dist/cluster-test/sim/cli.js replay --seed S [--verbose] [--duration-ms M] [--faults P] [--nodes 3|5] [--snapshot-chunk-bytes B] [--quota-bytes Q] [--planted-bug B] [--driver-bug B]
   node dist/cluster-test/sim/cli.js demo [--seed S] [--duration-ms M] [--faults P]
-fault profiles: mixed (default: drawn from the seed), default, none, partitions, crashes, membership, chaos, stale-leader, figure8, disk-stalls (not in mixed)
+fault profiles: mixed (default: drawn from the seed), default, none, partitions, crashes, membership, chaos, stale-leader, figure8
   node dist/cluster-test/sim/cli.js planted [--seeds N] [--start S] [--duration-ms M]   (every planted bug x every profile: share of seeds caught)
 planted bugs: ${PLANTED_BUGS.join(', ')} (--planted-bug, in the core), ${DRIVER_BUGS.join(', ')} (--driver-bug, in the shipped driver, src/replica)`;
 

@@ -33,7 +33,6 @@ export const FaultAction = [
   'leader-with-one',
   'crash-before-sync',
   'campaign',
-  'disk-stall',
 ] as const;
 export type FaultAction = (typeof FaultAction)[number];
 
@@ -53,8 +52,6 @@ export interface FaultProfile {
   readonly spikeProbability: readonly [number, number];
   /** At most this many nodes down at once (a minority keeps the cluster live during faults). */
   readonly maxDown: 'minority' | 'any';
-  /** How long a disk stall holds a node's fsyncs, ms (`disk-stall`). */
-  readonly stallMs?: readonly [number, number];
   /** Run parameters this profile fixes instead of drawing them from the seed. */
   readonly overrides?: ProfileOverrides;
 }
@@ -69,8 +66,6 @@ export interface ProfileOverrides {
   readonly thinkMaxMs?: number;
   readonly maxDelayMs?: number;
   readonly fsyncMaxMs?: number;
-  /** ReplicaOptions.writeStallMs: a leader whose write hangs this long hands leadership over. */
-  readonly writeStallMs?: number;
 }
 
 const BASE: Omit<FaultProfile, 'name' | 'weights'> = {
@@ -153,19 +148,6 @@ export const FAULT_PROFILES: Readonly<Record<string, FaultProfile>> = {
     }),
     overrides: { nodes: 5, maxAppendBytes: 1, maxInflightMsgs: 1, thinkMaxMs: 5, clients: 8 },
   },
-  /**
-   * Hung disks: a node's fsyncs (mostly the leader's) are held for up to 1.5 s, several
-   * election timeouts, and a leader whose write hangs 250 ms hands leadership over
-   * (ReplicaOptions.writeStallMs). Not part of 'mixed' (its seeds stay as they were).
-   */
-  'disk-stalls': {
-    ...BASE,
-    name: 'disk-stalls',
-    intervalMs: [100, 500],
-    stallMs: [200, 1500],
-    weights: w({ 'disk-stall': 6, 'crash-leader': 1, crash: 1, isolate: 1, heal: 1, transfer: 1, 'crash-before-sync': 1 }),
-    overrides: { writeStallMs: 250 },
-  },
 };
 
 /** The profile a run uses when none is named: one drawn from the seed, with these weights. */
@@ -225,11 +207,10 @@ export interface NemesisStats {
   membershipChanges: number;
   transfers: number;
   compactions: number;
-  diskStalls: number;
 }
 
 export class Nemesis {
-  readonly stats: NemesisStats = { actions: 0, partitions: 0, crashes: 0, spikes: 0, membershipChanges: 0, transfers: 0, compactions: 0, diskStalls: 0 };
+  readonly stats: NemesisStats = { actions: 0, partitions: 0, crashes: 0, spikes: 0, membershipChanges: 0, transfers: 0, compactions: 0 };
   private running = false;
   private partitionGen = 0;
   private spikeGen = 0;
@@ -448,19 +429,6 @@ export class Nemesis {
         net.links.partition(groups);
         this.say(`partition ${groups.map((g) => `{${g.join(',')}}`).join('|')} (leader ${leader.id} keeps ${buddy})`);
         this.healLater();
-        return;
-      }
-      case 'disk-stall': {
-        // Mostly the leader: a follower's stalled disk only slows its answers.
-        const up = this.host.nodes().filter((n) => n.isUp);
-        if (up.length === 0) return;
-        const leader = this.host.leader();
-        const node = leader !== undefined && this.random.next() < 0.7 ? leader : this.random.pick(up);
-        const [lo, hi] = this.profile.stallMs ?? [200, 1500];
-        const ms = this.random.range(lo, hi);
-        node.stallDisk(ms);
-        this.stats.diskStalls++;
-        this.say(`disk stall ${node.id}${node === leader ? ' (leader)' : ''} for ${ms}ms`);
         return;
       }
       case 'compact': {

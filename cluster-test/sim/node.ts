@@ -114,8 +114,6 @@ export interface NodeOptions {
   readonly crashKeepProbability: number;
   /** The replica's own proposal and read timeouts. */
   readonly requestTimeoutMs: number;
-  /** ReplicaOptions.writeStallMs (the replica's default when absent). */
-  readonly writeStallMs?: number;
   /** Test only: driver bugs planted in the shipped replica. */
   readonly plantedBugs?: ReplicaPlantedBugs;
 }
@@ -163,8 +161,6 @@ export class SimNode {
   private watchSub: Subscription | undefined;
   /** Something reached the replica since the last `observe` (a timer, a message, a disk completion, a call). */
   touched = false;
-  /** Simulated time until which this node's fsyncs are held (`stallDisk`). */
-  private stallUntilMs = 0;
 
   /**
    * `bootstrap`: the initial configuration, for a founding member (the replica writes it on its
@@ -281,7 +277,6 @@ export class SimNode {
       snapshotRetainEntries: this.options.snapshotRetain,
       proposalTimeoutMs: this.options.requestTimeoutMs,
       readTimeoutMs: this.options.requestTimeoutMs,
-      ...(this.options.writeStallMs !== undefined ? { writeStallMs: this.options.writeStallMs } : {}),
       onRoleChange: (s) => this.onRoleChange(inc, s),
       ...(this.bootstrap !== undefined ? { bootstrap: this.bootstrap } : {}),
       ...(this.options.plantedBugs !== undefined ? { plantedBugs: this.options.plantedBugs } : {}),
@@ -508,17 +503,8 @@ export class SimNode {
   }
 
   /** An fsync of a drawn duration; its completion is dropped if the process died meanwhile. */
-  /**
-   * Holds this node's fsyncs for `ms` (a hung disk): every fsync issued before then returns no
-   * earlier than then. Survives a crash and restart (the disk is the node's, not the process's).
-   */
-  stallDisk(ms: number): void {
-    this.stallUntilMs = Math.max(this.stallUntilMs, this.host.scheduler.now() + ms);
-  }
-
   private fsync(inc: Incarnation, done: () => void): Promise<void> {
-    const drawn = this.random.range(this.options.fsyncMinMs, this.options.fsyncMaxMs);
-    const delay = Math.max(drawn, this.stallUntilMs - this.host.scheduler.now());
+    const delay = this.random.range(this.options.fsyncMinMs, this.options.fsyncMaxMs);
     return new Promise<void>((resolve) => {
       this.host.scheduler.after(delay, () => {
         if (this.inc !== inc) return;

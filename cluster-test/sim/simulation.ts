@@ -104,7 +104,6 @@ export interface SimulationStats {
   membershipChanges: number;
   transfers: number;
   spikes: number;
-  diskStalls: number;
   simTimeMs: number;
   /** 'unknown' when the linearizability search ran out of budget on some key. */
   linearizable: boolean | 'unknown' | 'not-checked';
@@ -333,7 +332,6 @@ class Simulation implements NodeHost {
       dedupeWindow: p.dedupeWindow,
       crashKeepProbability: p.crashKeepProbability,
       requestTimeoutMs: p.clients.timeoutMs,
-      ...(profile.overrides?.writeStallMs !== undefined ? { writeStallMs: profile.overrides.writeStallMs } : {}),
       ...(options.driverBugs !== undefined ? { plantedBugs: options.driverBugs } : {}),
     };
     this.clients = new Clients(p.clients, clientRandom, this);
@@ -593,7 +591,6 @@ class Simulation implements NodeHost {
       membershipChanges: fs.membershipChanges,
       transfers: fs.transfers,
       spikes: fs.spikes,
-      diskStalls: fs.diskStalls,
       simTimeMs: this.scheduler.now(),
       linearizable,
     };
