@@ -116,6 +116,11 @@ export const FAULT_PROFILES: Readonly<Record<string, FaultProfile>> = {
     weights: w({ crash: 3, 'crash-leader': 3, 'crash-before-sync': 4, 'strike-on-commit': 1, transfer: 2, compact: 1, heal: 1, 'disk-stall': 4 }),
     maxDown: 'any',
   },
+  /**
+   * Disk stalls of leaders with their own log write in flight, most ending in power loss, and
+   * nothing else (the strike alone, for the planted `countOwnWriteEarly`; not in the mix).
+   */
+  'slow-disk': { ...BASE, name: 'slow-disk', weights: w({ 'disk-stall': 1 }) },
   /** Membership changes, transfers and compactions on a mostly healthy network. */
   membership: { ...BASE, name: 'membership', weights: w({ membership: 5, transfer: 3, compact: 2, crash: 1, isolate: 1, heal: 1, campaign: 1 }) },
   /** Many faults, fast, more than a minority down at times. */
