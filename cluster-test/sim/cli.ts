@@ -211,7 +211,7 @@ function printSummary(reports: readonly SeedReport[], secs: number): void {
       `(dropped ${g('dropped')}, duplicated ${g('duplicated')}; at most ${fmt(maxInFlight)} in flight in a passing run)`,
   );
   console.log(
-    `  faults injected ${g('faults')}: partitions ${g('partitions')}, crashes ${g('crashes')}, loss/dup spikes ${g('spikes')}, ` +
+    `  faults injected ${g('faults')}: partitions ${g('partitions')}, crashes ${g('crashes')}, loss/dup spikes ${g('spikes')}, disk stalls ${g('diskStalls')}, ` +
       `membership changes ${g('membershipChanges')}, leader transfers ${g('transfers')}`,
   );
   console.log(
@@ -292,9 +292,14 @@ async function planted(args: Args): Promise<number> {
   const start = intFlag(args, 'start', 1, 0) ?? 1;
   const durationMs = intFlag(args, 'duration-ms', undefined, 1);
   const profiles = Object.keys(FAULT_PROFILES).filter((p) => p !== 'none');
+  // --planted-bug B / --driver-bug B: only that bug (checked as in swarm and replay).
+  const only = runFlags(args);
+  const onlyCore = Object.keys(only.plantedBugs ?? {});
+  const onlyDriver = Object.keys(only.driverBugs ?? {});
+  const filtered = onlyCore.length + onlyDriver.length > 0;
   const bugs: { name: string; options: Omit<SimulationOptions, 'seed'> }[] = [
-    ...PLANTED_BUGS.map((b) => ({ name: `${b} (core)`, options: { plantedBugs: { [b]: true } } })),
-    ...DRIVER_BUGS.map((b) => ({ name: `${b} (driver)`, options: { driverBugs: { [b]: true } } })),
+    ...PLANTED_BUGS.filter((b) => !filtered || onlyCore.includes(b)).map((b) => ({ name: `${b} (core)`, options: { plantedBugs: { [b]: true } } })),
+    ...DRIVER_BUGS.filter((b) => !filtered || onlyDriver.includes(b)).map((b) => ({ name: `${b} (driver)`, options: { driverBugs: { [b]: true } } })),
   ];
   console.log(`sim planted: ${bugs.length} planted bugs x ${profiles.length} fault profiles, seeds ${start}..${start + seeds - 1} each${durationMs !== undefined ? `, ${durationMs} ms of faults` : ''}`);
   console.log(`| bug | ${profiles.join(' | ')} |`);
@@ -325,8 +330,8 @@ const USAGE = `usage:
   node dist/cluster-test/sim/cli.js swarm --seeds N [--start S] [--duration-ms M] [--faults P] [--nodes 3|5] [--snapshot-chunk-bytes B] [--quota-bytes Q] [--planted-bug B] [--driver-bug B] [--jobs J]
   node dist/cluster-test/sim/cli.js replay --seed S [--verbose] [--duration-ms M] [--faults P] [--nodes 3|5] [--snapshot-chunk-bytes B] [--quota-bytes Q] [--planted-bug B] [--driver-bug B]
   node dist/cluster-test/sim/cli.js demo [--seed S] [--duration-ms M] [--faults P]
-fault profiles: mixed (default: drawn from the seed), default, none, partitions, crashes, membership, chaos, stale-leader, figure8
-  node dist/cluster-test/sim/cli.js planted [--seeds N] [--start S] [--duration-ms M]   (every planted bug x every profile: share of seeds caught)
+fault profiles: mixed (default: drawn from the seed), default, none, partitions, crashes, slow-disk, membership, chaos, stale-leader, figure8
+  node dist/cluster-test/sim/cli.js planted [--seeds N] [--start S] [--duration-ms M] [--planted-bug B | --driver-bug B]   (every planted bug, or the one named, x every profile: share of seeds caught)
 planted bugs: ${PLANTED_BUGS.join(', ')} (--planted-bug, in the core), ${DRIVER_BUGS.join(', ')} (--driver-bug, in the shipped driver, src/replica)`;
 
 async function main(argv: readonly string[]): Promise<number> {

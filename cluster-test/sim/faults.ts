@@ -5,7 +5,8 @@
  * restarts, membership changes, leadership transfers, spurious campaigns and compactions. Some
  * actions are armed strikes that fire at the worst moment the driver reports: a node crashing
  * before its fsync returns, a leader cut off right after its election or right after it
- * commits entries of an earlier term (Figure 8 of the Raft paper). Every fault it starts it
+ * commits entries of an earlier term (Figure 8 of the Raft paper), a leader's disk stalling
+ * while its own log write is in flight (mostly ending in power loss). Every fault it starts it
  * also undoes after a while, and `stop` undoes them all for the quiet phase.
  */
 import { isCairnError, learners, voters, type Message, type NodeId, type SeededRandom } from './raft.js';
@@ -33,6 +34,8 @@ export const FaultAction = [
   'leader-with-one',
   'crash-before-sync',
   'campaign',
+  // Appended last: a profile that gives it no weight draws exactly as before it existed.
+  'disk-stall',
 ] as const;
 export type FaultAction = (typeof FaultAction)[number];
 
@@ -50,6 +53,8 @@ export interface FaultProfile {
   readonly spikeMs: readonly [number, number];
   /** Loss (or duplication) probability during a spike. */
   readonly spikeProbability: readonly [number, number];
+  /** How long a disk stall lasts (`disk-stall`: no fsync of that node completes meanwhile), ms. */
+  readonly stallMs: readonly [number, number];
   /** At most this many nodes down at once (a minority keeps the cluster live during faults). */
   readonly maxDown: 'minority' | 'any';
   /** Run parameters this profile fixes instead of drawing them from the seed. */
@@ -74,6 +79,9 @@ const BASE: Omit<FaultProfile, 'name' | 'weights'> = {
   downMs: [100, 1500],
   spikeMs: [200, 1000],
   spikeProbability: [0.1, 0.4],
+  // About the time a follower takes to acknowledge a few appends (a network round trip and its
+  // fsync: 5-60 ms here), up to a couple of election timeouts (100-200 ms).
+  stallMs: [40, 250],
   maxDown: 'minority',
 };
 
@@ -101,13 +109,18 @@ export const FAULT_PROFILES: Readonly<Record<string, FaultProfile>> = {
     name: 'partitions',
     weights: w({ partition: 3, 'one-way': 3, bridge: 3, isolate: 2, 'isolate-leader': 4, heal: 1, 'loss-spike': 1, 'dup-spike': 1 }),
   },
-  /** Crashes and restarts with lost unsynced writes, plus leader churn. */
+  /** Crashes and restarts with lost unsynced writes (also at the end of a leader's disk stall), plus leader churn. */
   crashes: {
     ...BASE,
     name: 'crashes',
-    weights: w({ crash: 3, 'crash-leader': 3, 'crash-before-sync': 4, 'strike-on-commit': 1, transfer: 2, compact: 1, heal: 1 }),
+    weights: w({ crash: 3, 'crash-leader': 3, 'crash-before-sync': 4, 'strike-on-commit': 1, transfer: 2, compact: 1, heal: 1, 'disk-stall': 4 }),
     maxDown: 'any',
   },
+  /**
+   * Disk stalls of leaders with their own log write in flight, most ending in power loss, and
+   * nothing else (the strike alone, for the planted `countOwnWriteEarly`; not in the mix).
+   */
+  'slow-disk': { ...BASE, name: 'slow-disk', weights: w({ 'disk-stall': 1 }) },
   /** Membership changes, transfers and compactions on a mostly healthy network. */
   membership: { ...BASE, name: 'membership', weights: w({ membership: 5, transfer: 3, compact: 2, crash: 1, isolate: 1, heal: 1, campaign: 1 }) },
   /** Many faults, fast, more than a minority down at times. */
@@ -182,6 +195,9 @@ export function faultProfile(name: string): FaultProfile {
   return p;
 }
 
+/** The share of disk stalls that end in power loss (the rest end with the stalled fsyncs completing). */
+const STALL_CRASH_PROBABILITY = 0.7;
+
 /** What the nemesis needs from the simulation. */
 export interface NemesisHost {
   readonly scheduler: Scheduler;
@@ -195,6 +211,8 @@ export interface NemesisHost {
   restart(node: SimNode): void;
   /** Creates and starts a brand-new node from RawNode.emptyState(). */
   createNode(): SimNode | undefined;
+  /** No fsync of `node`'s disk completes before `untilMs` (simulated time); ends at its crash. */
+  stallDisk(node: SimNode, untilMs: number): void;
   /** An unexpected error in a callback, reported to the run. */
   violation(e: unknown): void;
 }
@@ -207,10 +225,11 @@ export interface NemesisStats {
   membershipChanges: number;
   transfers: number;
   compactions: number;
+  diskStalls: number;
 }
 
 export class Nemesis {
-  readonly stats: NemesisStats = { actions: 0, partitions: 0, crashes: 0, spikes: 0, membershipChanges: 0, transfers: 0, compactions: 0 };
+  readonly stats: NemesisStats = { actions: 0, partitions: 0, crashes: 0, spikes: 0, membershipChanges: 0, transfers: 0, compactions: 0, diskStalls: 0 };
   private running = false;
   private partitionGen = 0;
   private spikeGen = 0;
@@ -218,6 +237,7 @@ export class Nemesis {
   private strikeArmed = false;
   private electedArmed = false;
   private syncArmed = false;
+  private stallArmed = false;
 
   constructor(
     private readonly profile: FaultProfile,
@@ -431,6 +451,10 @@ export class Nemesis {
         this.healLater();
         return;
       }
+      case 'disk-stall':
+        this.stallArmed = true;
+        this.say('strike armed: the next leader to issue a log write has its disk stall');
+        return;
       case 'compact': {
         const up = this.host.nodes().filter((n) => n.isUp);
         if (up.length === 0) return;
@@ -449,8 +473,52 @@ export class Nemesis {
     return down < limit;
   }
 
-  /** Fires an armed fsync strike: the node loses power while its write is not yet durable. */
+  /**
+   * Fires an armed disk stall on a leader that has just issued a log write: for a while no
+   * fsync of its disk completes (writes still land in the page cache, visible to the node), as
+   * when a device or a cloud volume stops acknowledging flushes. The leader keeps replicating:
+   * its appends go before its own write (thesis §10.2.1), so the followers acknowledge entries
+   * the leader's disk does not hold yet. A correct leader commits them on the followers' disks
+   * alone and applies only what its own disk holds. Most stalls end in power loss while the
+   * leader's write is still unsynced (it loses its unsynced tail, entries the followers
+   * committed among them); the others end with the stalled fsyncs completing.
+   *
+   * This is the moment the planted driver bug `countOwnWriteEarly` is about: a leader that
+   * counts its own write durable when it hands it off commits with the followers' disks only,
+   * applies and answers entries its own disk does not hold (`apply-before-commit` or
+   * `answer-before-commit` when only a minority's disks hold them), and the crash at the end of
+   * the stall un-applies them (`lost-applied-entry`).
+   */
+  private stallDisk(node: SimNode): void {
+    const [lo, hi] = this.profile.stallMs;
+    const ms = this.random.range(lo, hi);
+    const crash = this.random.chance(STALL_CRASH_PROBABILITY);
+    const until = this.host.scheduler.now() + ms;
+    const incarnation = node.incarnationNumber;
+    this.host.stallDisk(node, until);
+    this.stats.diskStalls++;
+    this.say(`strike: disk stall ${node.id} (leader, a log write in flight) for ${ms} ms${crash ? ', then power loss' : ''}`);
+    if (!crash) return;
+    // Scheduled now, so it runs before the stalled fsyncs that complete at the same moment.
+    this.host.scheduler.at(until, () => {
+      if (!this.running || !node.isUp || node.incarnationNumber !== incarnation || !this.canCrashAnother()) return;
+      this.say(`strike: crash ${node.id} at the end of its disk stall (${node.disk.unsyncedWrites} unsynced writes)`);
+      this.host.crash(node);
+      this.stats.crashes++;
+      const [dlo, dhi] = this.profile.downMs;
+      this.host.scheduler.after(this.random.range(dlo, dhi), () => {
+        if (this.running && !node.isUp) this.host.restart(node);
+      });
+    });
+  }
+
+  /** Fires an armed fsync strike (or disk stall, on a leader): the node loses power while its write is not yet durable. */
   onSyncedWriteIssued(node: SimNode): void {
+    if (this.running && this.stallArmed && node.role === 'leader' && node.isUp) {
+      this.stallArmed = false;
+      this.stallDisk(node);
+      return;
+    }
     if (!this.running || !this.syncArmed) return;
     if (!this.canCrashAnother()) return;
     this.syncArmed = false;

@@ -159,6 +159,8 @@ export class SimNode {
   private watchRevision: number | undefined;
   private watchLive = false;
   private watchSub: Subscription | undefined;
+  /** A disk stall (the nemesis's `disk-stall`): no fsync completes before this simulated time. */
+  private stalledUntil = 0;
   /** Something reached the replica since the last `observe` (a timer, a message, a disk completion, a call). */
   touched = false;
 
@@ -308,6 +310,7 @@ export class SimNode {
     this.watchSub = undefined;
     this.lastRole = 'down';
     this.stats.crashes++;
+    this.stalledUntil = 0;
     const { kept, lost } = this.disk.crash(this.random, this.options.crashKeepProbability);
     this.say(`crash (unsynced writes kept ${kept}, lost ${lost}; durable log ${this.disk.durable.first}..${this.disk.durable.lastIndex})`);
     // An applied entry is never un-applied: what the node applied must survive its crash.
@@ -502,16 +505,33 @@ export class SimNode {
     };
   }
 
-  /** An fsync of a drawn duration; its completion is dropped if the process died meanwhile. */
+  /**
+   * A disk stall until `untilMs`: every fsync of this disk that would complete before then
+   * (including those already running) completes at that moment instead, in the order they
+   * would have. Ends at a crash (the stalled fsyncs never complete).
+   */
+  stallDisk(untilMs: number): void {
+    if (this.inc === undefined) return;
+    this.stalledUntil = Math.max(this.stalledUntil, untilMs);
+    this.say(`disk stalled until t=${this.stalledUntil}ms`);
+  }
+
+  /** An fsync of a drawn duration (longer during a disk stall); its completion is dropped if the process died meanwhile. */
   private fsync(inc: Incarnation, done: () => void): Promise<void> {
     const delay = this.random.range(this.options.fsyncMinMs, this.options.fsyncMaxMs);
     return new Promise<void>((resolve) => {
-      this.host.scheduler.after(delay, () => {
+      const complete = (): void => {
         if (this.inc !== inc) return;
+        const now = this.host.scheduler.now();
+        if (now < this.stalledUntil) {
+          this.host.scheduler.at(this.stalledUntil, complete);
+          return;
+        }
         this.touched = true;
         done();
         resolve();
-      });
+      };
+      this.host.scheduler.after(delay, complete);
     });
   }
 

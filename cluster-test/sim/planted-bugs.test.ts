@@ -58,10 +58,13 @@ const CASES: readonly Case[] = [
     maxSeeds: 20,
   },
   {
+    // The disk stall (faults.ts `disk-stall`) strikes a leader with its own log write in
+    // flight: alone ('slow-disk') it catches the bug in each of seeds 1-60; within the crashes
+    // profile in 66 of seeds 1-70 (without the stalls: 21 of seeds 1-80, up to 10 misses in a row).
     name: 'countOwnWriteEarly (driver): a pipelined write counted durable when it is handed off',
-    options: { faults: 'crashes', driverBugs: { countOwnWriteEarly: true } },
+    options: { faults: 'slow-disk', driverBugs: { countOwnWriteEarly: true } },
     expect: ['lost-applied-entry', 'apply-before-commit', 'answer-before-commit'],
-    maxSeeds: 40,
+    maxSeeds: 3,
   },
   {
     name: 'syncOnlyEntries (driver): a new term or vote written without fsync',

@@ -104,6 +104,8 @@ export interface SimulationStats {
   membershipChanges: number;
   transfers: number;
   spikes: number;
+  /** Disk stalls (`disk-stall`: no fsync of one node completes for a while). */
+  diskStalls: number;
   simTimeMs: number;
   /** 'unknown' when the linearizability search ran out of budget on some key. */
   linearizable: boolean | 'unknown' | 'not-checked';
@@ -344,6 +346,7 @@ class Simulation implements NodeHost {
       crash: (n) => this.crash(n),
       restart: (n) => n.start(),
       createNode: () => this.createNode(),
+      stallDisk: (n, untilMs) => n.stallDisk(untilMs),
       violation: (e) => this.violation(e),
     });
   }
@@ -591,6 +594,7 @@ class Simulation implements NodeHost {
       membershipChanges: fs.membershipChanges,
       transfers: fs.transfers,
       spikes: fs.spikes,
+      diskStalls: fs.diskStalls,
       simTimeMs: this.scheduler.now(),
       linearizable,
     };

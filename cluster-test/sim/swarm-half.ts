@@ -61,7 +61,7 @@ export function swarmHalf(half: 0 | 1): void {
       `simulated ${Math.round((s['simTimeMs'] ?? 0) / 1000)}s, ${s['steps']} steps, ${s['messages']} messages (${s['dropped']} dropped, ${s['duplicated']} duplicated)`,
     );
     t.comment(
-      `faults ${s['faults']}: partitions ${s['partitions']}, crashes ${s['crashes']}, spikes ${s['spikes']}, ` +
+      `faults ${s['faults']}: partitions ${s['partitions']}, crashes ${s['crashes']}, spikes ${s['spikes']}, disk stalls ${s['diskStalls']}, ` +
         `membership changes ${s['membershipChanges']}, transfers ${s['transfers']}`,
     );
     t.comment(
