@@ -330,7 +330,7 @@ const USAGE = `usage:
   node dist/cluster-test/sim/cli.js swarm --seeds N [--start S] [--duration-ms M] [--faults P] [--nodes 3|5] [--snapshot-chunk-bytes B] [--quota-bytes Q] [--planted-bug B] [--driver-bug B] [--jobs J]
   node dist/cluster-test/sim/cli.js replay --seed S [--verbose] [--duration-ms M] [--faults P] [--nodes 3|5] [--snapshot-chunk-bytes B] [--quota-bytes Q] [--planted-bug B] [--driver-bug B]
   node dist/cluster-test/sim/cli.js demo [--seed S] [--duration-ms M] [--faults P]
-fault profiles: mixed (default: drawn from the seed), default, none, partitions, crashes, slow-disk, membership, chaos, stale-leader, figure8
+fault profiles: mixed (default: drawn from the seed), default, none, partitions, crashes, slow-disk, membership, chaos, stale-leader, figure8, hung-disk
   node dist/cluster-test/sim/cli.js planted [--seeds N] [--start S] [--duration-ms M] [--planted-bug B | --driver-bug B]   (every planted bug, or the one named, x every profile: share of seeds caught)
 planted bugs: ${PLANTED_BUGS.join(', ')} (--planted-bug, in the core), ${DRIVER_BUGS.join(', ')} (--driver-bug, in the shipped driver, src/replica)`;
 

@@ -71,6 +71,8 @@ export interface ProfileOverrides {
   readonly thinkMaxMs?: number;
   readonly maxDelayMs?: number;
   readonly fsyncMaxMs?: number;
+  /** ReplicaOptions.writeStallMs: a leader whose write hangs this long hands leadership over. */
+  readonly writeStallMs?: number;
 }
 
 const BASE: Omit<FaultProfile, 'name' | 'weights'> = {
@@ -121,6 +123,19 @@ export const FAULT_PROFILES: Readonly<Record<string, FaultProfile>> = {
    * nothing else (the strike alone, for the planted `countOwnWriteEarly`; not in the mix).
    */
   'slow-disk': { ...BASE, name: 'slow-disk', weights: w({ 'disk-stall': 1 }) },
+  /**
+   * Hung disks: the same strike held 200-1,500 ms (several election timeouts), with the
+   * replicas handing leadership over after 250 ms of a hung write (ReplicaOptions.writeStallMs,
+   * src/replica/README.md "A hung disk"), among crashes, isolations and transfers. Not in the mix.
+   */
+  'hung-disk': {
+    ...BASE,
+    name: 'hung-disk',
+    intervalMs: [100, 500],
+    stallMs: [200, 1500],
+    weights: w({ 'disk-stall': 6, 'crash-leader': 1, crash: 1, isolate: 1, heal: 1, transfer: 1, 'crash-before-sync': 1 }),
+    overrides: { writeStallMs: 250 },
+  },
   /** Membership changes, transfers and compactions on a mostly healthy network. */
   membership: { ...BASE, name: 'membership', weights: w({ membership: 5, transfer: 3, compact: 2, crash: 1, isolate: 1, heal: 1, campaign: 1 }) },
   /** Many faults, fast, more than a minority down at times. */

@@ -114,6 +114,8 @@ export interface NodeOptions {
   readonly crashKeepProbability: number;
   /** The replica's own proposal and read timeouts. */
   readonly requestTimeoutMs: number;
+  /** ReplicaOptions.writeStallMs (the replica's default when absent). */
+  readonly writeStallMs?: number;
   /** Test only: driver bugs planted in the shipped replica. */
   readonly plantedBugs?: ReplicaPlantedBugs;
 }
@@ -279,6 +281,7 @@ export class SimNode {
       snapshotRetainEntries: this.options.snapshotRetain,
       proposalTimeoutMs: this.options.requestTimeoutMs,
       readTimeoutMs: this.options.requestTimeoutMs,
+      ...(this.options.writeStallMs !== undefined ? { writeStallMs: this.options.writeStallMs } : {}),
       onRoleChange: (s) => this.onRoleChange(inc, s),
       ...(this.bootstrap !== undefined ? { bootstrap: this.bootstrap } : {}),
       ...(this.options.plantedBugs !== undefined ? { plantedBugs: this.options.plantedBugs } : {}),

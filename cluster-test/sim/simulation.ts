@@ -334,6 +334,7 @@ class Simulation implements NodeHost {
       dedupeWindow: p.dedupeWindow,
       crashKeepProbability: p.crashKeepProbability,
       requestTimeoutMs: p.clients.timeoutMs,
+      ...(profile.overrides?.writeStallMs !== undefined ? { writeStallMs: profile.overrides.writeStallMs } : {}),
       ...(options.driverBugs !== undefined ? { plantedBugs: options.driverBugs } : {}),
     };
     this.clients = new Clients(p.clients, clientRandom, this);
