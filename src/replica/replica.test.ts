@@ -9,6 +9,14 @@ const artist = { group: 'demo', groupVersion: 'v1', kind: 'Artist' };
 const tenancy = { partition: 'default', namespace: 'default' };
 let seq = 0;
 
+/**
+ * For the multi-node tests in real time that take one leader for the whole test (proposals go
+ * to it without forwarding, refusals name it): a 1-2 s election timeout (100 ticks of 10 ms)
+ * instead of 100-200 ms, which an event-loop stall on a loaded machine exceeded, electing
+ * another leader mid-test.
+ */
+const STEADY = { electionTimeoutTicks: 100 } as const;
+
 function writeBody(name: string, data: Record<string, unknown>, extra: Record<string, unknown> = {}): Record<string, unknown> {
   seq++;
   return { time: '2026-11-21T10:00:00.000Z', uid: `uid-${seq}`, generation: `gen-${seq}`, id: { type: artist, tenancy, name }, data, ...extra };
@@ -37,7 +45,7 @@ t.test('a single node bootstraps, commits a write with version = its log index, 
 });
 
 t.test('three nodes: writes commit on all, followers refuse proposals with a leader hint', async (t) => {
-  const c = new LocalCluster({ seed: 3 });
+  const c = new LocalCluster({ seed: 3, ...STEADY });
   t.teardown(() => c.close());
   await c.bootstrap(['n1', 'n2', 'n3']);
   const leader = await c.waitForLeader();
@@ -59,7 +67,7 @@ t.test('three nodes: writes commit on all, followers refuse proposals with a lea
 });
 
 t.test('a linearizable read on a follower sees every write acknowledged before it', async (t) => {
-  const c = new LocalCluster({ seed: 5 });
+  const c = new LocalCluster({ seed: 5, ...STEADY });
   t.teardown(() => c.close());
   await c.bootstrap(['n1', 'n2', 'n3']);
   const leader = await c.waitForLeader();
@@ -74,7 +82,7 @@ t.test('a linearizable read on a follower sees every write acknowledged before i
 });
 
 t.test('snapshots compact the log, and a node added later catches up through one', async (t) => {
-  const c = new LocalCluster({ seed: 9, snapshotEveryEntries: 20, snapshotRetainEntries: 5 });
+  const c = new LocalCluster({ seed: 9, snapshotEveryEntries: 20, snapshotRetainEntries: 5, ...STEADY });
   t.teardown(() => c.close());
   await c.bootstrap(['n1', 'n2', 'n3']);
   const leader = await c.waitForLeader();
@@ -125,7 +133,7 @@ t.test('a failing disk stops the node: nothing further is acknowledged', async (
 });
 
 t.test("the leader sends appends while its own disk write runs (thesis §10.2.1); it acknowledges only once durable", async (t) => {
-  const c = new LocalCluster({ seed: 5 });
+  const c = new LocalCluster({ seed: 5, ...STEADY });
   t.teardown(() => c.close());
   await c.bootstrap(['n1', 'n2', 'n3']);
   const leader = await c.waitForLeader();
@@ -160,7 +168,7 @@ t.test("the leader sends appends while its own disk write runs (thesis §10.2.1)
 });
 
 t.test('a committed write is answered while the next Ready\'s log write is still running (apply before persist)', async (t) => {
-  const c = new LocalCluster({ seed: 5 });
+  const c = new LocalCluster({ seed: 5, ...STEADY });
   t.teardown(() => c.close());
   await c.bootstrap(['n1', 'n2', 'n3']);
   const leader = await c.waitForLeader();
