@@ -39,7 +39,10 @@ t.test('the leader refuses forwarded envelopes and membership changes a local re
     for (const a of agents) await a.close();
     await rm(dir, { recursive: true, force: true });
   });
-  const configs = await clusterConfigs(dir, 3);
+  // A 2-4 s election timeout (100 ticks of 20 ms): some thirty calls below expect the same
+  // leader's answer (INVALID_ARGUMENT, not NOT_LEADER) and an unchanged last index, which a new
+  // term's no-op would move; with 200-400 ms, a stall on a loaded machine was an election.
+  const configs = await clusterConfigs(dir, 3, { electionTicks: 100 });
   const startAll = async (): Promise<Agent> => {
     agents.length = 0;
     for (const cfg of configs) agents.push(await startAgent(cfg, { logger: createLogger({ level: 'silent', nodeId: cfg.nodeId }) }));
