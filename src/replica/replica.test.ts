@@ -2,11 +2,20 @@ import t from 'tap';
 import { isCairnError, nodeId, type Revision } from '../base/index.js';
 import { CommandType, type ApplyResult } from '../fsm/index.js';
 import type { Resource } from '../store/index.js';
+import { ManualTime } from '../base/testing/index.js';
 import { LocalCluster, waitUntil, type LocalNode } from './testing/index.js';
 
 const artist = { group: 'demo', groupVersion: 'v1', kind: 'Artist' };
 const tenancy = { partition: 'default', namespace: 'default' };
 let seq = 0;
+
+/**
+ * For the multi-node tests in real time that take one leader for the whole test (proposals go
+ * to it without forwarding, refusals name it): a 1-2 s election timeout (100 ticks of 10 ms)
+ * instead of 100-200 ms, which an event-loop stall on a loaded machine exceeded, electing
+ * another leader mid-test.
+ */
+const STEADY = { electionTimeoutTicks: 100 } as const;
 
 function writeBody(name: string, data: Record<string, unknown>, extra: Record<string, unknown> = {}): Record<string, unknown> {
   seq++;
@@ -36,7 +45,7 @@ t.test('a single node bootstraps, commits a write with version = its log index, 
 });
 
 t.test('three nodes: writes commit on all, followers refuse proposals with a leader hint', async (t) => {
-  const c = new LocalCluster({ seed: 3 });
+  const c = new LocalCluster({ seed: 3, ...STEADY });
   t.teardown(() => c.close());
   await c.bootstrap(['n1', 'n2', 'n3']);
   const leader = await c.waitForLeader();
@@ -58,7 +67,7 @@ t.test('three nodes: writes commit on all, followers refuse proposals with a lea
 });
 
 t.test('a linearizable read on a follower sees every write acknowledged before it', async (t) => {
-  const c = new LocalCluster({ seed: 5 });
+  const c = new LocalCluster({ seed: 5, ...STEADY });
   t.teardown(() => c.close());
   await c.bootstrap(['n1', 'n2', 'n3']);
   const leader = await c.waitForLeader();
@@ -73,7 +82,7 @@ t.test('a linearizable read on a follower sees every write acknowledged before i
 });
 
 t.test('snapshots compact the log, and a node added later catches up through one', async (t) => {
-  const c = new LocalCluster({ seed: 9, snapshotEveryEntries: 20, snapshotRetainEntries: 5 });
+  const c = new LocalCluster({ seed: 9, snapshotEveryEntries: 20, snapshotRetainEntries: 5, ...STEADY });
   t.teardown(() => c.close());
   await c.bootstrap(['n1', 'n2', 'n3']);
   const leader = await c.waitForLeader();
@@ -124,7 +133,7 @@ t.test('a failing disk stops the node: nothing further is acknowledged', async (
 });
 
 t.test("the leader sends appends while its own disk write runs (thesis §10.2.1); it acknowledges only once durable", async (t) => {
-  const c = new LocalCluster({ seed: 5 });
+  const c = new LocalCluster({ seed: 5, ...STEADY });
   t.teardown(() => c.close());
   await c.bootstrap(['n1', 'n2', 'n3']);
   const leader = await c.waitForLeader();
@@ -159,7 +168,7 @@ t.test("the leader sends appends while its own disk write runs (thesis §10.2.1)
 });
 
 t.test('a committed write is answered while the next Ready\'s log write is still running (apply before persist)', async (t) => {
-  const c = new LocalCluster({ seed: 5 });
+  const c = new LocalCluster({ seed: 5, ...STEADY });
   t.teardown(() => c.close());
   await c.bootstrap(['n1', 'n2', 'n3']);
   const leader = await c.waitForLeader();
@@ -199,13 +208,32 @@ t.test('a committed write is answered while the next Ready\'s log write is still
 });
 
 t.test('only members speak Raft: a non-member\'s timeout-now, high-term vote and snapshot are dropped and counted; the leader stays', async (t) => {
-  const c = new LocalCluster({ seed: 13 });
-  t.teardown(() => c.close());
+  // Simulated time: "term and leader unchanged after several election timeouts" must not depend
+  // on the event loop keeping up in real time (10 ms ticks: a stall of ~100 ms on a loaded
+  // machine was an election, and a failure of this test, with no stranger involved).
+  const time = new ManualTime();
+  const c = new LocalCluster({ seed: 13, clock: time, timers: time });
+  /** Advances simulated time in 1 ms steps until `done` holds; fails past `limitMs` of it. */
+  const runUntil = async (what: string, limitMs: number, done: () => boolean): Promise<void> => {
+    const end = time.monotonicMs() + limitMs;
+    while (!done()) {
+      if (time.monotonicMs() >= end) throw new Error(`${what}: not within ${limitMs} simulated ms`);
+      await time.advance(1);
+    }
+  };
+  const settled = async <T>(what: string, p: Promise<T>): Promise<T> => {
+    let done = false;
+    const watched = p.finally(() => (done = true));
+    await runUntil(what, 10_000, () => done);
+    return watched;
+  };
+  t.teardown(() => settled('the cluster to close', c.close()));
   await c.bootstrap(['n1', 'n2', 'n3']);
-  const leader = await c.waitForLeader();
-  await leader.coordinator.propose(CommandType.ResourceWrite, writeBody('before', { name: 'B' }));
+  await runUntil('a leader', 10_000, () => c.leader() !== undefined);
+  const leader = c.leader() as LocalNode;
+  await settled('the write before', leader.coordinator.propose(CommandType.ResourceWrite, writeBody('before', { name: 'B' })));
   const followers = [...c.nodes.values()].filter((n) => n.id !== leader.id);
-  for (const f of followers) await waitUntil(() => get(f, 'before') !== undefined, 5000, `${f.id} to apply before`);
+  for (const f of followers) await runUntil(`${f.id} to apply before`, 5000, () => get(f, 'before') !== undefined);
   const term0 = leader.replica.status().term;
   const evil = nodeId('evil');
   const dropped = (n: LocalNode): number => n.replica.status().droppedMessages['non-member'];
@@ -228,8 +256,9 @@ t.test('only members speak Raft: a non-member\'s timeout-now, high-term vote and
     totalBytes: 3,
     chunk: new Uint8Array([1, 2, 3]),
   });
-  // Several election timeouts (10 ticks of 10 ms): time for a wrongly accepted message to act.
-  await new Promise((r) => setTimeout(r, 400));
+  // Several election timeouts (10 ticks of 10 ms) of simulated time, in 1 ms steps (each lets
+  // the in-memory network deliver): time for a wrongly accepted message to act.
+  for (let ms = 0; ms < 400; ms++) await time.advance(1);
   for (const n of c.nodes.values()) t.equal(dropped(n) - (before.get(n.id) ?? 0), n === target ? 3 : 2, `${n.id} counted its drops`);
   for (const n of c.nodes.values()) {
     const s = n.replica.status();
@@ -238,7 +267,7 @@ t.test('only members speak Raft: a non-member\'s timeout-now, high-term vote and
   t.equal(target.replica.status().snapshotIndex, 0, 'the crafted snapshot was not installed');
   t.notOk(target.replica.status().failed, 'the target keeps running');
   t.same(get(target, 'before')?.data, { name: 'B' }, 'and keeps its data');
-  const after = resourceOf(await leader.coordinator.propose(CommandType.ResourceWrite, writeBody('after', { name: 'A' })));
+  const after = resourceOf(await settled('the write after', leader.coordinator.propose(CommandType.ResourceWrite, writeBody('after', { name: 'A' }))));
   t.ok(after.version > 0, 'the same leader keeps committing writes');
 });
 

@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { CairnClient, isCairnClientError, isOutcomeUnknown, type Resource } from '../client/index.js';
 import { createLogger } from '../platform/index.js';
 import { startAgent, type Agent } from './agent.js';
-import { clusterConfigs, devConfig, waitUntil } from './testing/index.js';
+import { clusterConfigs, devConfig, waitForAgreedLeader, waitUntil } from './testing/index.js';
 
 /**
  * The client library against real agents in this process: the public gRPC API as the agent
@@ -60,15 +60,15 @@ async function devAgent(f: Fixture): Promise<Agent> {
   return agent;
 }
 
-/** Three nodes forming a cluster with --bootstrap-expect 3; resolves with the leader once there is one. */
+/** Three nodes forming a cluster with --bootstrap-expect 3; resolves with the leader once all agree on one. */
 async function threeAgents(f: Fixture): Promise<Agent> {
   for (const cfg of await clusterConfigs(f.dir, 3)) {
     f.agents.push(await startAgent(cfg, { logger: createLogger({ level: 'error', nodeId: cfg.nodeId }) }));
   }
   await Promise.all(f.agents.map((a) => a.ready));
-  let leader: Agent | undefined;
-  await waitUntil(() => (leader = f.agents.find((a) => a.coordinator()?.status().role === 'leader')) !== undefined, 10_000, 'a leader');
-  return leader as Agent;
+  // The leader all three agree on in one term, not the first node to call itself leader (a
+  // deposed one may for a while after an election).
+  return waitForAgreedLeader(f.agents, 10_000);
 }
 
 const increment = (cur: Resource<Counter> | null): { data: Counter } => ({ data: { name: 'Counter', members: (cur?.data.members ?? 0) + 1 } });
@@ -199,7 +199,7 @@ t.test('leader loss during concurrent increments: no acknowledged increment is l
     await waitUntil(() => acked >= 20, 20_000, '20 acknowledged increments before the leader stops');
     // Normally still the first leader, and the client still on it; under heavy load an
     // election may have intervened, so close whoever leads now.
-    closed = f.agents.find((a) => a.coordinator()?.status().role === 'leader') ?? leader;
+    closed = await waitForAgreedLeader(f.agents, 10_000);
     const ackedBefore = acked;
     t.comment(`closing leader ${closed.nodeId} after ${ackedBefore} acknowledged increments; the client is ${c.endpoint === closed.grpcAddress ? '' : 'not '}on it`);
     await closed.close();

@@ -15,7 +15,7 @@ import {
 import { createLogger } from '../platform/index.js';
 import type { AgentConfig } from './config.js';
 import { startAgent, type Agent } from './agent.js';
-import { clusterConfigs, devConfig, waitUntil } from './testing/index.js';
+import { clusterConfigs, devConfig, waitForAgreedLeader, waitUntil } from './testing/index.js';
 
 /**
  * Client watches, materialized views and informers against real agents in this process
@@ -66,13 +66,14 @@ async function devAgent(f: Fixture, watch: Partial<Pick<AgentConfig, 'watchWindo
   return agent;
 }
 
-/** Three nodes forming a cluster; resolves once there is a leader. */
+/** Three nodes forming a cluster; resolves once all agree on a leader. */
 async function threeAgents(f: Fixture): Promise<void> {
   for (const cfg of await clusterConfigs(f.dir, 3)) {
     f.agents.push(await startAgent(cfg, { logger: createLogger({ level: 'error', nodeId: cfg.nodeId }) }));
   }
   await Promise.all(f.agents.map((a) => a.ready));
-  await waitUntil(() => f.agents.some((a) => a.coordinator()?.status().role === 'leader'), 10_000, 'a leader');
+  // All three agree on one leader in one term (a deposed leader may still call itself leader).
+  await waitForAgreedLeader(f.agents, 10_000);
 }
 
 /** Events from `w` until `done` says so (or the deadline, which fails with what was seen). */

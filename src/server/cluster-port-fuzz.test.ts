@@ -34,7 +34,7 @@ import { encodeEnvelope } from '../fsm/index.js';
 import { createLogger } from '../platform/index.js';
 import { parseConfigChange, type Message } from '../raft/index.js';
 import { startAgent, type Agent } from './agent.js';
-import { clusterConfigs, waitUntil } from './testing/index.js';
+import { clusterConfigs, waitForAgreedLeader } from './testing/index.js';
 
 const SEED = process.env['FUZZ_SEED'] !== undefined ? Number(process.env['FUZZ_SEED']) : Date.now() % 2 ** 31;
 const SCALE = Number(process.env['FUZZ_SCALE'] ?? '1');
@@ -255,8 +255,8 @@ t.test('Forward and Raft streams with fuzzed input: every call answered, nothing
   // effect; a believed timeout-now or vote would still act at once.
   for (const cfg of await clusterConfigs(dir, 3, { tickMs: 50, electionTicks: 100 })) agents.push(await startAgent(cfg, { logger: createLogger({ level: 'silent', nodeId: cfg.nodeId }) }));
   await Promise.all(agents.map((a) => a.ready));
-  await waitUntil(() => agents.some((a) => a.coordinator()?.status().role === 'leader'), 30_000, 'a leader');
-  const leader = agents.find((a) => a.coordinator()?.status().role === 'leader') as Agent;
+  // The leader all three name in one term (not the first node to call itself leader).
+  const leader = await waitForAgreedLeader(agents, 30_000);
   const follower = agents.find((a) => a !== leader) as Agent;
   const status = async (a: Agent): Promise<{ term: number; commit: number; last: number; revision: string; failed: string | undefined }> => {
     const c = a.coordinator();
@@ -313,9 +313,15 @@ t.test('Forward and Raft streams with fuzzed input: every call answered, nothing
   t.equal(afterForward.term, beforeForward.term, 'the term is unchanged');
 
   // 4. Raft streams from the non-member n9 (batches of 20 messages), to a follower and the leader.
-  for (let i = 0; i < 100; i++) {
+  // Every node has applied the Forward phase before the baseline is taken: a follower still
+  // catching up would move its commit index and revision after it, and look like the fuzz's
+  // effect. (This waited at most 10 s and then went on silently; now it fails if they never do.)
+  const settled = async (): Promise<boolean> => {
     const all = await statuses();
-    if (all.every((x) => x.commit === afterForward.commit && x.revision === all[0]?.revision)) break;
+    return all.every((x) => x.commit === afterForward.commit && x.revision === all[0]?.revision);
+  };
+  for (const end = Date.now() + 60_000; !(await settled()); ) {
+    if (Date.now() > end) throw new Error(`the nodes did not settle on commit ${afterForward.commit} within 60 s: ${JSON.stringify(await statuses())}`);
     await new Promise((r) => setTimeout(r, 100));
   }
   const before = await statuses();

@@ -7,7 +7,7 @@ import { ClientPool } from '../forwarding/index.js';
 import { createLogger } from '../platform/index.js';
 import { startAgent, type Agent } from './agent.js';
 import { advertisedHttpAddress, PeerHttpAddresses } from './peer-http.js';
-import { clusterConfigs, freePort, waitUntil } from './testing/index.js';
+import { clusterConfigs, freePort, waitForAgreedLeader } from './testing/index.js';
 
 /**
  * Issue 14, item 9 ("the contract and the code agree"), on a three-node cluster in this
@@ -44,8 +44,9 @@ t.test('a three-node cluster: leader addresses, counters and error details', asy
   });
   for (const cfg of await clusterConfigs(dir, 3)) agents.push(await startAgent(cfg, { logger: createLogger({ level: 'warn', nodeId: cfg.nodeId }) }));
   await Promise.all(agents.map((a) => a.ready));
-  await waitUntil(() => agents.some((a) => a.coordinator()?.status().role === 'leader') && agents.every((a) => (a.coordinator()?.status().leader ?? '') !== ''), 15_000, 'a leader known to every node');
-  const leader = agents.find((a) => a.coordinator()?.status().role === 'leader') as Agent;
+  // Every node must name the same leader (in one term), not merely some leader: just after an
+  // election a follower may still name the deposed one, and GET /v1/status/leader would differ.
+  const leader = await waitForAgreedLeader(agents, 15_000);
   const follower = agents.find((a) => a !== leader) as Agent;
 
   await t.test('GET /v1/status/leader names the leader and both its addresses, on every node', async (t) => {

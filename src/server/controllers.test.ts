@@ -9,7 +9,7 @@ import { createLogger, systemClock, systemTimers } from '../platform/index.js';
 import { AGENT_DEFAULTS, type AgentConfig } from './config.js';
 import { startAgent, type Agent, type StartAgentOptions } from './agent.js';
 import { loopbackAddress } from './leader-controllers.js';
-import { clusterConfigs } from './testing/index.js';
+import { agreedLeader, clusterConfigs } from './testing/index.js';
 
 /**
  * The controller runtime against real agents in this process (here rather than in
@@ -234,7 +234,9 @@ t.test('built-in controllers run on the leader only and move with leadership', a
       },
     ],
   });
-  const leaderOf = (): Agent | undefined => agents.find((a) => a.coordinator()?.status().role === 'leader');
+  // The leader all three agree on in one term: a deposed leader may still call itself leader
+  // (and still run the controllers) for a moment after an election.
+  const leaderOf = (): Agent | undefined => agreedLeader(agents);
   const first = await until('a leader running the controllers', 20_000, () => {
     const l = leaderOf();
     return l !== undefined && l.controllerManager()?.synced === true ? l : undefined;
@@ -275,7 +277,10 @@ t.test('built-in controllers run on the leader only and move with leadership', a
 t.test('runWithLock over a real agent: cairn.v1.Lease is built in; one holder; a stop hands over at once', async (t) => {
   const f = await Fixture.create(t);
   const agent = await f.dev({ dev: false, demoTypes: false });
-  const timings = { leaseDurationMs: 3000, renewDeadlineMs: 2000, retryPeriodMs: 200, clock: systemClock, timers: systemTimers };
+  // A 30 s lease against a 200 ms look: "at the next look" and "after the lease ran out" stay far
+  // apart on a loaded machine (a 3 s lease left a stalled test ~2.8 s of margin); a take-over that
+  // waited for the lease would miss the 20 s wait below and the bound after it.
+  const timings = { leaseDurationMs: 30_000, renewDeadlineMs: 20_000, retryPeriodMs: 200, clock: systemClock, timers: systemTimers };
   const active = new Set<string>();
   let overlap = false;
   const run = (id: string) => (signal: AbortSignal) => {

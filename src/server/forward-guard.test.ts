@@ -14,7 +14,7 @@ import { encodeEnvelope } from '../fsm/index.js';
 import { ClientPool, packValue, type ForwardRequestMsg, type ForwardResponseMsg, type HelloResponseMsg } from '../forwarding/index.js';
 import { createLogger } from '../platform/index.js';
 import { startAgent, type Agent } from './agent.js';
-import { clusterConfigs, waitUntil } from './testing/index.js';
+import { clusterConfigs, waitForAgreedLeader } from './testing/index.js';
 
 const artist = { group: 'demo', groupVersion: 'v1', kind: 'Artist' };
 const tenancy = { partition: 'default', namespace: 'default' };
@@ -39,15 +39,19 @@ t.test('the leader refuses forwarded envelopes and membership changes a local re
     for (const a of agents) await a.close();
     await rm(dir, { recursive: true, force: true });
   });
-  const configs = await clusterConfigs(dir, 3);
-  const startAll = async (): Promise<void> => {
+  // A 2-4 s election timeout (100 ticks of 20 ms): some thirty calls below expect the same
+  // leader's answer (INVALID_ARGUMENT, not NOT_LEADER) and an unchanged last index, which a new
+  // term's no-op would move; with 200-400 ms, a stall on a loaded machine was an election.
+  const configs = await clusterConfigs(dir, 3, { electionTicks: 100 });
+  const startAll = async (): Promise<Agent> => {
     agents.length = 0;
     for (const cfg of configs) agents.push(await startAgent(cfg, { logger: createLogger({ level: 'silent', nodeId: cfg.nodeId }) }));
     await Promise.all(agents.map((a) => a.ready));
-    await waitUntil(() => agents.some((a) => a.coordinator()?.status().role === 'leader'), 30_000, 'a leader');
+    // A leader all three agree on in one term: a deposed leader that still calls itself leader
+    // would answer the forwarded envelopes below with NOT_LEADER.
+    return waitForAgreedLeader(agents, 30_000);
   };
-  await startAll();
-  const leader = agents.find((a) => a.coordinator()?.status().role === 'leader') as Agent;
+  const leader = await startAll();
   const lc = (): NonNullable<ReturnType<Agent['coordinator']>> => leader.coordinator() as NonNullable<ReturnType<Agent['coordinator']>>;
   const client = pool.get(leader.grpcAddress);
   const hello = await call<object, HelloResponseMsg>(client.hello.bind(client) as never, { clusterId: '', from: 'outsider', address: '', bootstrapExpect: 0 });
@@ -127,8 +131,7 @@ t.test('the leader refuses forwarded envelopes and membership changes a local re
 
   // A full restart of every node: nothing poisonous is in any log, so all start and serve.
   for (const a of agents) await a.close();
-  await startAll();
-  const c = agents.find((a) => a.coordinator()?.status().role === 'leader')?.coordinator();
+  const c = (await startAll()).coordinator();
   const r = await c?.read('linearizable', (s) => s.get({ group: 'demo', kind: 'Artist', tenancy, name: 'korn' }));
   t.same(r?.value?.data, { name: 'korn' }, 'after a full restart the cluster serves what it held');
   for (const a of agents) t.notOk(a.coordinator()?.status().failed, `${a.nodeId} runs`);

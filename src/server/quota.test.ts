@@ -11,7 +11,7 @@ import * as path from 'node:path';
 import { CommandType, type ApplyResult } from '../fsm/index.js';
 import { createLogger } from '../platform/index.js';
 import { startAgent, type Agent } from './agent.js';
-import { clusterConfigs, devConfig, waitUntil } from './testing/index.js';
+import { clusterConfigs, devConfig, waitForAgreedLeader, waitUntil } from './testing/index.js';
 
 const MIB = 1024 * 1024;
 
@@ -90,8 +90,9 @@ t.test('the leader clamps a forwarded command\'s quota to its own (a larger one,
   });
   for (const cfg of await clusterConfigs(dir, 3, { quotaBytes: MIB })) agents.push(await startAgent(cfg, { logger: createLogger({ level: 'silent', nodeId: cfg.nodeId }) }));
   await Promise.all(agents.map((a) => a.ready));
-  await waitUntil(() => agents.some((a) => a.coordinator()?.status().role === 'leader'), 15_000, 'a leader');
-  const follower = agents.find((a) => a.coordinator()?.status().role !== 'leader') as Agent;
+  // A follower of the leader all three agree on (not merely a node that does not call itself leader).
+  const leader = await waitForAgreedLeader(agents, 15_000);
+  const follower = agents.find((a) => a !== leader) as Agent;
   const fc = follower.coordinator() as NonNullable<ReturnType<Agent['coordinator']>>;
   let seq = 0;
   const body = (name: string, bytes: number, quota: number | undefined): Record<string, unknown> => {

@@ -589,8 +589,21 @@ t.test('agent shutdown ends open watches with an UNAVAILABLE error event and clo
   t.teardown(() => [s1, s2].forEach((w) => w.destroy()));
   await s1.until((x) => x.tail(0) !== undefined, 10_000, 'the tail');
   await s2.until((x) => x.lines.some((l) => l.type === 'bookmark') || pub(d).subscribers === 3, 10_000, 'the second stream to be open');
+  // Whether the close reached the 2 s fallback is observed directly (closeAllConnections is what
+  // the fallback calls): the close's duration also counts the replica and gRPC shutdown, which a
+  // loaded machine can stretch past any bound without the fallback being involved.
+  const closeAll = http.Server.prototype.closeAllConnections;
+  let fallbacks = 0;
+  http.Server.prototype.closeAllConnections = function (this: http.Server): void {
+    fallbacks++;
+    closeAll.call(this);
+  };
   const t0 = Date.now();
-  await own.close(d);
+  try {
+    await own.close(d);
+  } finally {
+    http.Server.prototype.closeAllConnections = closeAll;
+  }
   const closeMs = Date.now() - t0;
   for (const [i, w] of [s1, s2].entries()) {
     await w.until((x) => x.ended, 10_000, `stream ${i} to close`);
@@ -600,7 +613,7 @@ t.test('agent shutdown ends open watches with an UNAVAILABLE error event and clo
   }
   // Without the agent closing connections as the streams end, a keep-alive connection would
   // hold the close until the 2 s fallback (closeAllConnections).
-  t.ok(closeMs < 1900, `the close does not wait for the 2 s fallback (${closeMs} ms)`);
+  t.equal(fallbacks, 0, `the close does not wait for the 2 s fallback (closeAllConnections called ${fallbacks} times; the close took ${closeMs} ms)`);
   t.comment(`agent close with two open watch streams took ${closeMs} ms`);
 });
 

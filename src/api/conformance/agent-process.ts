@@ -36,6 +36,8 @@ export interface AgentProcessOptions {
   readonly join?: readonly string[];
   /** Milliseconds per Raft tick. Default 20 (elections in well under a second). */
   readonly tickMs?: number;
+  /** Election timeout in ticks (--election-ticks). Default: the agent's (10). */
+  readonly electionTicks?: number;
   /** pino level of the agent. Default warn. */
   readonly logLevel?: string;
 }
@@ -82,6 +84,7 @@ export function startAgentProcess(o: AgentProcessOptions): AgentProcess {
     '--demo-types',
     '--tick-ms',
     String(o.tickMs ?? 20),
+    ...(o.electionTicks !== undefined ? ['--election-ticks', String(o.electionTicks)] : []),
     '--log-level',
     o.logLevel ?? 'warn',
     ...(o.bootstrap === true ? ['--bootstrap'] : []),
@@ -178,8 +181,8 @@ export async function startSingleAgent(dataDir: string, nodeId = 'n1'): Promise<
   return a;
 }
 
-/** `n` agents forming a cluster with --bootstrap-expect n, all ready and agreeing on a leader. */
-export async function startCluster(dir: string, n: number): Promise<AgentProcess[]> {
+/** `n` agents forming a cluster with --bootstrap-expect n, all ready (each knows a leader). */
+export async function startCluster(dir: string, n: number, opts: Pick<AgentProcessOptions, 'electionTicks'> = {}): Promise<AgentProcess[]> {
   const ports: Array<{ grpc: number; http: number }> = [];
   for (let i = 0; i < n; i++) ports.push({ grpc: await freePort(), http: await freePort() });
   const addrs = ports.map((p) => `127.0.0.1:${p.grpc}`);
@@ -191,6 +194,7 @@ export async function startCluster(dir: string, n: number): Promise<AgentProcess
       httpPort: p.http,
       bootstrapExpect: n,
       join: addrs.filter((_, k) => k !== i),
+      ...opts,
     }),
   );
   try {

@@ -14,7 +14,10 @@ t.teardown(async () => {
   await Promise.all(started.map((a) => a.stop()));
   await rm(dir, { recursive: true, force: true });
 });
-const agents = await startCluster(dir, 3);
+// A 2-4 s election timeout (100 ticks of 20 ms): the suite takes a while, and with the default
+// 200-400 ms a stall of one agent process on a loaded machine was an election, which could make
+// the target the leader (the check at the end fails) or move the leader under a case.
+const agents = await startCluster(dir, 3, { electionTicks: 100 });
 started = agents;
 
 let follower: AgentProcess | undefined;

@@ -29,6 +29,12 @@ export interface LocalClusterOptions {
   readonly proposalTimeoutMs?: number;
   /** Upper bound on the bytes of entries in one append (RaftOptions.maxAppendBytes). */
   readonly maxAppendBytes?: number;
+  /**
+   * Election timeout in ticks (RaftOptions.electionTimeoutTicks; default 10, i.e. 100-200 ms at
+   * the default 10 ms tick). Tests in real time that rely on one leader throughout raise it: a
+   * stall of the event loop that long on a loaded machine is an election.
+   */
+  readonly electionTimeoutTicks?: number;
   /** The types' hooks, for unconditional writes (FsmOptions.writeHooks; the api's `registryWriteHooks`). */
   readonly writeHooks?: WriteHooks;
   /** The replicas' clock and timers (default: real time); a `ManualTime` makes time the test's. */
@@ -76,7 +82,9 @@ export class LocalCluster {
       ...(o.proposalTimeoutMs !== undefined ? { proposalTimeoutMs: o.proposalTimeoutMs } : {}),
       ...(o.writeStallMs !== undefined ? { writeStallMs: o.writeStallMs } : {}),
       ...(bootstrap ? { bootstrap } : {}),
-      ...(o.maxAppendBytes !== undefined ? { raft: { maxAppendBytes: o.maxAppendBytes } } : {}),
+      ...(o.maxAppendBytes !== undefined || o.electionTimeoutTicks !== undefined
+        ? { raft: { ...(o.maxAppendBytes !== undefined ? { maxAppendBytes: o.maxAppendBytes } : {}), ...(o.electionTimeoutTicks !== undefined ? { electionTimeoutTicks: o.electionTimeoutTicks } : {}) } }
+        : {}),
     });
     const node: LocalNode = { id: nid, replica, fsm, coordinator: new Coordinator(replica, fsm), logStore, snapshotStore };
     this.nodes.set(nid, node);

@@ -11,6 +11,7 @@ import type { ChangeRecord } from '../../store/index.js';
 import { startAgent, type Agent } from '../agent.js';
 import type { AgentConfig } from '../config.js';
 import { clusterConfigs, devConfig } from './agents.js';
+import { waitForAgreedLeader } from './leader.js';
 
 /**
  * Test support for the watch tests of this folder (watch-http.test.ts, watch-grpc.test.ts):
@@ -76,7 +77,7 @@ export class Agents {
     return agent;
   }
 
-  /** Three voters formed with --bootstrap-expect 3 (demo types); resolves once there is a leader. */
+  /** Three voters formed with --bootstrap-expect 3 (demo types); resolves once all agree on a leader. */
   async three(overrides: Partial<AgentConfig> = {}): Promise<Agent[]> {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-watch3-'));
     this.dirs.push(dir);
@@ -87,7 +88,9 @@ export class Agents {
       started.push(a);
     }
     await Promise.all(started.map((a) => a.ready));
-    await until(() => started.some((a) => a.coordinator()?.status().role === 'leader'), 20_000, 'a leader');
+    // A leader all three agree on in one term: callers pick "the leader" and "a follower" by
+    // role right after this, and a deposed leader may still call itself leader for a while.
+    await waitForAgreedLeader(started, 20_000);
     return started;
   }
 }
