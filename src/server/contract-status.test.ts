@@ -42,7 +42,10 @@ t.test('a three-node cluster: leader addresses, counters and error details', asy
     await Promise.all(agents.map((a) => a.close()));
     await rm(dir, { recursive: true, force: true });
   });
-  for (const cfg of await clusterConfigs(dir, 3)) agents.push(await startAgent(cfg, { logger: createLogger({ level: 'warn', nodeId: cfg.nodeId }) }));
+  // One leader throughout: an election timeout of 2-4 s (100 ticks of 20 ms), not 200-400 ms, so
+  // a stalled node on a loaded machine does not pre-vote (and forget the leader) mid-test (CI flake:
+  // a follower answered "no leader is known right now" just after all three had agreed).
+  for (const cfg of await clusterConfigs(dir, 3, { electionTicks: 100 })) agents.push(await startAgent(cfg, { logger: createLogger({ level: 'warn', nodeId: cfg.nodeId }) }));
   await Promise.all(agents.map((a) => a.ready));
   // Every node must name the same leader (in one term), not merely some leader: just after an
   // election a follower may still name the deposed one, and GET /v1/status/leader would differ.
