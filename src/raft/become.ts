@@ -96,6 +96,25 @@ export function becomeLeader(r: RaftState): void {
 }
 
 /**
+ * The voter with the longest log (highest match; the first in `r.voters()` order on a tie)
+ * among those `eligible` accepts: where a leader hands over (thesis §3.10). `NO_NODE` and -1
+ * when none qualifies.
+ */
+export function mostUpToDateVoter(r: RaftState, ls: LeaderState, eligible: (id: NodeId) => boolean = () => true): { readonly id: NodeId; readonly match: number } {
+  let best: NodeId = NO_NODE;
+  let bestMatch = -1;
+  for (const id of r.voters()) {
+    if (!eligible(id)) continue;
+    const m = ls.progress.get(id)?.match ?? 0;
+    if (m > bestMatch) {
+      best = id;
+      bestMatch = m;
+    }
+  }
+  return { id: best, match: bestMatch };
+}
+
+/**
  * Thesis §4.2.2: a leader that is not part of the configuration it committed steps down
  * once that configuration is committed (it managed the cluster until then).
  */
@@ -108,15 +127,7 @@ export function maybeStepDownAfterRemoval(r: RaftState): boolean {
   // and hand leadership to the most up-to-date voter, so the cluster does not wait an
   // election timeout for a new leader (thesis §3.10 used for §4.2.2).
   bcastAppend(r, ls, 'commit');
-  let best: NodeId = NO_NODE;
-  let bestMatch = -1;
-  for (const id of r.voters()) {
-    const m = ls.progress.get(id)?.match ?? 0;
-    if (m > bestMatch) {
-      best = id;
-      bestMatch = m;
-    }
-  }
+  const { id: best, match: bestMatch } = mostUpToDateVoter(r, ls);
   if (best !== NO_NODE && bestMatch === r.log.lastIndex()) {
     r.send({ type: 'timeout-now', from: r.id, to: best, term: r.term });
   }

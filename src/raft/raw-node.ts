@@ -1,5 +1,5 @@
 import { CairnError, ErrorCode, NO_NODE, assert, type LogIndex, type NodeId, type Term } from '../base/index.js';
-import { becomeFollower, maybeStepDownAfterRemoval } from './become.js';
+import { becomeFollower, maybeStepDownAfterRemoval, mostUpToDateVoter } from './become.js';
 import { applyConfigChange, EMPTY_CONFIG, encodeConfigEntry, isVoter, voters } from './config.js';
 import { campaign, handleConnectionLost } from './election.js';
 import { RaftLog } from './log.js';
@@ -171,6 +171,20 @@ export class RawNode {
     const pr = ls.progress.get(target);
     if (pr && pr.match === r.log.lastIndex()) r.send({ type: 'timeout-now', from: r.id, to: target, term: r.term });
     else sendAppends(r, ls, target, 'always');
+  }
+
+  /**
+   * Leader only: hands leadership to the voter other than this node with the longest log among
+   * those recently active (`transferLeadership`). Returns it, or `NO_NODE` when this node does
+   * not lead or no other voter is active.
+   */
+  transferToMostUpToDate(): NodeId {
+    const r = this.r;
+    const ls = r.leaderState();
+    if (!ls) return NO_NODE;
+    const { id } = mostUpToDateVoter(r, ls, (v) => v !== r.id && ls.progress.get(v)?.recentActive === true);
+    if (id !== NO_NODE) this.transferLeadership(id);
+    return id;
   }
 
   /**

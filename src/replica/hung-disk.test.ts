@@ -10,29 +10,16 @@
 import t, { type Test } from 'tap';
 import { CommandType } from '../fsm/index.js';
 import { ManualTime } from '../base/testing/index.js';
-import { LocalCluster, type LocalNode } from './testing/index.js';
-import { MemoryLogStore } from './testing/memory-log-store.js';
+import { LocalCluster, advanceUntil, artistWrite, closeInSimulatedTime, gatedLogStore, type LocalNode, type MemoryLogStore } from './testing/index.js';
 import { MemorySnapshotStore } from './testing/memory-snapshot-store.js';
 
-/** A disk that can hang: appends wait while `hung` is set, and go on when it is cleared. */
+/** A disk that can hang: appends wait while `hung` is set, and go on when it is released. */
 class Disk {
   hung = false;
   private waiting: (() => void)[] = [];
 
   store(): MemoryLogStore {
-    const inner = new MemoryLogStore();
-    return new Proxy(inner, {
-      get: (target, prop, receiver) => {
-        if (prop === 'append') {
-          return async (batch: Parameters<MemoryLogStore['append']>[0]) => {
-            if (this.hung) await new Promise<void>((r) => this.waiting.push(r));
-            return target.append(batch);
-          };
-        }
-        const v: unknown = Reflect.get(target, prop, receiver);
-        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-      },
-    });
+    return gatedLogStore(() => (this.hung ? new Promise<void>((r) => this.waiting.push(r)) : undefined));
   }
 
   release(): void {
@@ -42,30 +29,16 @@ class Disk {
 }
 
 let seq = 0;
-const body = (): Record<string, unknown> => {
-  seq++;
-  return { time: '2026-11-27T10:00:00.000Z', uid: `uid-${seq}`, generation: `gen-${seq}`, id: { type: { group: 'demo', groupVersion: 'v1', kind: 'Artist' }, tenancy: { partition: 'default', namespace: 'default' }, name: `a${seq % 5}` }, data: { name: `v${seq}` } };
-};
+const body = (): Record<string, unknown> => artistWrite(++seq);
 
 async function hungLeader(t: Test, writeStallMs: number): Promise<{ c: LocalCluster; first: LocalNode; term: number; time: ManualTime; hungAt: number; runUntil: (what: string, limitMs: number, done: () => boolean) => Promise<boolean> }> {
   const time = new ManualTime();
   const disks = new Map<string, Disk>();
   const c = new LocalCluster({ tickMs: 20, proposalTimeoutMs: 30_000, writeStallMs, clock: time, timers: time });
-  /** Advances simulated time in 1 ms steps until `done` holds or `limitMs` passed; returns whether it held. */
-  const runUntil = async (_what: string, limitMs: number, done: () => boolean): Promise<boolean> => {
-    const end = time.monotonicMs() + limitMs;
-    while (!done()) {
-      if (time.monotonicMs() >= end) return false;
-      await time.advance(1);
-    }
-    return true;
-  };
+  const runUntil = (_what: string, limitMs: number, done: () => boolean): Promise<boolean> => advanceUntil(time, limitMs, done);
   t.teardown(async () => {
     for (const d of disks.values()) d.release();
-    let closed = false;
-    const closing = c.close().finally(() => (closed = true));
-    await runUntil('the cluster to close', 10_000, () => closed);
-    await closing;
+    await closeInSimulatedTime(c, time);
   });
   const config = LocalCluster.config(['n1', 'n2', 'n3']);
   for (const id of ['n1', 'n2', 'n3']) {

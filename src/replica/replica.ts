@@ -1,5 +1,5 @@
 import { CairnError, ErrorCode, NO_NODE, silentLogger, type Clock, type LogIndex, type Logger, type NodeId, type Random, type Revision, type Term, type Timers } from '../base/index.js';
-import { RawNode, isVoter, resolveRaftOptions, type Config, type ConfigChange, type Entry, type HardState, type Message, type PersistedState, type RaftOptions, type Ready, type SnapshotMeta, type Status } from '../raft/index.js';
+import { RawNode, resolveRaftOptions, type Config, type ConfigChange, type Entry, type HardState, type Message, type PersistedState, type RaftOptions, type Ready, type SnapshotMeta, type Status } from '../raft/index.js';
 import type { ChangeRecord } from '../store/index.js';
 import { CorruptLogError, type ChangePublisher, type LoadedLog, type LogStore, type SnapshotStore, type StateMachine, type Transport } from './ports.js';
 
@@ -536,28 +536,12 @@ export class Replica<Result = unknown, R = unknown> {
     const now = this.opts.clock.monotonicMs();
     const stalled = now - this.writeStartedMs;
     if (stalled < limit) return;
-    const st = this.raw.status();
-    if (st.role !== 'leader' || st.progress === undefined) return;
     // Once per election timeout at most (the core aborts a transfer that takes longer).
-    const again = this.leaderSilenceMs;
-    if (this.stallHandoffMs !== undefined && now - this.stallHandoffMs < again) return;
-    let target: NodeId | undefined;
-    let best = -1;
-    for (const [id, pr] of st.progress) {
-      if (id === this.opts.id || !isVoter(st.config, id) || !pr.recentActive) continue;
-      if ((pr.match as number) > best) {
-        best = pr.match as number;
-        target = id;
-      }
-    }
-    if (target === undefined) return;
+    if (this.stallHandoffMs !== undefined && now - this.stallHandoffMs < this.leaderSilenceMs) return;
+    const target = this.raw.transferToMostUpToDate();
+    if (target === NO_NODE) return;
     this.stallHandoffMs = now;
-    this.log.warn({ stalledMs: Math.round(stalled), target, term: st.term }, 'the log write has hung; handing leadership to a follower');
-    try {
-      this.raw.transferLeadership(target);
-    } catch (e) {
-      this.log.warn({ err: e, target }, 'could not hand leadership over');
-    }
+    this.log.warn({ stalledMs: Math.round(stalled), target, term: this.raw.basicStatus().term }, 'the log write has hung; handing leadership to a follower');
   }
 
   /**

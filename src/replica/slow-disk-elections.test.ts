@@ -17,28 +17,10 @@
 import t, { type Test } from 'tap';
 import { CommandType } from '../fsm/index.js';
 import { ManualTime } from '../base/testing/index.js';
-import { LocalCluster, type LocalNode } from './testing/index.js';
-import { MemoryLogStore } from './testing/memory-log-store.js';
+import { LocalCluster, advanceUntil, artistWrite, closeInSimulatedTime, gatedLogStore, type LocalNode } from './testing/index.js';
 import { MemorySnapshotStore } from './testing/memory-snapshot-store.js';
 
 const SLOW_MS = 800;
-
-/** A MemoryLogStore whose appends take `slow.ms` once `slow.on` is set (a slow fsync). */
-function slowStore(slow: { on: boolean }, time: ManualTime): MemoryLogStore {
-  const inner = new MemoryLogStore();
-  return new Proxy(inner, {
-    get(target, prop, receiver) {
-      if (prop === 'append') {
-        return async (batch: Parameters<MemoryLogStore['append']>[0]) => {
-          if (slow.on) await new Promise<void>((r) => time.setTimeout(r, SLOW_MS));
-          return target.append(batch);
-        };
-      }
-      const v: unknown = Reflect.get(target, prop, receiver);
-      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-    },
-  });
-}
 
 type Slow = { on: boolean };
 
@@ -47,29 +29,17 @@ async function slowCluster(t: Test): Promise<{ c: LocalCluster; slow: Slow; time
   const slow: Slow = { on: false };
   const time = new ManualTime();
   const c = new LocalCluster({ tickMs: 20, proposalTimeoutMs: 30_000, clock: time, timers: time });
-  /** Advances simulated time in 1 ms steps until `done` holds; fails past `limitMs` of it. */
+  /** Advances simulated time until `done` holds; fails past `limitMs` of it. */
   const runUntil = async (what: string, limitMs: number, done: () => boolean): Promise<void> => {
-    const end = time.monotonicMs() + limitMs;
-    while (!done()) {
-      if (time.monotonicMs() >= end) throw new Error(`${what}: not within ${limitMs} simulated ms`);
-      await time.advance(1);
-    }
+    if (!(await advanceUntil(time, limitMs, done))) throw new Error(`${what}: not within ${limitMs} simulated ms`);
   };
-  // Closing waits for the writes in flight, which wait for simulated time.
   t.teardown(async () => {
     slow.on = false;
-    let closed = false;
-    const closing = c.close().finally(() => (closed = true));
-    await runUntil('the cluster to close', 10_000, () => closed);
-    await closing;
+    await closeInSimulatedTime(c, time);
   });
   const config = LocalCluster.config(['n1', 'n2', 'n3']);
-  for (const id of ['n1', 'n2', 'n3']) await c.start(id, config, { logStore: slowStore(slow, time), snapshotStore: new MemorySnapshotStore() });
+  for (const id of ['n1', 'n2', 'n3']) await c.start(id, config, { logStore: gatedLogStore(() => (slow.on ? new Promise<void>((r) => time.setTimeout(r, SLOW_MS)) : undefined)), snapshotStore: new MemorySnapshotStore() });
   let seq = 0;
-  const body = (): Record<string, unknown> => {
-    seq++;
-    return { time: '2026-11-27T10:00:00.000Z', uid: `uid-${seq}`, generation: `gen-${seq}`, id: { type: { group: 'demo', groupVersion: 'v1', kind: 'Artist' }, tenancy: { partition: 'default', namespace: 'default' }, name: `a${seq % 5}` }, data: { name: `v${seq}` } };
-  };
   // Ten writes in flight at a time until n have committed (each round costs a slow write on the
   // leader and on a follower), or a write fails.
   const write = async (leader: LocalNode, n: number): Promise<{ committed: number; failures: string[]; ms: number }> => {
@@ -80,7 +50,7 @@ async function slowCluster(t: Test): Promise<{ c: LocalCluster; slow: Slow; time
     const writers = Array.from({ length: 10 }, async () => {
       while (committed < n && failures.length === 0) {
         try {
-          await leader.coordinator.propose(CommandType.ResourceWrite, body());
+          await leader.coordinator.propose(CommandType.ResourceWrite, artistWrite(++seq));
           committed++;
         } catch (e) {
           failures.push(e instanceof Error ? e.message : String(e));

@@ -13,3 +13,4 @@ export {
 } from './log-store-contract.js';
 export { describeSnapshot, snapshot, snapshotStoreContract, type SnapshotStoreHarness } from './snapshot-store-contract.js';
 export { LocalCluster, testClock, waitUntil, type LocalNode, type LocalClusterOptions } from './local-cluster.js';
+export { advanceUntil, artistWrite, closeInSimulatedTime, gatedLogStore } from './simulated.js';
