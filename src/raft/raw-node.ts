@@ -174,17 +174,15 @@ export class RawNode {
   }
 
   /**
-   * Leader only: hands leadership to the voter other than this node with the longest log among
-   * those recently active (`transferLeadership`). Returns it, or `NO_NODE` when this node does
+   * Leader only: the voter other than this node with the longest log among those recently
+   * active, where a hand-over would go (`transferLeadership`); `NO_NODE` when this node does
    * not lead or no other voter is active.
    */
-  transferToMostUpToDate(): NodeId {
+  mostUpToDateVoter(): NodeId {
     const r = this.r;
     const ls = r.leaderState();
     if (!ls) return NO_NODE;
-    const { id } = mostUpToDateVoter(r, ls, (v) => v !== r.id && ls.progress.get(v)?.recentActive === true);
-    if (id !== NO_NODE) this.transferLeadership(id);
-    return id;
+    return mostUpToDateVoter(r, ls, (v) => v !== r.id && ls.progress.get(v)?.recentActive === true).id;
   }
 
   /**

@@ -538,10 +538,16 @@ export class Replica<Result = unknown, R = unknown> {
     if (stalled < limit) return;
     // Once per election timeout at most (the core aborts a transfer that takes longer).
     if (this.stallHandoffMs !== undefined && now - this.stallHandoffMs < this.leaderSilenceMs) return;
-    const target = this.raw.transferToMostUpToDate();
+    const target = this.raw.mostUpToDateVoter();
     if (target === NO_NODE) return;
     this.stallHandoffMs = now;
     this.log.warn({ stalledMs: Math.round(stalled), target, term: this.raw.basicStatus().term }, 'the log write has hung; handing leadership to a follower');
+    try {
+      this.raw.transferLeadership(target);
+    } catch (e) {
+      // A transfer to another node is already under way (an operator's): it hands over too.
+      this.log.warn({ err: e, target }, 'could not hand leadership over');
+    }
   }
 
   /**
