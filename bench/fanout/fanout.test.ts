@@ -4,7 +4,7 @@
  * accounting, pacing, the /proc and /metrics parsers, the verdict and the chart.
  */
 import t from 'tap';
-import { encodeWatchEvent, watchEventLine, type WatchEvent } from '../../src/api/index.js';
+import { encodeWatchEvent, encodeWatchEventBatch, watchEventLine, type WatchEvent } from '../../src/api/index.js';
 import type { Revision } from '../../src/base/index.js';
 import type { Resource } from '../../src/store/index.js';
 import { lineChartSvg, ticks } from './line-chart.js';
@@ -12,7 +12,7 @@ import { formatAligned } from '../report.js';
 import { metricValue, parseProcStat, parseProcStatus, parseSchedStat } from './proc.js';
 import { parseResults } from './results.js';
 import { compareBytes, cpuPercent, DeliveryLog, dueAtMs, joinLatencies, percentiles, verdictOf, writesDue } from './stats.js';
-import { decodeCairnWatchMessage, decodeNdjsonHeader, decodeWatchEventHeader, EventKind, LineSplitter, type WatchMessage } from './wire.js';
+import { decodeCairnWatchBatch, decodeCairnWatchMessage, decodeNdjsonHeader, decodeWatchEventHeader, EventKind, LineSplitter, type WatchMessage } from './wire.js';
 import { artistData, type RunCommand, type RunReply } from './writer.js';
 import { monoMs } from './clock.js';
 import { measureFanout } from './measure.js';
@@ -219,6 +219,22 @@ t.test('a Cairn WatchList message as a WatchMessage', async (t) => {
   const bookmark = decodeCairnWatchMessage(encodeWatchEvent({ kind: 'bookmark', revision: rev(80) }));
   t.same([bookmark.changes, bookmark.bookmark], [[], true]);
   t.same(decodeCairnWatchMessage(encodeWatchEvent({ kind: 'tail', watch: 0, revision: rev(9) })).changes, [], 'a tail is no change');
+});
+
+t.test('a Cairn WatchListBatched message as one WatchMessage with every change it carries', async (t) => {
+  const evs: WatchEvent[] = [
+    { kind: 'change', watch: 0, revision: rev(77), resource: artist('a', 77) },
+    { kind: 'delete', watch: 0, revision: rev(78), resource: artist('b', 78) },
+    { kind: 'bookmark', revision: rev(78) },
+    { kind: 'change', watch: 0, revision: rev(79), resource: artist('c', 79) },
+  ];
+  const bytes = encodeWatchEventBatch(evs);
+  const m = decodeCairnWatchBatch(bytes);
+  t.same(m.changes, [77, 78, 79], 'the changes and deletes, in order');
+  t.equal(m.bookmark, true);
+  t.equal(m.bytes, bytes.length + 5, 'message plus the gRPC prefix');
+  t.same(decodeCairnWatchBatch(encodeWatchEventBatch([{ kind: 'tail', watch: 0, revision: rev(9) }])).changes, [], 'a tail is no change');
+  t.throws(() => decodeCairnWatchBatch(bytes.subarray(0, bytes.length - 3)), /runs past the end/, 'a truncated batch is refused');
 });
 
 const msg = (changes: number[], bytes = 100, extra: Partial<WatchMessage> = {}): WatchMessage => ({ bytes, changes, bookmark: false, created: false, canceled: false, ...extra });

@@ -9,10 +9,10 @@ import * as grpc from '@grpc/grpc-js';
 import { cairn } from '../../src/gen/resource.js';
 import { monoMs } from './clock.js';
 import type { DeliveryLog } from './stats.js';
-import { decodeCairnWatchMessage, decodeNdjsonHeader, EventKind, GRPC_MESSAGE_PREFIX_BYTES, LineSplitter, type WatchMessage } from './wire.js';
+import { decodeCairnWatchBatch, decodeCairnWatchMessage, decodeNdjsonHeader, EventKind, GRPC_MESSAGE_PREFIX_BYTES, LineSplitter, type WatchMessage } from './wire.js';
 
 export const ARTIST = 'demo.v1.Artist';
-const CAIRN_WATCH_PATH = '/cairn.resource.v1.ResourceService/WatchList';
+const CAIRN_SERVICE = '/cairn.resource.v1.ResourceService';
 
 export type Transport = 'grpc' | 'http';
 
@@ -129,14 +129,18 @@ export interface GrpcWatchProtocol {
   codeOf?(e: grpc.ServiceError): string;
 }
 
-/** Cairn's WatchList of one type in one namespace, live changes only (`at_tail`, no initial state). */
-export function cairnWatchProtocol(type: string, namespace: string): GrpcWatchProtocol {
+/**
+ * Cairn's watch of one type in one namespace, live changes only (`at_tail`, no initial state):
+ * WatchListBatched, the call Cairn's client uses, or (`batched` false, or the environment's
+ * BENCH_CAIRN_WATCH_CALL=WatchList) WatchList, one event per message, for comparison.
+ */
+export function cairnWatchProtocol(type: string, namespace: string, batched = process.env['BENCH_CAIRN_WATCH_CALL'] !== 'WatchList'): GrpcWatchProtocol {
   const req = cairn.resource.v1.WatchListRequest.create({ watches: [{ type, tenancy: { partition: 'default', namespace }, atTail: true }] });
   return {
-    path: CAIRN_WATCH_PATH,
+    path: `${CAIRN_SERVICE}/${batched ? 'WatchListBatched' : 'WatchList'}`,
     bidi: false,
     request: Buffer.from(cairn.resource.v1.WatchListRequest.encode(req).finish()),
-    decode: decodeCairnWatchMessage,
+    decode: batched ? decodeCairnWatchBatch : decodeCairnWatchMessage,
     codeOf: (e) => {
       const cairnCode = e.metadata?.get('cairn-error-code')[0];
       return typeof cairnCode === 'string' ? cairnCode : (grpc.status[e.code] ?? String(e.code));

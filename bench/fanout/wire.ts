@@ -118,6 +118,34 @@ export function decodeCairnWatchMessage(buf: Uint8Array): WatchMessage {
   return { bytes: buf.length + GRPC_MESSAGE_PREFIX_BYTES, changes: change ? [h.revision] : NO_CHANGES, bookmark: h.kind === EventKind.bookmark, created: false, canceled: false };
 }
 
+/**
+ * A Cairn WatchListBatched message (a cairn.resource.v1.WatchEventBatch: WatchEvents as field
+ * 1) as one WatchMessage: the revisions of every change and delete it carries, in order.
+ * Throws on bytes that are not a WatchEventBatch.
+ */
+export function decodeCairnWatchBatch(buf: Uint8Array): WatchMessage {
+  let pos = 0;
+  let changes: number[] | undefined;
+  let bookmark = false;
+  while (pos < buf.length) {
+    if (buf[pos] !== 0x0a) throw new Error(`WatchEventBatch: unexpected tag ${buf[pos]} at byte ${pos}`);
+    pos++;
+    let len = 0;
+    for (let shift = 0; ; shift += 7) {
+      if (pos >= buf.length || shift > 28) throw new Error(`WatchEventBatch: bad length at byte ${pos} of ${buf.length}`);
+      const b = buf[pos++] as number;
+      len += (b & 0x7f) * 2 ** shift;
+      if (b < 0x80) break;
+    }
+    if (pos + len > buf.length) throw new Error(`WatchEventBatch: event runs past the end (${pos + len} > ${buf.length})`);
+    const h = decodeWatchEventHeader(buf.subarray(pos, pos + len));
+    if (h.kind === EventKind.change || h.kind === EventKind.delete) (changes ??= []).push(h.revision);
+    else if (h.kind === EventKind.bookmark) bookmark = true;
+    pos += len;
+  }
+  return { bytes: buf.length + GRPC_MESSAGE_PREFIX_BYTES, changes: changes ?? NO_CHANGES, bookmark, created: false, canceled: false };
+}
+
 const NDJSON_HEAD = /^\{"type":"([a-z_]+)"(?:,"watch":\d+)?,"revision":"(\d+)"/;
 const NDJSON_KIND: Readonly<Record<string, EventKind>> = {
   change: EventKind.change,

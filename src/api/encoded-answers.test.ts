@@ -2,7 +2,8 @@ import t from 'tap';
 import type { Revision } from '../base/index.js';
 import { cairn } from '../gen/resource.js';
 import { ResourceStore, type Resource } from '../store/index.js';
-import { answerWithResource } from './grpc-resource-service.js';
+import { answerWithResource, encodeWatchEvent, encodeWatchEventBatch } from './grpc-resource-service.js';
+import { sharedChangeEvent } from './watch.js';
 import { resourceToJson } from './resource-json.js';
 import { copyJson, isPlainJson } from './resource-service.js';
 
@@ -92,4 +93,39 @@ t.test('isPlainJson tells plain JSON from values that need the round trip', asyn
   t.notOk(isPlainJson({ u: undefined }), 'undefined');
   t.notOk(isPlainJson({ n: Number.NaN }), 'NaN');
   t.notOk(isPlainJson([new Uint8Array(2)]), 'a binary');
+});
+
+t.test('a WatchEventBatch is its events, each the bytes WatchList sends, whatever their size', async (t) => {
+  const store = new ResourceStore();
+  const small = put(store, 5, { title: 'x' });
+  const big = put(store, 6, { title: 'y'.repeat(20_000) }); // a 3-byte length prefix
+  const mid = put(store, 7, { title: 'z'.repeat(200) }); // a 2-byte one
+  const events = [
+    { kind: 'change', watch: 0, revision: 5 as Revision, resource: small },
+    { kind: 'tail', watch: 0, revision: 5 as Revision },
+    { kind: 'change', watch: 1, revision: 6 as Revision, resource: big },
+    { kind: 'delete', watch: 0, revision: 7 as Revision, resource: mid },
+    { kind: 'bookmark', revision: 7 as Revision },
+  ] as const;
+  const bytes = encodeWatchEventBatch(events);
+  const decoded = pb.WatchEventBatch.decode(bytes);
+  t.equal(decoded.events.length, events.length, 'every event');
+  events.forEach((ev, i) => {
+    t.same(Buffer.from(pb.WatchEvent.encode(decoded.events[i] as cairn.resource.v1.WatchEvent).finish()).equals(Buffer.from(pb.WatchEvent.encode(pb.WatchEvent.decode(encodeWatchEvent(ev))).finish())), true, `event ${i} (${ev.kind}) as WatchList sends it`);
+  });
+  t.equal((decoded.events[2]?.change?.dataJson ?? '').length, 20_000 + '{"title":""}'.length, 'the large event whole');
+  t.same(encodeWatchEventBatch([]).length, 0, 'no events, no bytes');
+});
+
+t.test('watchers handed the same shared events get the same batch bytes; other batches are encoded afresh', async (t) => {
+  const store = new ResourceStore();
+  const a = sharedChangeEvent('change', 0, 8 as Revision, put(store, 8, { title: 'a' }));
+  const b = sharedChangeEvent('change', 0, 9 as Revision, put(store, 9, { title: 'b' }));
+  const first = encodeWatchEventBatch([a, b]);
+  t.equal(encodeWatchEventBatch([a, b]), first, 'the same event objects: the very same buffer');
+  t.not(encodeWatchEventBatch([a]), first, 'fewer events: another batch');
+  t.not(encodeWatchEventBatch([b, a]), first, 'another order: another batch');
+  const withTail = encodeWatchEventBatch([a, { kind: 'tail', watch: 0, revision: 9 as Revision }]);
+  t.not(encodeWatchEventBatch([a, { kind: 'tail', watch: 0, revision: 9 as Revision }]), withTail, 'a plain event (a new object each time) is never taken for another');
+  t.same(encodeWatchEventBatch([a, b]), Buffer.concat([encodeWatchEventBatch([a]), encodeWatchEventBatch([b])]), 'a batch is its events, one after the other');
 });

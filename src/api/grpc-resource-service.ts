@@ -132,6 +132,20 @@ function serviceDefinition(limit: number) {
         throw new Error('server-side definition');
       },
     } satisfies grpc.MethodDefinition<Decoded<pb.WatchListRequest>, Buffer>,
+    watchListBatched: {
+      path: `/${SERVICE}/WatchListBatched`,
+      requestStream: false,
+      responseStream: true,
+      requestDeserialize: (b: Buffer) => decodeRequest(pb.WatchListRequest, 'WatchListRequest', b, limit),
+      requestSerialize: () => {
+        throw new Error('server-side definition');
+      },
+      // Batches are built by encodeWatchEventBatch from the events' cached bytes.
+      responseSerialize: (b: Buffer) => b,
+      responseDeserialize: () => {
+        throw new Error('server-side definition');
+      },
+    } satisfies grpc.MethodDefinition<Decoded<pb.WatchListRequest>, Buffer>,
   } satisfies grpc.ServiceDefinition;
 }
 
@@ -221,6 +235,72 @@ export function encodeWatchEvent(ev: WatchEvent): Buffer {
     case 'end-of-snapshot':
       return Buffer.from(codec.encode({ watch: ev.watch, revision: String(ev.revision), endOfSnapshot: EMPTY }).finish());
   }
+}
+
+/** The bytes of a varint's length prefix for `n`. */
+function varintLength(n: number): number {
+  let len = 1;
+  while (n >= 0x80) {
+    n = Math.floor(n / 128);
+    len++;
+  }
+  return len;
+}
+
+/**
+ * The last few batches encoded, with their events: watchers of one filter at one position are
+ * handed the very same event objects in the same fan-out turn, so the sessions after the first
+ * reuse its bytes instead of copying them again (grpc-js copies them into its frame either
+ * way, and never changes them). Short-lived on purpose: a cache per event would keep up to a
+ * batch of bytes alive for every event in the window.
+ */
+const recentBatches: Array<{ readonly events: readonly WatchEvent[]; readonly bytes: Buffer }> = [];
+const RECENT_BATCHES = 4;
+
+function sameEvents(a: readonly WatchEvent[], b: readonly WatchEvent[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/**
+ * One WatchEventBatch message (WatchListBatched): each event as field 1, length-delimited. The
+ * events' own encodings (cached per shared event) are copied once into the batch; nothing is
+ * re-encoded, and a batch of the same event objects as one just encoded reuses its bytes.
+ */
+export function encodeWatchEventBatch(events: readonly WatchEvent[]): Buffer {
+  for (const r of recentBatches) if (sameEvents(r.events, events)) return r.bytes;
+  const bytes = encodeBatchBytes(events);
+  // Plain events (tails, bookmarks) are new objects per stream: a batch holding one never recurs.
+  if (events.every((e) => e instanceof SharedChangeEvent)) {
+    if (recentBatches.length >= RECENT_BATCHES) recentBatches.pop();
+    recentBatches.unshift({ events: [...events], bytes });
+  }
+  return bytes;
+}
+
+function encodeBatchBytes(events: readonly WatchEvent[]): Buffer {
+  const parts: Buffer[] = [];
+  let total = 0;
+  for (const ev of events) {
+    const b = encodeWatchEvent(ev);
+    parts.push(b);
+    total += 1 + varintLength(b.length) + b.length;
+  }
+  const out = Buffer.allocUnsafe(total);
+  let at = 0;
+  for (const b of parts) {
+    out[at++] = (1 << 3) | 2;
+    let n = b.length;
+    while (n >= 0x80) {
+      out[at++] = (n & 0x7f) | 0x80;
+      n = Math.floor(n / 128);
+    }
+    out[at++] = n;
+    b.copy(out, at);
+    at += b.length;
+  }
+  return out;
 }
 
 // ---- Messages <-> ResourceService ------------------------------------------------------------
@@ -399,19 +479,31 @@ export interface ResourceGrpcServiceOptions {
   readonly audit?: AuditLog;
   /** The largest request message a public method takes (bytes). Default MAX_PUBLIC_MESSAGE_BYTES. */
   readonly maxMessageBytes?: number;
+  /** Serve WatchListBatched. Default true; false answers it UNIMPLEMENTED (tests of clients' fallback). */
+  readonly batchedWatches?: boolean;
 }
 
-function watchList(watches: WatchService | undefined, edge: Edge): grpc.handleServerStreamingCall<Decoded<pb.WatchListRequest>, Buffer> {
+/** WatchListBatched messages a stream may have waiting in grpc-js before its session waits (one being written, one queued). */
+const BATCHES_IN_FLIGHT = 2;
+/** Bytes of one WatchListBatched message, at most (a single larger event goes alone). */
+export const WATCH_BATCH_BYTES = 32 * 1024;
+
+/**
+ * Serves WatchList (`batched` false: one WatchEvent per message) or WatchListBatched (one
+ * WatchEventBatch per write the session makes: the events that queued while the stream waited).
+ */
+function watchList(watches: WatchService | undefined, edge: Edge, batched: boolean): grpc.handleServerStreamingCall<Decoded<pb.WatchListRequest>, Buffer> {
+  const method = batched ? 'WatchListBatched' : 'WatchList';
   return (call) => {
     const fail = (e: unknown): void => {
       const err = toCairnError(e);
-      if (err.code === ErrorCode.INTERNAL) edge.logger.error({ method: 'WatchList', err: err.message, stack: e instanceof Error ? e.stack : undefined }, 'grpc watch failed');
-      auditDenied(edge, 'WatchList', call, err);
+      if (err.code === ErrorCode.INTERNAL) edge.logger.error({ method, err: err.message, stack: e instanceof Error ? e.stack : undefined }, 'grpc watch failed');
+      auditDenied(edge, method, call, err);
       call.emit('error', grpcErrorOf(err));
     };
     try {
       if (!watches) {
-        call.emit('error', { code: grpc.status.UNIMPLEMENTED, details: 'WatchList is not served by this server' });
+        call.emit('error', { code: grpc.status.UNIMPLEMENTED, details: `${method} is not served by this server` });
         return;
       }
       const d = call.request;
@@ -420,6 +512,13 @@ function watchList(watches: WatchService | undefined, edge: Edge): grpc.handleSe
       const auth = call.metadata.get('authorization')[0];
       const token = bearerToken(auth);
       let ended = false;
+      // WatchListBatched: messages handed to grpc-js whose HTTP/2 write has not completed.
+      // grpc-js's own back-pressure counts messages (16), not bytes: the session is held once
+      // BATCHES_IN_FLIGHT are outstanding, so what waits for a slow reader stays in its
+      // subscription queue (references to events every watcher shares), where the
+      // SLOW_CONSUMER bound applies.
+      let inFlight = 0;
+      let drained: (() => void) | undefined;
       // A caller that goes away while the node starts (open() waits for it) ends its session at once.
       let session: WatchSession | undefined;
       let gone = false;
@@ -442,13 +541,30 @@ function watchList(watches: WatchService | undefined, edge: Edge): grpc.handleSe
         { token, peer: peerOf(call) },
         {
           send(events) {
+            if (batched) {
+              if (events.length > 0) {
+                inFlight++;
+                call.write(encodeWatchEventBatch(events), () => {
+                  inFlight--;
+                  const w = drained;
+                  drained = undefined;
+                  w?.();
+                });
+              }
+              return inFlight < BATCHES_IN_FLIGHT;
+            }
             let ok = true;
             for (const ev of events) ok = call.write(encodeWatchEvent(ev));
             return ok;
           },
           onDrain(cb) {
-            call.once('drain', cb);
+            if (!batched) call.once('drain', cb);
+            else if (inFlight < BATCHES_IN_FLIGHT) setImmediate(cb);
+            else drained = cb;
           },
+          // A batch is cut at this many bytes (one larger event goes alone): with at most
+          // BATCHES_IN_FLIGHT of them, a stream holds about 64 KiB for its reader in grpc-js.
+          maxBatchBytes: batched ? WATCH_BATCH_BYTES : undefined,
           sizeOf(ev) {
             // Encoded once per shared event; the write below reuses the bytes.
             return ev.kind === 'change' || ev.kind === 'delete' ? encodeWatchEvent(ev).length + 5 : 32;
@@ -460,7 +576,7 @@ function watchList(watches: WatchService | undefined, edge: Edge): grpc.handleSe
           },
         },
         // One HTTP/2 connection per client address and port: the per-connection watch cap's key.
-        { connection: call.getPeer(), caller: { transport: 'grpc', method: `/${SERVICE}/WatchList`, ...callerOf(call) } },
+        { connection: call.getPeer(), caller: { transport: 'grpc', method: `/${SERVICE}/${method}`, ...callerOf(call) } },
       ).then(
         (s) => {
           session = s;
@@ -555,6 +671,8 @@ export function addResourceGrpcService(server: grpc.Server, svc: ResourceService
       return { response: { resources: r.resources.map(resourceToMsg), ...f.fields, continue: r.continue ?? '' }, metadata: f.metadata };
     }),
   };
-  impl['watchList'] = watchList(opts.watches, edge);
+  impl['watchList'] = watchList(opts.watches, edge, false);
+  // Left out, grpc-js answers UNIMPLEMENTED, as a server from before the method did.
+  if (opts.batchedWatches !== false) impl['watchListBatched'] = watchList(opts.watches, edge, true);
   server.addService(serviceDefinition(opts.maxMessageBytes ?? MAX_PUBLIC_MESSAGE_BYTES), impl);
 }

@@ -18,7 +18,7 @@ export { addSnapshotRoutes, SNAPSHOT_MAGIC, MAX_RESTORE_BYTES } from './snapshot
 export type { RouteOptions } from './http-server.js';
 export { WatchService, WatchSession, WATCH_LIMITS, resourceJsonText, type WatchSpec, type WatchEvent, type WatchSink, type WatchServiceOptions, type WatchOrigin } from './watch.js';
 export { addWatchRoutes, parseWatchBody, watchEventLine } from './watch-routes.js';
-export { encodeWatchEvent } from './grpc-resource-service.js';
+export { encodeWatchEvent, encodeWatchEventBatch } from './grpc-resource-service.js';
 export { HostAllowList, LOOPBACK_HOSTS, normalizeHostHeader, isMediaType } from './host-check.js';
 export { AuditLog, RotatingFile, ACL_TYPES, DENIED_CODES, AUDIT_DENIED_PER_SECOND, type AuditLogOptions, type DeniedRecord, type AdminRecord, type AuditTransport } from './audit.js';
 export { RequestLimits, KeyedRateLimiter, StreamCounter, RATE_LIMIT_DEFAULTS, accessorOf, tokenKey, normalizeIp, ipOfGrpcPeer, retryAfterSecondsOf, type RateLimit, type Caller, type RequestLimitsOptions } from './limits.js';

@@ -106,6 +106,8 @@ export interface WatchSink {
   end(error: CairnError | undefined, watch: number | undefined): void;
   /** The bytes an event takes on this transport (bounds one write). Default: not bounded by size. */
   sizeOf?(ev: WatchEvent): number;
+  /** Bytes (by `sizeOf`) of one `send`, at most, when below WATCH_LIMITS.batchBytes (one event may exceed it alone). */
+  readonly maxBatchBytes?: number | undefined;
 }
 
 export interface WatchMetricsHooks {
@@ -282,7 +284,8 @@ export class WatchSession {
     const now = this.service.clock.monotonicMs();
     const batch: WatchEvent[] = [];
     let bytes = 0;
-    while (batch.length < WATCH_LIMITS.batchEvents && bytes < WATCH_LIMITS.batchBytes) {
+    const maxBytes = Math.min(WATCH_LIMITS.batchBytes, this.sink.maxBatchBytes ?? WATCH_LIMITS.batchBytes);
+    while (batch.length < WATCH_LIMITS.batchEvents && bytes < maxBytes) {
       const st = this.pick();
       if (st === undefined) break;
       const ev = st.sub.next();

@@ -42,6 +42,7 @@ import {
   refToMsg,
   resourceFromMsg,
   statusToMsg,
+  watchListBatchedMethod,
   watchListMethod,
   type AttemptFailure,
   type Method,
@@ -135,6 +136,8 @@ function checkPositive(v: number, what: string): number {
 interface Endpoint {
   readonly address: string;
   readonly client: grpc.Client;
+  /** The server answered WatchListBatched UNIMPLEMENTED (a server from before it): watches use WatchList. */
+  watchListOnly?: boolean;
 }
 
 /** How a failed attempt bears on the call: give up, or try the next endpoint (and whether a write may have happened). */
@@ -283,7 +286,11 @@ export class CairnClient {
         const ep = this.endpoints[index] as Endpoint;
         const metadata = new grpc.Metadata();
         if (this.token !== undefined) metadata.set('authorization', `Bearer ${this.token}`);
-        return ep.client.makeServerStreamRequest<WatchListRequestMsg, WatchEventMsg>(watchListMethod.path, watchListMethod.serialize, watchListMethod.deserialize, req, metadata, {});
+        const m = ep.watchListOnly ? watchListMethod : watchListBatchedMethod;
+        return { call: ep.client.makeServerStreamRequest<WatchListRequestMsg, readonly WatchEventMsg[]>(m.path, m.serialize, m.deserialize, req, metadata, {}), batched: !ep.watchListOnly };
+      },
+      unbatched: (index: number) => {
+        (this.endpoints[index] as Endpoint).watchListOnly = true;
       },
       currentRevision: async (spec: WatchSpec, signal: AbortSignal) => {
         // A List that matches nothing ("-" starts no DNS label) still says the revision it reflects.

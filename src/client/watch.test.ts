@@ -57,9 +57,21 @@ function encodeEvent(e: Ev): Buffer {
   return Buffer.from((pb.WatchEvent as unknown as Codec).encode(body).finish());
 }
 
-/** A fake node serving WatchList from a script (and List, answering `listRevision`). */
+/** A WatchEventBatch of the given events (as WatchListBatched sends them). */
+function encodeBatch(events: readonly Ev[]): Buffer {
+  return Buffer.from((pb.WatchEventBatch as unknown as Codec).encode({ events: events.map((e) => (pb.WatchEvent as unknown as Codec).decode(encodeEvent(e))) }).finish());
+}
+
+/**
+ * A fake node serving a watch script (and List, answering `listRevision`). `calls: 'both'`
+ * (the default) serves WatchListBatched, each step's events two to a message so that messages
+ * split a step, and WatchList; `'watchList'` serves WatchList only, as a server from before
+ * WatchListBatched (grpc-js answers that call UNIMPLEMENTED).
+ */
 class FakeNode {
   readonly requests: WatchReq[] = [];
+  /** Which call each request came on. */
+  readonly calls: string[] = [];
   readonly open = new Set<grpc.ServerWritableStream<Buffer, Buffer>>();
   listRevision = '0';
   private constructor(
@@ -68,7 +80,7 @@ class FakeNode {
     private readonly script: Step[],
   ) {}
 
-  static async start(t: Test, script: Step[]): Promise<FakeNode> {
+  static async start(t: Test, script: Step[], opts: { calls?: 'both' | 'watchList' } = {}): Promise<FakeNode> {
     const server = new grpc.Server();
     const raw = (name: string, responseStream: boolean): grpc.MethodDefinition<Buffer, Buffer> => ({
       path: `/cairn.resource.v1.ResourceService/${name}`,
@@ -80,28 +92,31 @@ class FakeNode {
       responseDeserialize: (b: Buffer) => b,
     });
     let node: FakeNode | undefined;
-    server.addService(
-      { watchList: raw('WatchList', true), list: raw('List', false) },
-      {
-        watchList: (call: grpc.ServerWritableStream<Buffer, Buffer>) => (node as FakeNode).serve(call),
-        list: (_call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) =>
-          cb(null, Buffer.from((pb.ListResponse as unknown as Codec).encode({ resources: [], revision: (node as FakeNode).listRevision }).finish())),
-      },
-    );
+    const list = (_call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>): void =>
+      cb(null, Buffer.from((pb.ListResponse as unknown as Codec).encode({ resources: [], revision: (node as FakeNode).listRevision }).finish()));
+    const watchList = (call: grpc.ServerWritableStream<Buffer, Buffer>): void => (node as FakeNode).serve(call, false);
+    if (opts.calls === 'watchList') server.addService({ watchList: raw('WatchList', true), list: raw('List', false) }, { watchList, list });
+    else
+      server.addService(
+        { watchList: raw('WatchList', true), watchListBatched: raw('WatchListBatched', true), list: raw('List', false) },
+        { watchList, watchListBatched: (call: grpc.ServerWritableStream<Buffer, Buffer>) => (node as FakeNode).serve(call, true), list },
+      );
     const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
     node = new FakeNode(server, `127.0.0.1:${port}`, script);
     t.teardown(() => node.server.forceShutdown());
     return node;
   }
 
-  private serve(call: grpc.ServerWritableStream<Buffer, Buffer>): void {
+  private serve(call: grpc.ServerWritableStream<Buffer, Buffer>, batched: boolean): void {
     const codec = pb.WatchListRequest as unknown as Codec;
     this.requests.push(codec.toObject(codec.decode(call.request), TO_OBJECT) as WatchReq);
+    this.calls.push(batched ? 'WatchListBatched' : 'WatchList');
     const step = this.script.shift();
     this.open.add(call);
     call.on('cancelled', () => this.open.delete(call));
     if (step === undefined) return; // out of script: hold the stream
-    for (const e of step.events) call.write(encodeEvent(e));
+    if (batched) for (let i = 0; i < step.events.length; i += 2) call.write(encodeBatch(step.events.slice(i, i + 2)));
+    else for (const e of step.events) call.write(encodeEvent(e));
     if (step.end === 'hold') return;
     const end = step.end;
     // Let the events go out before the stream ends (as the server's session does).
@@ -475,4 +490,51 @@ t.test('a view swaps a re-listed state in whole: readers never see it half-built
   t.equal(view.get('default/default/b')?.version, '7');
   t.same(node.requests[0]?.watches[0]?.snapshotOnCompacted, true, 'views ask for the framing');
   view.close();
+});
+
+t.test('WatchListBatched: every event of a message is delivered in order, a message may split an entry, and resumes work across messages', async (t) => {
+  const node = await FakeNode.start(t, [
+    { events: [['change', 0, 3, 'a'], ['tail', 0, 5], ['change', 0, 7, 'x'], ['delete', 0, 8, 'y']], end: { transport: grpc.status.UNAVAILABLE } },
+    { events: [['delete', 0, 8, 'y'], ['delete', 0, 8, 'z'], ['change', 0, 9, 'w']], end: 'hold' },
+  ]);
+  const w = client(t, [node.address]).watch({ type: 'demo.v1.Artist' }, FAST);
+  t.same(await take(w, 6), ['change 0 3 a', 'tail 0 5', 'change 0 7 x', 'delete 0 8 y', 'delete 0 8 z', 'change 0 9 w']);
+  t.same(node.calls, ['WatchListBatched', 'WatchListBatched'], 'the batched call, first and on the resume');
+  t.same(node.gts(), [[''], ['7']]);
+  w.close();
+});
+
+t.test('a server without WatchListBatched (UNIMPLEMENTED): the watch asks again with WatchList on the same node, and later watches go straight to it', async (t) => {
+  const node = await FakeNode.start(
+    t,
+    [
+      { events: [['change', 0, 3, 'a'], ['change', 0, 2, 'b'], ['tail', 0, 5], ['change', 0, 6, 'c']], end: UNAVAILABLE },
+      { events: [['change', 0, 7, 'd']], end: 'hold' },
+      { events: [['change', 0, 4, 'e'], ['tail', 0, 7]], end: 'hold' },
+    ],
+    { calls: 'watchList' },
+  );
+  const c = client(t, [node.address]);
+  const w = c.watch({ type: 'demo.v1.Artist' }, FAST);
+  t.same(await take(w, 5), ['change 0 3 a', 'change 0 2 b', 'tail 0 5', 'change 0 6 c', 'change 0 7 d'], 'every event, resumed once');
+  t.same(node.calls, ['WatchList', 'WatchList'], 'WatchList served both streams');
+  t.same(node.gts(), [[''], ['5']], 'the resume asked from the last complete revision (6 was not known complete)');
+  t.equal(w.stats.lostBy['UNIMPLEMENTED'], undefined, 'the refused batched call is not a lost stream');
+  t.equal(w.stats.lastError?.code, 'UNAVAILABLE', 'the only error the watch saw was the scripted one');
+  const w2 = c.watch({ type: 'demo.v1.Album' }, FAST);
+  t.same(await take(w2, 2), ['change 0 4 e', 'tail 0 7']);
+  t.equal(w2.stats.streams, 1, 'the second watch opened one stream: the client remembers the node has no WatchListBatched');
+  w.close();
+  w2.close();
+});
+
+t.test('UNIMPLEMENTED with a Cairn error code (a server refusing watches) is not taken for a missing method', async (t) => {
+  const node = await FakeNode.start(t, [{ events: [], end: { code: 'UNIMPLEMENTED', grpc: grpc.status.UNIMPLEMENTED } }]);
+  const w = client(t, [node.address]).watch({ type: 'demo.v1.Artist' }, FAST);
+  const r = await w.next().then(
+    () => 'no error',
+    (e: unknown) => (isCairnClientError(e) ? e.code : String(e)),
+  );
+  t.not(r, 'no error', `the watch ends with an error (${r})`);
+  t.same(node.calls, ['WatchListBatched'], 'no second attempt on WatchList');
 });

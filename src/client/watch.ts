@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { CairnClientError, ClientErrorCode } from './errors.js';
 import type { Resource } from './types.js';
-import { decodeFailure, resourceFromMsg, type AttemptFailure, type WatchEventMsg, type WatchListRequestMsg, type WatchMsg } from './wire.js';
+import { decodeFailure, ERROR_CODE_KEY, resourceFromMsg, type AttemptFailure, type WatchEventMsg, type WatchListRequestMsg, type WatchMsg } from './wire.js';
 
 /**
  * Watches (API.md "Watch") over the server-streaming gRPC call WatchList, resumed across lost
@@ -95,7 +95,9 @@ export interface WatchOptions {
   /**
    * Events held for a consumer that does not keep up, at most; beyond it the stream is paused
    * (gRPC flow control pushes back to the server, which may end it with SLOW_CONSUMER; the
-   * watch then resumes once the consumer has caught up). Default 1,024.
+   * watch then resumes once the consumer has caught up). Default 1,024. The stream pauses
+   * between messages, so one WatchListBatched message (at most 256 events) may take the buffer
+   * past this.
    */
   readonly maxBufferedEvents?: number;
   /** First reconnect delay in ms; doubles per failed attempt (jittered). Default 50. */
@@ -133,7 +135,13 @@ export interface WatchTransport {
   readonly endpoints: readonly string[];
   /** Index of the endpoint to try first. */
   readonly firstEndpoint: number;
-  open(endpoint: number, req: WatchListRequestMsg): grpc.ClientReadableStream<WatchEventMsg>;
+  /**
+   * Opens a watch call: WatchListBatched unless the endpoint is known to lack it (`unbatched`),
+   * then WatchList. Either way each message decodes to the events it carries, in order.
+   */
+  open(endpoint: number, req: WatchListRequestMsg): { readonly call: grpc.ClientReadableStream<readonly WatchEventMsg[]>; readonly batched: boolean };
+  /** The endpoint answered WatchListBatched UNIMPLEMENTED: its watches use WatchList from now on. */
+  unbatched(endpoint: number): void;
   /** The cluster's current revision (an empty linearizable List of the watch's type): where an atTail watch starts. */
   currentRevision(spec: WatchSpec, signal: AbortSignal): Promise<string>;
   /** The watch ended; the client forgets it. */
@@ -226,7 +234,7 @@ export class WatchStream<D = unknown> implements AsyncIterableIterator<WatchEven
   private head = 0;
   private waiter: { resolve: (r: IteratorResult<WatchEvent<D>>) => void; reject: (e: unknown) => void } | undefined;
   private roomWaiter: (() => void) | undefined;
-  private call: grpc.ClientReadableStream<WatchEventMsg> | undefined;
+  private call: grpc.ClientReadableStream<readonly WatchEventMsg[]> | undefined;
   private closed = false;
   private finalError: CairnClientError | undefined;
   /** Since when (ms) no stream has been served: the start, or the loss of the last stream that was. */
@@ -512,9 +520,10 @@ export class WatchStream<D = unknown> implements AsyncIterableIterator<WatchEven
     this.stats.streams++;
     const address = this.endpoint;
     return new Promise<StreamEnd>((resolve) => {
-      let call: grpc.ClientReadableStream<WatchEventMsg>;
+      let call: grpc.ClientReadableStream<readonly WatchEventMsg[]>;
+      let batched: boolean;
       try {
-        call = this.transport.open(this.endpointIndex, req);
+        ({ call, batched } = this.transport.open(this.endpointIndex, req));
       } catch (e) {
         resolve({ kind: 'final', error: e instanceof CairnClientError ? e : new CairnClientError(ClientErrorCode.UNAVAILABLE, `WatchList refused: ${e instanceof Error ? e.message : String(e)}`) });
         return;
@@ -541,12 +550,15 @@ export class WatchStream<D = unknown> implements AsyncIterableIterator<WatchEven
         served = true;
       };
       call.on('metadata', servedNow);
-      call.on('data', (m: WatchEventMsg) => {
+      call.on('data', (batch: readonly WatchEventMsg[]) => {
         if (done) return;
         progressed = true;
         servedNow();
         try {
-          this.handle(m);
+          for (const m of batch) {
+            this.handle(m);
+            if (done) return;
+          }
         } catch (e) {
           const error = e instanceof CairnClientError ? e : new CairnClientError(ClientErrorCode.INTERNAL, `the server's watch event is malformed (${address}): ${e instanceof Error ? e.message : String(e)}`);
           finish({ kind: 'final', error });
@@ -554,7 +566,16 @@ export class WatchStream<D = unknown> implements AsyncIterableIterator<WatchEven
       });
       call.on('error', (e: grpc.ServiceError) => {
         if (this.closed) finish({ kind: 'closed' });
-        else finish({ kind: 'failure', failure: decodeFailure(e, address), progressed });
+        else if (batched && e.code === grpc.status.UNIMPLEMENTED && !progressed && e.metadata?.get(ERROR_CODE_KEY).length === 0) {
+          // A server from before WatchListBatched (grpc-js's own answer to an unknown method,
+          // without a Cairn code): ask again with WatchList, at once and on the same node.
+          this.transport.unbatched(this.endpointIndex);
+          if (done) return;
+          done = true;
+          if (timer !== undefined) clearTimeout(timer);
+          if (this.call === call) this.call = undefined;
+          resolve(this.stream(req));
+        } else finish({ kind: 'failure', failure: decodeFailure(e, address), progressed });
       });
       call.on('status', (s: grpc.StatusObject) => {
         if (s.code === grpc.status.OK) finish(this.closed ? { kind: 'closed' } : { kind: 'ended', progressed });

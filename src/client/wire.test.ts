@@ -1,6 +1,6 @@
 import t from 'tap';
 import { cairn } from '../gen/resource.js';
-import { methods, optionalUint64, resourceFromMsg, watchListMethod } from './wire.js';
+import { methods, optionalUint64, resourceFromMsg, watchListBatchedMethod, watchListMethod, type WatchEventMsg } from './wire.js';
 
 /**
  * Answers are the generated messages as decoded: fields the server left unset (proto3 omits
@@ -60,11 +60,32 @@ t.test('a missing resource or unparsable data is a malformed answer', async (t) 
 });
 
 t.test('a watch event names its kind; one this client does not know has none', async (t) => {
-  const change = watchListMethod.deserialize(Buffer.from(pb.WatchEvent.encode({ watch: 2, revision: '9', change: { id: { name: 'k' } } }).finish()));
+  const one = (b: Buffer): WatchEventMsg => {
+    const evs = watchListMethod.deserialize(b);
+    t.equal(evs.length, 1, 'WatchList: one event per message');
+    return evs[0] as WatchEventMsg;
+  };
+  const change = one(Buffer.from(pb.WatchEvent.encode({ watch: 2, revision: '9', change: { id: { name: 'k' } } }).finish()));
   t.same([change.event, change.watch, change.revision], ['change', 2, '9']);
-  const tail = watchListMethod.deserialize(Buffer.from(pb.WatchEvent.encode({ revision: '9', tail: {} }).finish()));
+  const tail = one(Buffer.from(pb.WatchEvent.encode({ revision: '9', tail: {} }).finish()));
   t.equal(tail.event, 'tail');
   // Field 15, length-delimited, empty: a kind from a newer server.
-  const unknown = watchListMethod.deserialize(Buffer.concat([Buffer.from(pb.WatchEvent.encode({ watch: 1, revision: '10' }).finish()), Buffer.from([(15 << 3) | 2, 0])]));
+  const unknown = one(Buffer.concat([Buffer.from(pb.WatchEvent.encode({ watch: 1, revision: '10' }).finish()), Buffer.from([(15 << 3) | 2, 0])]));
   t.same([unknown.event, unknown.watch, unknown.revision], [undefined, 1, '10']);
+});
+
+t.test('a WatchListBatched message decodes to its events, in order', async (t) => {
+  const batch = Buffer.from(
+    pb.WatchEventBatch.encode({ events: [{ watch: 0, revision: '5', change: { id: { name: 'a' } } }, { watch: 1, revision: '6', delete: { id: { name: 'b' } } }, { revision: '6', bookmark: {} }] }).finish(),
+  );
+  const evs = watchListBatchedMethod.deserialize(batch);
+  t.same(
+    evs.map((e) => [e.event, e.watch, e.revision]),
+    [
+      ['change', 0, '5'],
+      ['delete', 1, '6'],
+      ['bookmark', 0, '6'],
+    ],
+  );
+  t.same(watchListBatchedMethod.deserialize(Buffer.alloc(0)), [], 'an empty message is no event (a server never sends one)');
 });

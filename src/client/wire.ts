@@ -62,13 +62,24 @@ export const methods = {
   listByOwner: method('ListByOwner', false, pb.ListByOwnerRequest, pb.ListByOwnerResponse),
 } as const;
 
-/** The server-streaming WatchList call (see watch.ts). */
+/**
+ * The server-streaming WatchList call (see watch.ts): one event per message, decoded as a batch
+ * of one so both watch calls hand the watch the same shape.
+ */
 export const watchListMethod = {
   name: 'WatchList',
   path: `/${SERVICE}/WatchList`,
   serialize: (m: WatchListRequestMsg): Buffer => Buffer.from(pb.WatchListRequest.encode(m).finish()),
   // `event` (a getter of the decoded message) names the event kind; unknown fields (a newer server's) are ignored.
-  deserialize: (b: Buffer): WatchEventMsg => pb.WatchEvent.decode(b),
+  deserialize: (b: Buffer): readonly WatchEventMsg[] => [pb.WatchEvent.decode(b)],
+} as const;
+
+/** WatchListBatched: WatchList's events, one or more per message (the watch's first choice). */
+export const watchListBatchedMethod = {
+  name: 'WatchListBatched',
+  path: `/${SERVICE}/WatchListBatched`,
+  serialize: watchListMethod.serialize,
+  deserialize: (b: Buffer): readonly WatchEventMsg[] => pb.WatchEventBatch.decode(b).events as WatchEventMsg[],
 } as const;
 
 export const CONSISTENCY = {

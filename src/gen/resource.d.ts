@@ -51,6 +51,9 @@ export namespace cairn {
 
                 /** Calls WatchList. */
                 watchList: cairn.resource.v1.ResourceService.WatchList;
+
+                /** Calls WatchListBatched. */
+                watchListBatched: cairn.resource.v1.ResourceService.WatchListBatched;
             }
 
             namespace ResourceService {
@@ -184,6 +187,25 @@ export namespace cairn {
                   readonly path: "/cairn.resource.v1.ResourceService/WatchList";
                   readonly requestType: "WatchListRequest";
                   readonly responseType: "WatchEvent";
+                  readonly requestStream: undefined;
+                  readonly responseStream: true;
+                };
+
+                /**
+                 * Callback as used by {@link cairn.resource.v1.ResourceService#watchListBatched}.
+                 * @param error Error, if any
+                 * @param [response] WatchEventBatch
+                 */
+                type WatchListBatchedCallback = (error: (Error|null), response?: cairn.resource.v1.WatchEventBatch) => void;
+
+                /** Calls WatchListBatched. */
+                type WatchListBatched = {
+                  (request: cairn.resource.v1.IWatchListRequest, callback: cairn.resource.v1.ResourceService.WatchListBatchedCallback): void;
+                  (request: cairn.resource.v1.IWatchListRequest): Promise<cairn.resource.v1.WatchEventBatch>;
+                  readonly name: "WatchListBatched";
+                  readonly path: "/cairn.resource.v1.ResourceService/WatchListBatched";
+                  readonly requestType: "WatchListRequest";
+                  readonly responseType: "WatchEventBatch";
                   readonly requestStream: undefined;
                   readonly responseStream: true;
                 };
@@ -3164,6 +3186,126 @@ export namespace cairn {
                 } & (
                   ({ event?: undefined; change?: null; "delete"?: null; tail?: null; bookmark?: null; newSnapshotToFollow?: null; endOfSnapshot?: null }|{ event?: "change"; change: cairn.resource.v1.Resource.$Shape; "delete"?: null; tail?: null; bookmark?: null; newSnapshotToFollow?: null; endOfSnapshot?: null }|{ event?: "delete"; change?: null; "delete": cairn.resource.v1.Resource.$Shape; tail?: null; bookmark?: null; newSnapshotToFollow?: null; endOfSnapshot?: null }|{ event?: "tail"; change?: null; "delete"?: null; tail: cairn.resource.v1.Empty.$Shape; bookmark?: null; newSnapshotToFollow?: null; endOfSnapshot?: null }|{ event?: "bookmark"; change?: null; "delete"?: null; tail?: null; bookmark: cairn.resource.v1.Empty.$Shape; newSnapshotToFollow?: null; endOfSnapshot?: null }|{ event?: "newSnapshotToFollow"; change?: null; "delete"?: null; tail?: null; bookmark?: null; newSnapshotToFollow: cairn.resource.v1.Empty.$Shape; endOfSnapshot?: null }|{ event?: "endOfSnapshot"; change?: null; "delete"?: null; tail?: null; bookmark?: null; newSnapshotToFollow?: null; endOfSnapshot: cairn.resource.v1.Empty.$Shape })
                 );
+            }
+
+            /**
+             * Properties of a WatchEventBatch.
+             * @deprecated Use cairn.resource.v1.WatchEventBatch.$Properties instead.
+             */
+            interface IWatchEventBatch extends cairn.resource.v1.WatchEventBatch.$Properties {
+            }
+
+            /** Represents a WatchEventBatch. */
+            class WatchEventBatch {
+
+                /**
+                 * Constructs a new WatchEventBatch.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.WatchEventBatch.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** WatchEventBatch events. */
+                events: cairn.resource.v1.WatchEvent.$Properties[];
+
+                /**
+                 * Creates a new WatchEventBatch instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns WatchEventBatch instance
+                 */
+                static create(properties: cairn.resource.v1.WatchEventBatch.$Shape): cairn.resource.v1.WatchEventBatch & cairn.resource.v1.WatchEventBatch.$Shape;
+                static create(properties?: cairn.resource.v1.WatchEventBatch.$Properties): cairn.resource.v1.WatchEventBatch;
+
+                /**
+                 * Encodes the specified WatchEventBatch message. Does not implicitly {@link cairn.resource.v1.WatchEventBatch.verify|verify} messages.
+                 * @param m WatchEventBatch message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.WatchEventBatch.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified WatchEventBatch message, length delimited. Does not implicitly {@link cairn.resource.v1.WatchEventBatch.verify|verify} messages.
+                 * @param message WatchEventBatch message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.WatchEventBatch.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a WatchEventBatch message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.WatchEventBatch & cairn.resource.v1.WatchEventBatch.$Shape} WatchEventBatch
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.WatchEventBatch & cairn.resource.v1.WatchEventBatch.$Shape;
+
+                /**
+                 * Decodes a WatchEventBatch message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.WatchEventBatch & cairn.resource.v1.WatchEventBatch.$Shape} WatchEventBatch
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.WatchEventBatch & cairn.resource.v1.WatchEventBatch.$Shape;
+
+                /**
+                 * Verifies a WatchEventBatch message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a WatchEventBatch message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns WatchEventBatch
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.WatchEventBatch;
+
+                /**
+                 * Creates a plain object from a WatchEventBatch message. Also converts values to other types if specified.
+                 * @param m WatchEventBatch
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.WatchEventBatch, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this WatchEventBatch to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for WatchEventBatch
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace WatchEventBatch {
+
+                /** Properties of a WatchEventBatch. */
+                interface $Properties {
+
+                    /** WatchEventBatch events */
+                    events?: (cairn.resource.v1.WatchEvent.$Properties[]|null);
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a WatchEventBatch. */
+                type $Shape = {
+                  events?: cairn.resource.v1.WatchEvent.$Shape[]|null;
+                  $unknowns?: Uint8Array[];
+                };
             }
 
             /**

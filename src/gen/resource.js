@@ -355,6 +355,47 @@ export const cairn = $root.cairn = (() => {
                     responseStream: { value: true }
                 });
 
+                /**
+                 * Callback as used by {@link cairn.resource.v1.ResourceService#watchListBatched}.
+                 * @memberof cairn.resource.v1.ResourceService
+                 * @typedef WatchListBatchedCallback
+                 * @type {function}
+                 * @param {Error|null} error Error, if any
+                 * @param {cairn.resource.v1.WatchEventBatch} [response] WatchEventBatch
+                 */
+
+                /**
+                 * Calls WatchListBatched.
+                 * @memberof cairn.resource.v1.ResourceService
+                 * @typedef WatchListBatched
+                 * @type {{
+                 *   (request: cairn.resource.v1.IWatchListRequest, callback: cairn.resource.v1.ResourceService.WatchListBatchedCallback): void;
+                 *   (request: cairn.resource.v1.IWatchListRequest): Promise<cairn.resource.v1.WatchEventBatch>;
+                 *   readonly name: "WatchListBatched";
+                 *   readonly path: "/cairn.resource.v1.ResourceService/WatchListBatched";
+                 *   readonly requestType: "WatchListRequest";
+                 *   readonly responseType: "WatchEventBatch";
+                 *   readonly requestStream: undefined;
+                 *   readonly responseStream: true;
+                 * }}
+                 */
+
+                /**
+                 * Calls WatchListBatched.
+                 * @name cairn.resource.v1.ResourceService#watchListBatched
+                 * @type {cairn.resource.v1.ResourceService.WatchListBatched}
+                 */
+                $Object.defineProperties(ResourceService.prototype.watchListBatched = function(request, callback) {
+                    return $protobuf.rpc.Service.prototype.rpcCall.call(this, ResourceService.prototype.watchListBatched, $root.cairn.resource.v1.WatchListRequest, $root.cairn.resource.v1.WatchEventBatch, request, callback);
+                }, {
+                    name: { value: "WatchListBatched" },
+                    path: { value: "/cairn.resource.v1.ResourceService/WatchListBatched" },
+                    requestType: { value: "WatchListRequest" },
+                    responseType: { value: "WatchEventBatch" },
+                    requestStream: { value: $undefined },
+                    responseStream: { value: true }
+                });
+
                 return ResourceService;
             })();
 
@@ -9052,6 +9093,306 @@ export const cairn = $root.cairn = (() => {
                 };
 
                 return WatchEvent;
+            })();
+
+            v1.WatchEventBatch = (function() {
+
+                /**
+                 * Properties of a WatchEventBatch.
+                 * @typedef {Object} cairn.resource.v1.WatchEventBatch.$Properties
+                 * @property {Array.<cairn.resource.v1.WatchEvent.$Properties>|null} [events] WatchEventBatch events
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a WatchEventBatch.
+                 * @memberof cairn.resource.v1
+                 * @interface IWatchEventBatch
+                 * @augments cairn.resource.v1.WatchEventBatch.$Properties
+                 * @deprecated Use cairn.resource.v1.WatchEventBatch.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a WatchEventBatch.
+                 * @typedef {{
+                 *   events?: Array.<cairn.resource.v1.WatchEvent.$Shape>|null;
+                 *   $unknowns?: Array.<Uint8Array>;
+                 * }} cairn.resource.v1.WatchEventBatch.$Shape
+                 */
+
+                /**
+                 * Constructs a new WatchEventBatch.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a WatchEventBatch.
+                 * @constructor
+                 * @param {cairn.resource.v1.WatchEventBatch.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const WatchEventBatch = function (p) {
+                    this.events = [];
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * WatchEventBatch events.
+                 * @member {Array.<cairn.resource.v1.WatchEvent.$Properties>} events
+                 * @memberof cairn.resource.v1.WatchEventBatch
+                 * @instance
+                 */
+                WatchEventBatch.prototype.events = $util.emptyArray;
+
+                /**
+                 * Creates a new WatchEventBatch instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.WatchEventBatch
+                 * @static
+                 * @param {cairn.resource.v1.WatchEventBatch.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.WatchEventBatch} WatchEventBatch instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.WatchEventBatch.$Shape): cairn.resource.v1.WatchEventBatch & cairn.resource.v1.WatchEventBatch.$Shape;
+                 *   (properties?: cairn.resource.v1.WatchEventBatch.$Properties): cairn.resource.v1.WatchEventBatch;
+                 * }}
+                 */
+                WatchEventBatch.create = function(properties) {
+                    return new WatchEventBatch(properties);
+                };
+
+                /**
+                 * Encodes the specified WatchEventBatch message. Does not implicitly {@link cairn.resource.v1.WatchEventBatch.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.WatchEventBatch
+                 * @static
+                 * @param {cairn.resource.v1.WatchEventBatch.$Properties} m WatchEventBatch message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                WatchEventBatch.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.events != null && m.events.length) {
+                        for (var i = 0; i < m.events.length; ++i)
+                            $root.cairn.resource.v1.WatchEvent.encode(m.events[i], w.uint32(/* id 1, wireType 2 =*/10).fork(), q + 1).ldelim();
+                    }
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified WatchEventBatch message, length delimited. Does not implicitly {@link cairn.resource.v1.WatchEventBatch.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.WatchEventBatch
+                 * @static
+                 * @param {cairn.resource.v1.WatchEventBatch.$Properties} message WatchEventBatch message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                WatchEventBatch.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a WatchEventBatch message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.WatchEventBatch
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.WatchEventBatch & cairn.resource.v1.WatchEventBatch.$Shape} WatchEventBatch
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                WatchEventBatch.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.WatchEventBatch();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 2)
+                                    break;
+                                if (!(m.events && m.events.length))
+                                    m.events = [];
+                                m.events.push($root.cairn.resource.v1.WatchEvent.decode(r, r.size(), $undefined, q + 1));
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a WatchEventBatch message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.WatchEventBatch
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.WatchEventBatch & cairn.resource.v1.WatchEventBatch.$Shape} WatchEventBatch
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                WatchEventBatch.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a WatchEventBatch message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.WatchEventBatch
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                WatchEventBatch.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    if (m.events != null && $Object.hasOwnProperty.call(m, "events")) {
+                        if (!$Array.isArray(m.events))
+                            return "events: array expected";
+                        for (var i = 0; i < m.events.length; ++i) {
+                            {
+                                var e = $root.cairn.resource.v1.WatchEvent.verify(m.events[i], q + 1);
+                                if (e)
+                                    return "events." + e;
+                            }
+                        }
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a WatchEventBatch message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.WatchEventBatch
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.WatchEventBatch} WatchEventBatch
+                 */
+                WatchEventBatch.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.WatchEventBatch)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.WatchEventBatch: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.WatchEventBatch();
+                    if (d.events) {
+                        if (!$Array.isArray(d.events))
+                            throw $TypeError(".cairn.resource.v1.WatchEventBatch.events: array expected");
+                        m.events = $Array(d.events.length);
+                        for (var i = 0; i < d.events.length; ++i) {
+                            if (!$util.isObject(d.events[i]))
+                                throw $TypeError(".cairn.resource.v1.WatchEventBatch.events: object expected");
+                            m.events[i] = $root.cairn.resource.v1.WatchEvent.fromObject(d.events[i], q + 1);
+                        }
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a WatchEventBatch message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.WatchEventBatch
+                 * @static
+                 * @param {cairn.resource.v1.WatchEventBatch} m WatchEventBatch
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                WatchEventBatch.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.arrays || o.defaults) {
+                        d.events = [];
+                    }
+                    if (m.events && m.events.length) {
+                        d.events = $Array(m.events.length);
+                        for (var j = 0; j < m.events.length; ++j) {
+                            d.events[j] = $root.cairn.resource.v1.WatchEvent.toObject(m.events[j], o, q + 1);
+                        }
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this WatchEventBatch to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.WatchEventBatch
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                WatchEventBatch.prototype.toJSON = function() {
+                    return WatchEventBatch.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for WatchEventBatch
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.WatchEventBatch
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                WatchEventBatch.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.WatchEventBatch";
+                };
+
+                return WatchEventBatch;
             })();
 
             v1.Empty = (function() {

@@ -291,7 +291,7 @@ t.test(`HTTP: ${HTTP_RUNS} random requests (seed ${SEED}): well-formed answers, 
 
 // ---- gRPC -----------------------------------------------------------------------------------------
 
-const METHODS = ['Read', 'Write', 'WriteStatus', 'Delete', 'List', 'ListByOwner', 'WatchList', 'Nope'];
+const METHODS = ['Read', 'Write', 'WriteStatus', 'Delete', 'List', 'ListByOwner', 'WatchList', 'WatchListBatched', 'Nope'];
 const GRPC_CODES = new Set([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16]); // 13 INTERNAL is a bug
 
 const idArb = fc.record({
@@ -351,7 +351,7 @@ t.test(`gRPC: ${GRPC_RUNS} random calls (seed ${SEED}): a status for each, no cr
       const what = `gRPC ${r.method} (token ${r.token}) ${r.raw !== undefined ? `raw ${Buffer.from(r.raw).toString('hex').slice(0, 80)}` : JSON.stringify(r.message).slice(0, 200)}`;
       const before = snapshotStore();
       let code: number;
-      if (r.method === 'WatchList') {
+      if (r.method === 'WatchList' || r.method === 'WatchListBatched') {
         const md = new grpc.Metadata();
         if (token !== undefined) md.set('authorization', `Bearer ${token}`);
         const bytes = r.raw !== undefined ? Buffer.from(r.raw) : Buffer.from(pb.WatchListRequest.encode(pb.WatchListRequest.fromObject({ watches: r.message.watches })).finish());

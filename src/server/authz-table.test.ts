@@ -354,6 +354,27 @@ const HTTP_TABLE: Record<string, Case> = {
   },
 };
 
+/** WatchList and WatchListBatched are one door: the same checks, whichever framing is asked for. */
+async function watchDoor(t: Test, method: 'WatchList' | 'WatchListBatched'): Promise<void> {
+  const wl = (space: string): object[] => [{ type: ARTIST, tenancy: { partition: '*', namespace: space } }];
+  const ends = async (w: ReturnType<typeof grpcWatch>): Promise<number> => {
+    await pollUntil(() => w.end !== undefined, 5000, 'the watch to end');
+    return (w.end as { code: number }).code;
+  };
+  t.equal(await ends(grpcWatch(node.grpc, wl('*'), undefined, method)), 16, `anonymous ${method} -> UNAUTHENTICATED`);
+  t.equal(await ends(grpcWatch(node.grpc, wl('team-b'), ids.scoped, method)), 7, `scoped ${method} team-b -> PERMISSION_DENIED`);
+  t.equal(await ends(grpcWatch(node.grpc, [{ type: 'cairn.v1.ACLToken' }], ids.reader, method)), 7, `reader ${method} tokens -> PERMISSION_DENIED`);
+  const ok = grpcWatch(node.grpc, wl('*'), ids.scoped, method);
+  try {
+    await pollUntil(() => ok.events.some((e) => e['event'] === 'tail'), 5000, 'the scoped watch to reach its tail');
+    t.ok(ok.events.some((e) => e['change']), 'initial state: not empty');
+    t.ok(ok.events.filter((e) => e['change']).every((e) => (e['change'] as { id: { tenancy: { namespace: string } } }).id.tenancy.namespace === 'team-a'), 'initial state: team-a only');
+    t.equal(ok.end, undefined, 'still open');
+  } finally {
+    ok.cancel();
+  }
+}
+
 /** Every gRPC method of cairn.resource.v1.ResourceService. */
 const GRPC_TABLE: Record<string, Case> = {
   Read: async (t) => {
@@ -426,24 +447,8 @@ const GRPC_TABLE: Record<string, Case> = {
     const bad = await grpcUnary(node.grpc, 'ListByOwner', { ownerUid: owner.id.uid }, `cairn_${ids.scopedAccessor}_${'f'.repeat(64)}`);
     t.equal(bad.code, 16, 'a forged token is refused');
   },
-  WatchList: async (t) => {
-    const wl = (space: string): object[] => [{ type: ARTIST, tenancy: { partition: '*', namespace: space } }];
-    const ends = async (w: ReturnType<typeof grpcWatch>): Promise<number> => {
-      await pollUntil(() => w.end !== undefined, 5000, 'the watch to end');
-      return (w.end as { code: number }).code;
-    };
-    t.equal(await ends(grpcWatch(node.grpc, wl('*'))), 16, 'anonymous WatchList -> UNAUTHENTICATED');
-    t.equal(await ends(grpcWatch(node.grpc, wl('team-b'), ids.scoped)), 7, 'scoped WatchList team-b -> PERMISSION_DENIED');
-    t.equal(await ends(grpcWatch(node.grpc, [{ type: 'cairn.v1.ACLToken' }], ids.reader)), 7, 'reader WatchList tokens -> PERMISSION_DENIED');
-    const ok = grpcWatch(node.grpc, wl('*'), ids.scoped);
-    try {
-      await pollUntil(() => ok.events.some((e) => e['event'] === 'tail'), 5000, 'the scoped watch to reach its tail');
-      t.ok(ok.events.filter((e) => e['change']).every((e) => (e['change'] as { id: { tenancy: { namespace: string } } }).id.tenancy.namespace === 'team-a'), 'initial state: team-a only');
-      t.equal(ok.end, undefined, 'still open');
-    } finally {
-      ok.cancel();
-    }
-  },
+  WatchList: async (t) => watchDoor(t, 'WatchList'),
+  WatchListBatched: async (t) => watchDoor(t, 'WatchListBatched'),
 };
 
 t.before(async () => {

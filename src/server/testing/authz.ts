@@ -179,17 +179,22 @@ export interface GrpcWatch {
   cancel(): void;
 }
 
-export function grpcWatch(client: grpc.Client, watches: object[], token?: string): GrpcWatch {
+/** A WatchList (or WatchListBatched: each message's events, in order) stream with a token. */
+export function grpcWatch(client: grpc.Client, watches: object[], token?: string, method: 'WatchList' | 'WatchListBatched' = 'WatchList'): GrpcWatch {
   const md = new grpc.Metadata();
   if (token !== undefined) md.set('authorization', `Bearer ${token}`);
   const bytes = Buffer.from(codec(pb.WatchListRequest).encode(codec(pb.WatchListRequest).fromObject({ watches })).finish());
-  const call = client.makeServerStreamRequest('/cairn.resource.v1.ResourceService/WatchList', (b: Buffer) => b, (b: Buffer) => b, bytes, md, {});
+  const call = client.makeServerStreamRequest(`/cairn.resource.v1.ResourceService/${method}`, (b: Buffer) => b, (b: Buffer) => b, bytes, md, {});
   const w: GrpcWatch = {
     events: [],
     end: undefined,
     cancel: () => call.cancel(),
   };
-  call.on('data', (b: Buffer) => w.events.push(codec(pb.WatchEvent).toObject(codec(pb.WatchEvent).decode(b), OBJECT) as Record<string, unknown>));
+  const toObject = (m: object): Record<string, unknown> => codec(pb.WatchEvent).toObject(m, OBJECT) as Record<string, unknown>;
+  call.on('data', (b: Buffer) => {
+    if (method === 'WatchList') w.events.push(toObject(codec(pb.WatchEvent).decode(b)));
+    else for (const m of (codec(pb.WatchEventBatch).decode(b) as { events: object[] }).events) w.events.push(toObject(m));
+  });
   call.on('error', (e: grpc.ServiceError) => {
     if (w.end === undefined) w.end = { code: e.code, details: e.details };
   });
