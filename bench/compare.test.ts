@@ -363,6 +363,7 @@ function fanoutResult(watchers: number, o: { held: boolean; p99Ms: number; deliv
     receivedEventsPerSec: 200 * watchers,
     loadGenerator: { cpuPercent: 30, cpuWaitPercent: 2, eventLoopUtilization: 0.3, rssBytes: 1, heapUsedBytes: 1 },
     watcherTotals: { messages: 1, bytes: 1, changes: 1, changeBytes: 1, bookmarks: 0, orderViolations: 0, ended: {} },
+    streamsWithGap: 0,
     meanEventBytes: 380,
     deliveredBytesPerChange: 380 * watchers,
     keepsUp: o.held,

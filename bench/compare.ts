@@ -411,7 +411,7 @@ function chart(results: readonly SystemResults[], title: string): string {
 // ---- Main ------------------------------------------------------------------------------------
 
 const FANOUT_NOTE =
-  'N watchers on one follower (each its own gRPC stream of the whole data set, 500 streams per connection: etcd Watch, Cairn WatchList), ' +
+  'N watchers on one follower (each its own gRPC stream of the whole data set, 500 streams per connection: etcd Watch, Cairn WatchListBatched), ' +
   'an open-loop writer process at 200 writes/s to the leader; send-to-recv = arrival at a watcher minus the time the write was sent, ' +
   'over every expected delivery (">N s": the percentile falls on events not delivered by the end of the drain). ' +
   '"held": every watcher got every event at that rate (writes at >= 98% of 200/s, all delivered, p99 <= 1 s, no stream ended). ' +

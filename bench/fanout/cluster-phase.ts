@@ -141,6 +141,7 @@ export function describeResult(r: WatchFanoutResult): string {
     `  ${num(r.writesPerSec, 1)}/${r.targetWritesPerSec} writes/s${r.writeRateHeld ? '' : ' (rate missed)'}${d.writer.failed > 0 ? `, ${num(d.writer.failed)} failed` : ''}; ` +
     `${(r.deliveredFraction * 100).toFixed(2)}% delivered; send-to-recv p50 ${fmtMs(r.deliveryP50Ms, r.undeliveredOlderThanMs)}, p99 ${fmtMs(r.deliveryP99Ms, r.undeliveredOlderThanMs)}; ` +
     `${r.rateHeld ? 'every watcher got every event' : 'NOT every event to every watcher at this rate'}; ` +
+    `streams with a gap ${num(d.streamsWithGap ?? 0)}, order violations ${num(d.watcherTotals.orderViolations)}; ` +
     `CPU: servers ${r.serverCpuPct.map((c) => c.toFixed(0)).join('+')}%, watchers' process ${r.loadgenCpuPct.watchers.toFixed(0)}% (ELU ${r.loadgenCpuPct.watchersElu.toFixed(2)}), writer ${r.loadgenCpuPct.writer.toFixed(0)}%; ` +
     `RSS ${r.serverRssMiB.map((x) => x.toFixed(0)).join('/')} MiB; connect ${(d.connectMs / 1000).toFixed(1)} s${ended !== '' ? `; streams ended by the server: ${ended}` : ''}; ${r.verdict}`
   );

@@ -291,6 +291,9 @@ class FakeFanout implements WatcherPool {
   minLastRevision(): number {
     return this.streams.minLast();
   }
+  gaps(writeRevisions: readonly number[]): number {
+    return this.streams.gaps(writeRevisions);
+  }
   totals(): WatcherTotals {
     return this.streams.totals();
   }
@@ -342,6 +345,7 @@ async function measureFake(fake: FakeFanout): ReturnType<typeof measureFanout<{ 
 
 t.test('the shared measurement: every write to every watcher keeps up', async (t) => {
   const m = await measureFake(new FakeFanout(5));
+  t.equal(m.streamsWithGap, 0, 'no stream has a gap');
   t.ok(m.measuredWrites >= 90 && m.measuredWrites <= 110, `about 100 writes sent in the 1 s window at 100/s (got ${m.measuredWrites})`);
   t.equal(m.deliveredFraction, 1);
   t.equal(m.latencyFromSendMs.missing, 0);
@@ -361,4 +365,17 @@ t.test('the shared measurement: one delivery missing is not keeping up', async (
   t.ok(m.rateHeld);
   t.notOk(m.keepsUp, 'every watcher must get every event');
   t.equal(m.latencyFromSendMs.max, Number.POSITIVE_INFINITY, 'the missing delivery ranks above every real one');
+  t.equal(m.streamsWithGap, 1, 'and that stream has a gap');
+});
+
+t.test('gaps: a stream that misses a write between two it got has one; one that stops early or starts late has none', async (t) => {
+  const log = new DeliveryLog();
+  const s = new Streams(4, log);
+  const writes = [10, 11, 12, 13, 14];
+  for (const r of [10, 11, 12, 13, 14]) s.receive(0, msg([r]), 1);
+  s.receive(1, msg([10, 11]), 1);
+  s.receive(1, msg([13, 14]), 1); // 12 missing
+  s.receive(2, msg([12, 13]), 1); // started late, stopped early
+  t.equal(s.gaps(writes), 1, 'only stream 1');
+  t.equal(new Streams(2, log).gaps(writes), 0, 'streams that got nothing have no gap');
 });

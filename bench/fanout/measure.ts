@@ -144,6 +144,8 @@ export interface FanoutMeasurement<M> {
   readonly receivedEventsPerSec: number;
   readonly loadGenerator: { readonly cpuPercent: number; readonly cpuWaitPercent: number; readonly eventLoopUtilization: number; readonly rssBytes: number; readonly heapUsedBytes: number };
   readonly watcherTotals: WatcherTotals;
+  /** Streams that missed a write between the first and last change they received (must be 0: API.md "Watch"). */
+  readonly streamsWithGap: number;
   /** Mean bytes of a change event as received (message + gRPC prefix, or NDJSON line). */
   readonly meanEventBytes: number;
   /** What the watchers received of the window's writes, per write. */
@@ -265,8 +267,9 @@ export async function measureFanout<M>(run: FanoutRun<M>): Promise<FanoutMeasure
     const serverCpuPercent = cpuPercent(((servingCpu1.ticks - servingCpu0.ticks) * 1000) / run.clkTck, wallMs);
     const serverCpuWaitPercent = waitPercent(wait0, wait1, wallMs);
     const totals = pool.totals();
+    const streamsWithGap = pool.gaps(records.map((r) => r.revision).sort((a, b) => a - b));
     const latencyFromSendMs = percentiles(join.fromSendMs, undelivered);
-    const keepsUp = rateHeld && drained && measured.length > 0 && undelivered === 0 && latencyFromSendMs.p99 <= KEEP_UP_P99_MS && Object.keys(totals.ended).length === 0;
+    const keepsUp = rateHeld && drained && measured.length > 0 && undelivered === 0 && latencyFromSendMs.p99 <= KEEP_UP_P99_MS && Object.keys(totals.ended).length === 0 && streamsWithGap === 0;
     result = {
       watchers: run.watchers,
       connectMs,
@@ -298,6 +301,7 @@ export async function measureFanout<M>(run: FanoutRun<M>): Promise<FanoutMeasure
       receivedEventsPerSec: ((received1 - received0) * 1000) / wallMs,
       loadGenerator: { cpuPercent: cpuPercent((lgCpu.user + lgCpu.system) / 1000, wallMs), cpuWaitPercent: waitPercent(selfWait0, selfWait1, wallMs), eventLoopUtilization: elu.utilization, rssBytes: lgMem.rss, heapUsedBytes: lgMem.heapUsed },
       watcherTotals: totals,
+      streamsWithGap,
       meanEventBytes: totals.changes > 0 ? totals.changeBytes / totals.changes : Number.NaN,
       deliveredBytesPerChange: measured.length > 0 ? join.deliveredBytes / measured.length : Number.NaN,
       keepsUp,

@@ -41,6 +41,8 @@ export interface WatcherPool {
   confirmed(): number;
   /** The lowest last-received change revision over the open streams (0 when none received). */
   minLastRevision(): number;
+  /** Streams that missed a write between the first and the last change they received (`Streams.gaps`). */
+  gaps(writeRevisions: readonly number[]): number;
   totals(): WatcherTotals;
   /** Cancels every stream and closes the connections. */
   close(): void;
@@ -49,6 +51,9 @@ export interface WatcherPool {
 /** Per-stream bookkeeping shared by every transport (exported for tests and fake pools). */
 export class Streams {
   readonly lastRevision: Float64Array;
+  /** The first change revision each stream received (0: none yet) and how many changes it received. */
+  readonly firstRevision: Float64Array;
+  readonly received: Uint32Array;
   readonly open: Uint8Array;
   messages = 0;
   bytes = 0;
@@ -65,6 +70,8 @@ export class Streams {
     private readonly log: DeliveryLog,
   ) {
     this.lastRevision = new Float64Array(size);
+    this.firstRevision = new Float64Array(size);
+    this.received = new Uint32Array(size);
     this.open = new Uint8Array(size);
   }
 
@@ -82,6 +89,8 @@ export class Streams {
         this.changes++;
         this.changeBytes += each;
         if (revision <= (this.lastRevision[i] as number)) this.orderViolations++;
+        if (this.firstRevision[i] === 0) this.firstRevision[i] = revision;
+        this.received[i] = (this.received[i] as number) + 1;
         this.lastRevision[i] = revision;
         this.log.push(revision, atMs, each);
       }
@@ -99,6 +108,33 @@ export class Streams {
     let n = 0;
     for (let i = 0; i < this.size; i++) n += this.open[i] as number;
     return n;
+  }
+
+  /**
+   * Streams with a gap: fewer changes received than the writer's writes from the stream's
+   * first change to its last (every write of the phase is a change every watcher matches, so a
+   * stream that lost none has them all in between; one ended early has a prefix, no gap).
+   * `writeRevisions`: every write's revision, ascending. Order violations are counted apart.
+   */
+  gaps(writeRevisions: readonly number[]): number {
+    const atOrBelow = (r: number): number => {
+      let lo = 0;
+      let hi = writeRevisions.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if ((writeRevisions[mid] as number) <= r) lo = mid + 1;
+        else hi = mid;
+      }
+      return lo;
+    };
+    let gapped = 0;
+    for (let i = 0; i < this.size; i++) {
+      const n = this.received[i] as number;
+      if (n === 0) continue;
+      const expected = atOrBelow(this.lastRevision[i] as number) - atOrBelow((this.firstRevision[i] as number) - 1);
+      if (n < expected) gapped++;
+    }
+    return gapped;
   }
 
   minLast(): number {
@@ -213,6 +249,10 @@ export class GrpcWatcherPool implements WatcherPool {
     return this.streams.minLast();
   }
 
+  gaps(writeRevisions: readonly number[]): number {
+    return this.streams.gaps(writeRevisions);
+  }
+
   totals(): WatcherTotals {
     return this.streams.totals();
   }
@@ -281,6 +321,10 @@ export class HttpWatcherPool implements WatcherPool {
 
   minLastRevision(): number {
     return this.streams.minLast();
+  }
+
+  gaps(writeRevisions: readonly number[]): number {
+    return this.streams.gaps(writeRevisions);
   }
 
   totals(): WatcherTotals {
