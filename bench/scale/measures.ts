@@ -226,7 +226,7 @@ export function counterSum(text: string, name: string): number | undefined {
  * /v1/operator/raft/peers, then `cairn agent --join`; the path is "snapshot" when the new node's
  * snapshot_index is above 0 once caught up. etcd: `etcdctl member add`, then etcd with
  * --initial-cluster-state existing; "snapshot" when its etcd_network_snapshot_receive_success
- * counter moved. The member is stopped (SIGTERM) at the end.
+ * counter moved, "log" when it has no series, "unknown" when /metrics did not answer. The member is stopped (SIGTERM) at the end.
  */
 export async function addMember(c: ScaleCluster, leader: number, dir: string): Promise<{ ms: number; targetIndex: number; path: CatchUpPath; note: string }> {
   if (c.kind === 'Cairn') return addCairnMember(c.sys, leader, dir);
@@ -318,9 +318,12 @@ async function addEtcdMember(sys: EtcdSystem, leader: number, dir: string): Prom
       return applied >= target ? true : undefined;
     }, () => `applied ${applied}`, 20);
     const ms = now() - started;
-    const text = (await httpStatus(`${clientUrl}/metrics`, 2000))?.body ?? '';
+    const metrics = await httpStatus(`${clientUrl}/metrics`, 2000);
+    const text = metrics?.status === 200 ? metrics.body : '';
     const received = counterSum(text, 'etcd_network_snapshot_receive_success');
-    return { ms, targetIndex: target, path: received === undefined ? 'unknown' : received > 0 ? 'snapshot' : 'log', note: `e4 etcd_network_snapshot_receive_success ${received ?? 'absent'}, applied ${applied}` };
+    // The counter is a vector: it has no series at all until the first snapshot is received.
+    const path: CatchUpPath = text === '' ? 'unknown' : (received ?? 0) > 0 ? 'snapshot' : 'log';
+    return { ms, targetIndex: target, path, note: `e4 etcd_network_snapshot_receive_success ${received ?? 'has no series (none received)'}, applied ${applied}` };
   } finally {
     kv.close();
     await proc.term(20_000);
