@@ -21,7 +21,8 @@
  *    which path was taken).
  *
  * Prints a table per measure (Cairn, etcd, Cairn/etcd per scale) and the issue's targets at 1M,
- * writes bench/results/scale-<date>-<HHMM>[-quick].json and .svg (a small chart per measure).
+ * writes bench/results/scale-<date>-<HHMM>[-quick].json and .svg (a small chart per measure),
+ * both again after every run so a run stopped part way keeps what it measured.
  * The data dirs are removed at the end unless --keep.
  */
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -114,14 +115,23 @@ async function main(): Promise<void> {
   const startedAt = new Date();
   say(`bench-scale: scales ${args.scales.map((n) => num(n)).join(', ')}; systems ${args.systems.join(', ')}; data under ${base}; load average ${loadAvg().join(' ')}`);
   const runs: ScaleRun[] = [];
-  for (const n of args.scales) for (const system of args.systems) runs.push(await oneRun(system, n, base, args.inFlight, args.etcdBatch, args.keep));
   const machine = await describeMachine(base, v8.getHeapStatistics().heap_size_limit);
-  const results: ScaleResults = { kind: 'bench-scale', startedAt: startedAt.toISOString(), args, machine, runs };
-  process.stdout.write(`\n${renderReport(results)}`);
   await mkdir(RESULTS_DIR, { recursive: true });
   const out = path.join(RESULTS_DIR, resultsBaseName(startedAt, args.quick));
-  await writeFile(`${out}.json`, `${JSON.stringify(results, null, 2)}\n`);
-  await writeFile(`${out}.svg`, renderScaleSvg(results, `${startedAt.toISOString().slice(0, 16)}Z, ${machine.cpus} CPUs, load average ${runs[0]?.loadAvgBefore.join(' ') ?? '?'} at the start`));
+  // Written again after every run, so a long run stopped part way (Ctrl-C) keeps what it measured.
+  const save = async (): Promise<ScaleResults> => {
+    const results: ScaleResults = { kind: 'bench-scale', startedAt: startedAt.toISOString(), args, machine, runs };
+    await writeFile(`${out}.json`, `${JSON.stringify(results, null, 2)}\n`);
+    await writeFile(`${out}.svg`, renderScaleSvg(results, `${startedAt.toISOString().slice(0, 16)}Z, ${machine.cpus} CPUs, load average ${runs[0]?.loadAvgBefore.join(' ') ?? '?'} at the start`));
+    return results;
+  };
+  for (const n of args.scales) {
+    for (const system of args.systems) {
+      runs.push(await oneRun(system, n, base, args.inFlight, args.etcdBatch, args.keep));
+      await save();
+    }
+  }
+  process.stdout.write(`\n${renderReport(await save())}`);
   say(`wrote ${out}.json and ${out}.svg`);
   if (args.keep) say(`kept the data dirs and logs under ${base}`);
 }
