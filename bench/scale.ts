@@ -42,6 +42,14 @@ const say = (text: string): void => {
   process.stdout.write(`${new Date().toISOString().slice(11, 19)} ${text}\n`);
 };
 
+/**
+ * Cairn's data quota for these runs: etcd's default backend quota (2 GiB). Cairn's own default,
+ * an eighth of the V8 heap limit (518 MiB with Node 20's 4,144 MiB), is below 1M resources of
+ * 256 bytes (about 650 bytes each as cairn_store_data_bytes counts them: ~620 MiB), which would
+ * end the load with NO_SPACE at about 830,000.
+ */
+export const CAIRN_QUOTA_BYTES = 2 * 2 ** 30;
+
 const message = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 const NO_MEMORY: NodeMemory = { rssBytes: [], heapBytes: [] };
 
@@ -52,7 +60,7 @@ async function oneRun(system: ScaleSystem, n: number, base: string, inFlight: nu
   const errors: string[] = [];
   const label = `${system} ${num(n)}`;
   say(`${label}: starting a fresh 3-node cluster in ${dir}`);
-  const c: ScaleCluster = system === 'Cairn' ? { kind: 'Cairn', sys: await CairnSystem.start(dir) } : { kind: 'etcd', sys: await EtcdSystem.start(dir) };
+  const c: ScaleCluster = system === 'Cairn' ? { kind: 'Cairn', sys: await CairnSystem.start(dir, { agentFlags: ['--quota-bytes', String(CAIRN_QUOTA_BYTES)] }) } : { kind: 'etcd', sys: await EtcdSystem.start(dir) };
   let version = c.sys.version;
   let load = { ms: Number.NaN, perSecond: Number.NaN, requests: 0 };
   let memoryBefore = NO_MEMORY;
