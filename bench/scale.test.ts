@@ -56,7 +56,7 @@ t.test('flags: defaults, --quick, --scales in any order with k/M suffixes, --sys
   t.equal(d.keep, false);
   t.equal(d.dir, undefined);
   t.equal(d.inFlight, 256);
-  t.equal(d.etcdBatch, 100);
+  t.equal(d.etcdBatch, 1);
   t.same(parseScaleArgs(['--quick']).scales, QUICK_SCALES);
   t.same(parseScaleArgs(['--quick', '--scales', '1M']).scales, [1_000_000], '--scales wins over --quick');
   t.same(parseScaleArgs(['--scales', '100000,10k,1_000']).scales, [1_000, 10_000, 100_000], 'sorted');

@@ -2,15 +2,15 @@
  * The scale of the data (`make bench-scale`; issue 18, item 3).
  *
  *   node dist/bench/scale.js [--quick] [--scales 10000,100000,1000000] [--systems cairn,etcd]
- *                            [--dir PATH] [--keep] [--in-flight 256] [--etcd-batch 100]
+ *                            [--dir PATH] [--keep] [--in-flight 256] [--etcd-batch 1]
  *
  * For each scale N (default 10k, 100k and 1M; --quick 10k and 100k) and each system (Cairn, then
  * etcd; never both at once), on a fresh 3-node cluster on loopback (bench/systems.ts: default
  * timing, fsync on, data dirs under --dir):
  *
  * 1. load N resources of 256-byte values to the leader as fast as it takes them (Cairn: one
- *    Write per resource, --in-flight in flight; etcd: Txns of --etcd-batch Puts, --in-flight
- *    in flight), with a progress line (rate, ETA) every 5 s;
+ *    Write per resource, --in-flight in flight; etcd: one Put per resource, or Txns of
+ *    --etcd-batch Puts, --in-flight in flight), with a progress line (rate, ETA) every 5 s;
  * 2. memory per resource: each node's RSS (and Cairn's used V8 heap) once every node has
  *    applied the load, minus the same before it, over N, averaged over the 3 nodes;
  * 3. a snapshot of the leader: time and size (Cairn GET /v1/snapshot, etcd `etcdctl snapshot save`);

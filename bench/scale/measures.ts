@@ -76,7 +76,7 @@ export async function loadKeys(label: string, n: number, inFlight: number, batch
   return { ms, perSecond: (n * 1000) / ms, requests };
 }
 
-/** The load's sender for one system, to its leader: Cairn one Write per key, etcd one Txn of `batch` Puts. */
+/** The load's sender for one system, to its leader: Cairn one Write per key; etcd one Put, or one Txn of several. */
 export function sender(c: ScaleCluster, leader: number): { send: (from: number, count: number) => Promise<void>; close: () => void } {
   if (c.kind === 'Cairn') {
     const client = new CairnClient({ endpoints: [c.sys.grpcAddrs[leader] as string], timeoutMs: 30_000 });
@@ -92,6 +92,10 @@ export function sender(c: ScaleCluster, leader: number): { send: (from: number, 
   const kv = new EtcdKv(c.sys.clientAddrs[leader] as string, 30_000);
   return {
     send: async (from, count) => {
+      if (count === 1) {
+        await kv.put(Buffer.from(etcdKey(from)), Buffer.from(makeValue(0, from)));
+        return;
+      }
       const pairs = Array.from({ length: count }, (_, j) => ({ key: Buffer.from(etcdKey(from + j)), value: Buffer.from(makeValue(0, from + j)) }));
       await kv.putMany(pairs);
     },

@@ -26,7 +26,12 @@ export interface ScaleArgs {
   readonly quick: boolean;
   /** Requests in flight while loading (Cairn: writes; etcd: Txns of `etcdBatch` puts). */
   readonly inFlight: number;
-  /** Puts per etcd Txn while loading (etcd's --max-txn-ops default is 128). */
+  /**
+   * Puts per etcd Txn while loading (etcd's --max-txn-ops default is 128). Default 1: one
+   * resource, one Raft entry, as in Cairn; batches make etcd's in-memory Raft log hold fewer,
+   * bigger entries and skip its snapshots (one every 100,000 entries), which changes what
+   * memory per key and the catch-up measure.
+   */
   readonly etcdBatch: number;
 }
 
@@ -76,7 +81,7 @@ export function parseScaleArgs(argv: readonly string[]): ScaleArgs {
     keep: argv.includes('--keep'),
     quick,
     inFlight: inFlightText === undefined ? 256 : wholeNumber('--in-flight', inFlightText, 1, 4096),
-    etcdBatch: batchText === undefined ? 100 : wholeNumber('--etcd-batch', batchText, 1, 128),
+    etcdBatch: batchText === undefined ? 1 : wholeNumber('--etcd-batch', batchText, 1, 128),
   };
 }
 
