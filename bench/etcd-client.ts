@@ -147,6 +147,12 @@ export class EtcdKv {
     return int64(res.header?.revision);
   }
 
+  /** Puts every pair in one Txn (no compare; etcd's --max-txn-ops, default 128, bounds how many); the store revision it created. */
+  async putMany(pairs: readonly { readonly key: Uint8Array; readonly value: Uint8Array }[], timeoutMs?: number): Promise<number> {
+    const res = await this.call(M.txn, { compare: [], success: pairs.map((p) => ({ request_put: { key: p.key, value: p.value } })) }, timeoutMs);
+    return int64(res.header?.revision);
+  }
+
   /** Txn: if the key's mod_revision equals `modRevision`, Put. True when applied, false on a conflict. */
   async casPut(key: Uint8Array, modRevision: Int64, value: Uint8Array, timeoutMs?: number): Promise<boolean> {
     const res = await this.call(M.txn, casTxn(key, modRevision, value), timeoutMs);

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Installs etcd (server and etcdctl) from Debian's packages when `etcd` is not on the PATH:
+# Installs etcd (server and etcdctl) from Debian's packages when `etcd` or `etcdctl` is not on the PATH:
 # `make bench` runs this first, so a fresh machine needs nothing by hand. Needs root (or sudo)
 # and apt-get; says what to do otherwise.
 set -euo pipefail
 
-if command -v etcd >/dev/null 2>&1; then
+# Both: `make bench-scale` also runs etcdctl (snapshot save, member add).
+if command -v etcd >/dev/null 2>&1 && command -v etcdctl >/dev/null 2>&1; then
   exit 0
 fi
 if ! command -v apt-get >/dev/null 2>&1; then
@@ -28,4 +29,5 @@ if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet etcd 2>/d
   $SUDO systemctl disable etcd >/dev/null 2>&1 || true
 fi
 command -v etcd >/dev/null 2>&1 || { echo "bench: etcd-server installed but 'etcd' is not on the PATH" >&2; exit 2; }
+command -v etcdctl >/dev/null 2>&1 || { echo "bench: etcd-client installed but 'etcdctl' is not on the PATH" >&2; exit 2; }
 etcd --version | head -1

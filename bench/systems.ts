@@ -287,6 +287,11 @@ abstract class ProcessSystem<C extends { close(): void }> {
     this.procs[i]?.start();
   }
 
+  /** SIGTERM node i, SIGKILL after `graceMs`; resolves once it is gone (`restart` starts it again). */
+  async term(i: number, graceMs = 20_000): Promise<void> {
+    await this.procs[i]?.term(graceMs);
+  }
+
   pause(i: number): void {
     (this.procs[i] as ServerProcess).pause();
   }
@@ -468,13 +473,20 @@ export class EtcdSystem extends ProcessSystem<EtcdKv> implements WatchableSystem
 // ---- Cairn ---------------------------------------------------------------------------------
 
 /** dist/bench/systems.js -> the checkout. */
-const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const CAIRN_BIN = path.join(REPO_ROOT, 'bin', 'cairn');
+export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export const CAIRN_BIN = path.join(REPO_ROOT, 'bin', 'cairn');
 const ALBUM = CAIRN_TYPE;
 const NAMESPACE = CAIRN_NAMESPACE;
 
 /** Variables an agent must not inherit: CAIRN_* (the command line alone says what runs) and NODE_OPTIONS. */
 const INHERITED_NOT = /^(CAIRN_|NODE_OPTIONS$|NODE_V8_COVERAGE$)/;
+
+/** The environment an agent is started with: this one without CAIRN_* and NODE_OPTIONS. */
+export function cairnAgentEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !INHERITED_NOT.test(k)) env[k] = v;
+  return env;
+}
 
 interface AgentSelf {
   readonly id: string;
@@ -525,8 +537,7 @@ export class CairnSystem extends ProcessSystem<CairnClient> implements Watchable
     const names = Array.from({ length: size }, (_, i) => `n${i + 1}`);
     const grpcAddr = (i: number): string => `127.0.0.1:${ports[2 * i] as number}`;
     const httpAddr = (i: number): string => `127.0.0.1:${ports[2 * i + 1] as number}`;
-    const env: NodeJS.ProcessEnv = {};
-    for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !INHERITED_NOT.test(k)) env[k] = v;
+    const env = cairnAgentEnv();
     const procs = names.map((n, i) => {
       const others = names.map((_, j) => j).filter((j) => j !== i).map(grpcAddr);
       // Default tick (40 ms), election (10 ticks), heartbeat (1 tick) and leader-lost turns (5 ticks), snapshots every
