@@ -118,35 +118,29 @@ function serviceDefinition(limit: number) {
     delete: method('Delete', pb.DeleteRequest, pb.DeleteResponse, limit),
     list: method('List', pb.ListRequest, pb.ListResponse, limit),
     listByOwner: method('ListByOwner', pb.ListByOwnerRequest, pb.ListByOwnerResponse, limit),
-    watchList: {
-      path: `/${SERVICE}/WatchList`,
-      requestStream: false,
-      responseStream: true,
-      requestDeserialize: (b: Buffer) => decodeRequest(pb.WatchListRequest, 'WatchListRequest', b, limit),
-      requestSerialize: () => {
-        throw new Error('server-side definition');
-      },
-      // Events are encoded by encodeWatchEvent (resources once per version, for every watcher).
-      responseSerialize: (b: Buffer) => b,
-      responseDeserialize: () => {
-        throw new Error('server-side definition');
-      },
-    } satisfies grpc.MethodDefinition<Decoded<pb.WatchListRequest>, Buffer>,
-    watchListBatched: {
-      path: `/${SERVICE}/WatchListBatched`,
-      requestStream: false,
-      responseStream: true,
-      requestDeserialize: (b: Buffer) => decodeRequest(pb.WatchListRequest, 'WatchListRequest', b, limit),
-      requestSerialize: () => {
-        throw new Error('server-side definition');
-      },
-      // Batches are built by encodeWatchEventBatch from the events' cached bytes.
-      responseSerialize: (b: Buffer) => b,
-      responseDeserialize: () => {
-        throw new Error('server-side definition');
-      },
-    } satisfies grpc.MethodDefinition<Decoded<pb.WatchListRequest>, Buffer>,
+    watchList: watchMethod('WatchList', limit),
+    watchListBatched: watchMethod('WatchListBatched', limit),
   } satisfies grpc.ServiceDefinition;
+}
+
+/**
+ * A server-streaming watch method: WatchList's request, answers already encoded (events by
+ * encodeWatchEvent, batches by encodeWatchEventBatch, from the resources' cached bytes).
+ */
+function watchMethod(name: 'WatchList' | 'WatchListBatched', limit: number): grpc.MethodDefinition<Decoded<pb.WatchListRequest>, Buffer> {
+  return {
+    path: `/${SERVICE}/${name}`,
+    requestStream: false,
+    responseStream: true,
+    requestDeserialize: (b: Buffer) => decodeRequest(pb.WatchListRequest, 'WatchListRequest', b, limit),
+    requestSerialize: () => {
+      throw new Error('server-side definition');
+    },
+    responseSerialize: (b: Buffer) => b,
+    responseDeserialize: () => {
+      throw new Error('server-side definition');
+    },
+  };
 }
 
 /** The service with the default public request limit. */
@@ -186,22 +180,31 @@ const EMPTY = {};
 export function answerWithResource(r: Resource, rest?: Uint8Array): Encoded {
   const body = encodedResource(r);
   const restLength = rest?.length ?? 0;
-  // One allocation: tag (field 1, length-delimited), the length as a varint, the bytes, the rest.
-  let lengthBytes = 1;
-  for (let n = body.length; n >= 0x80; n = Math.floor(n / 128)) lengthBytes++;
-  const out = Buffer.allocUnsafe(1 + lengthBytes + body.length + restLength);
-  out[0] = (1 << 3) | 2;
-  let at = 1;
-  for (let n = body.length; ; n = Math.floor(n / 128)) {
-    if (n < 0x80) {
-      out[at++] = n;
-      break;
-    }
-    out[at++] = (n & 0x7f) | 0x80;
-  }
-  out.set(body, at);
-  if (rest !== undefined && restLength > 0) out.set(rest, at + body.length);
+  // One allocation: field 1 (tag, the length as a varint, the bytes), then the rest.
+  const out = Buffer.allocUnsafe(field1Size(body.length) + restLength);
+  const at = putField1(out, 0, body);
+  if (rest !== undefined && restLength > 0) out.set(rest, at);
   return new Encoded(out);
+}
+
+/** The bytes of field 1, length-delimited, holding `n` bytes: the tag, the length as a varint, the bytes. */
+function field1Size(n: number): number {
+  let lengthBytes = 1;
+  for (let m = n; m >= 0x80; m = Math.floor(m / 128)) lengthBytes++;
+  return 1 + lengthBytes + n;
+}
+
+/** Writes field 1 holding `body` into `out` at `at`; returns the position after it. */
+function putField1(out: Buffer, at: number, body: Uint8Array): number {
+  out[at++] = (1 << 3) | 2;
+  let n = body.length;
+  while (n >= 0x80) {
+    out[at++] = (n & 0x7f) | 0x80;
+    n = Math.floor(n / 128);
+  }
+  out[at++] = n;
+  out.set(body, at);
+  return at + body.length;
 }
 
 /**
@@ -237,16 +240,6 @@ export function encodeWatchEvent(ev: WatchEvent): Buffer {
   }
 }
 
-/** The bytes of a varint's length prefix for `n`. */
-function varintLength(n: number): number {
-  let len = 1;
-  while (n >= 0x80) {
-    n = Math.floor(n / 128);
-    len++;
-  }
-  return len;
-}
-
 /**
  * The last few batches encoded, with their events: watchers of one filter at one position are
  * handed the very same event objects in the same fan-out turn, so the sessions after the first
@@ -280,26 +273,10 @@ export function encodeWatchEventBatch(events: readonly WatchEvent[]): Buffer {
 }
 
 function encodeBatchBytes(events: readonly WatchEvent[]): Buffer {
-  const parts: Buffer[] = [];
-  let total = 0;
-  for (const ev of events) {
-    const b = encodeWatchEvent(ev);
-    parts.push(b);
-    total += 1 + varintLength(b.length) + b.length;
-  }
-  const out = Buffer.allocUnsafe(total);
+  const parts = events.map(encodeWatchEvent);
+  const out = Buffer.allocUnsafe(parts.reduce((total, b) => total + field1Size(b.length), 0));
   let at = 0;
-  for (const b of parts) {
-    out[at++] = (1 << 3) | 2;
-    let n = b.length;
-    while (n >= 0x80) {
-      out[at++] = (n & 0x7f) | 0x80;
-      n = Math.floor(n / 128);
-    }
-    out[at++] = n;
-    b.copy(out, at);
-    at += b.length;
-  }
+  for (const b of parts) at = putField1(out, at, b);
   return out;
 }
 

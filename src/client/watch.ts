@@ -535,7 +535,7 @@ export class WatchStream<D = unknown> implements AsyncIterableIterator<WatchEven
       // Without an answer (headers or an event) by the outage deadline, give up on this node.
       const left = this.unservedSinceMs + this.outageMs - Date.now();
       const timer = Number.isFinite(left) ? setTimeout(() => (served ? undefined : finish({ kind: 'outage', progressed: false })), Math.max(0, left)) : undefined;
-      const finish = (end: StreamEnd): void => {
+      const finish = (end: StreamEnd | Promise<StreamEnd>): void => {
         if (done) return;
         done = true;
         if (timer !== undefined) clearTimeout(timer);
@@ -570,11 +570,7 @@ export class WatchStream<D = unknown> implements AsyncIterableIterator<WatchEven
           // A server from before WatchListBatched (grpc-js's own answer to an unknown method,
           // without a Cairn code): ask again with WatchList, at once and on the same node.
           this.transport.unbatched(this.endpointIndex);
-          if (done) return;
-          done = true;
-          if (timer !== undefined) clearTimeout(timer);
-          if (this.call === call) this.call = undefined;
-          resolve(this.stream(req));
+          if (!done) finish(this.stream(req));
         } else finish({ kind: 'failure', failure: decodeFailure(e, address), progressed });
       });
       call.on('status', (s: grpc.StatusObject) => {
