@@ -198,7 +198,7 @@ export class Metrics {
     g('cairn_watch_streams', 'Open watch streams.', (w) => w.streams);
     g('cairn_watch_subscribers', 'Subscriptions of the event publisher (one per watch of a stream).', (w) => w.subscribers);
     g('cairn_watch_window_events', 'Change events retained for watch resumes.', (w) => w.windowEvents);
-    g('cairn_watch_window_bytes', 'Bytes of change events retained for watch resumes (each its resource\'s deterministic size).', (w) => w.windowBytes);
+    g('cairn_watch_window_bytes', 'Memory counted for the change events retained for watch resumes (each twice its resource\'s deterministic size; --watch-window-bytes bounds it).', (w) => w.windowBytes);
     g('cairn_watch_snapshot_builds', 'Initial states built from the store (cache misses) since start.', (w) => w.snapshotBuilds);
     g('cairn_watch_slow_consumers', 'Watchers ended as slow consumers since start.', (w) => w.slowConsumers);
   }

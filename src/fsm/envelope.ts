@@ -44,12 +44,34 @@ export const IGNORABLE_FLAG = 0x80;
 // variableMapSize: objects with more than 65,535 keys must still encode.
 const packr = new Packr({ useRecords: false, mapsAsObjects: true, moreTypes: false, variableMapSize: true });
 
+/**
+ * msgpackr packs into one module-level buffer shared by every Packr in the process, grows it to
+ * fit the largest message packed so far (up to 4x) and never shrinks it: one snapshot header of
+ * 6 MB left 10-20 MiB behind on every node (docs/performance.md "Where a node's memory goes").
+ * After a message this large, the caller gets a copy and msgpackr a fresh small buffer, so the
+ * large one is garbage once the caller drops its copy.
+ */
+export const PACK_BUFFER_RESET_BYTES = 1024 * 1024;
+
+function releaseLargePackBuffer(packedLength: number): void {
+  if (packedLength >= PACK_BUFFER_RESET_BYTES) packr.useBuffer(Buffer.allocUnsafeSlow(8192));
+}
+
+function packed(body: unknown): Uint8Array {
+  const out = packr.pack(body);
+  if (out.length < PACK_BUFFER_RESET_BYTES) return out;
+  const copy = new Uint8Array(out);
+  releaseLargePackBuffer(out.length);
+  return copy;
+}
+
 export function encodeEnvelope(type: number, body: unknown): Uint8Array {
   if (!Number.isInteger(type) || type < 0 || type > 0xff) throw new AssertionError(`envelope type ${type} is not a byte`);
-  const packed = packr.pack(body);
-  const out = new Uint8Array(packed.length + 1);
+  const body8 = packr.pack(body);
+  const out = new Uint8Array(body8.length + 1);
   out[0] = type;
-  out.set(packed, 1);
+  out.set(body8, 1);
+  releaseLargePackBuffer(body8.length);
   return out;
 }
 
@@ -64,7 +86,7 @@ export function decodeBody(data: Uint8Array): unknown {
 }
 
 export function packBody(v: unknown): Uint8Array {
-  return packr.pack(v);
+  return packed(v);
 }
 
 export function unpackBody(b: Uint8Array): unknown {

@@ -75,9 +75,10 @@ export interface AgentConfig {
   /** Change events kept per node so watchers can resume (older resumes get COMPACTED). Default 100,000. */
   readonly watchWindowEvents: number;
   /**
-   * Bytes of change events kept per node for resumes, each event counted as its resource's
-   * deterministic size (src/store size.ts): the oldest go first when either bound is passed,
-   * so rewriting one large resource many times cannot pin its old versions. Default 64 MiB.
+   * Memory the change events kept per node for resumes may hold, each event counted as twice
+   * its resource's deterministic size (`windowEventBytes`, src/stream; measured 1.0-2.0x): the
+   * oldest go first when any bound is passed, so rewriting one large resource many times
+   * cannot pin its old versions. Default sized to the heap: `defaultWatchWindowBytes`.
    */
   readonly watchWindowBytes: number;
   /**
@@ -198,6 +199,17 @@ export function defaultQuotaBytes(heapLimitBytes: number = getHeapStatistics().h
   return Math.max(MIN_QUOTA_BYTES, Math.floor(heapLimitBytes / 8 / mib) * mib);
 }
 
+/**
+ * The default watch window: a 128th of the V8 heap limit, rounded down to a MiB, from 8 MiB to
+ * 256 MiB: 32 MiB with Node 20's default limit on a 64-bit machine with 16 GiB or more (about
+ * 26,000 events of a 256-byte value: 23 s of writes at 1,139/s, the full 300 s below 90/s).
+ * docs/performance.md "Where a node's memory goes" has the arithmetic.
+ */
+export function defaultWatchWindowBytes(heapLimitBytes: number = getHeapStatistics().heap_size_limit): number {
+  const mib = 1024 * 1024;
+  return Math.min(256 * mib, Math.max(8 * mib, Math.floor(heapLimitBytes / 128 / mib) * mib));
+}
+
 export const DEFAULT_GRPC_ADDR = '127.0.0.1:7500';
 export const DEFAULT_HTTP_ADDR = '127.0.0.1:7501';
 
@@ -222,7 +234,7 @@ export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertise
   logStore: 'wal',
   walSegmentBytes: 64 * 1024 * 1024, // DEFAULT_SEGMENT_BYTES of src/platform (a test keeps them equal)
   watchWindowEvents: 100_000,
-  watchWindowBytes: 64 * 1024 * 1024,
+  watchWindowBytes: defaultWatchWindowBytes(),
   quotaBytes: defaultQuotaBytes(),
   watchBufferEvents: 10_000,
   watchBookmarkMs: 5_000,

@@ -6,7 +6,7 @@ import t, { type Test } from 'tap';
 import { STREAMING_DEFAULTS } from '../controller/index.js';
 import { DEFAULT_SEGMENT_BYTES } from '../platform/index.js';
 import { getHeapStatistics } from 'node:v8';
-import { AGENT_DEFAULTS, auditLogPath, defaultQuotaBytes, type AgentConfig } from './config.js';
+import { AGENT_DEFAULTS, auditLogPath, defaultQuotaBytes, defaultWatchWindowBytes, type AgentConfig } from './config.js';
 import { AGENT_FLAGS, ConfigError, envName, flagName, loadAgentConfig, parseHostPort, type LoadAgentConfigInput } from './load-config.js';
 
 const CWD = '/srv/cairn';
@@ -223,7 +223,10 @@ t.test('the data quota: an eighth of the heap limit by default, at least 1 MiB, 
   t.equal(defaultQuotaBytes(4144 * mib + 12345), 518 * mib, 'rounded down to a MiB');
   t.equal(defaultQuotaBytes(4 * mib), mib, 'never below 1 MiB');
   t.equal(load(BASE).quotaBytes, defaultQuotaBytes(getHeapStatistics().heap_size_limit), "this process's default");
-  t.equal(load(BASE).watchWindowBytes, 64 * mib, 'the watch window: 64 MiB by default');
+  t.equal(defaultWatchWindowBytes(4144 * mib), 32 * mib, 'the watch window: a 128th of a 4,144 MiB heap, rounded down to a MiB');
+  t.equal(defaultWatchWindowBytes(512 * mib), 8 * mib, 'never below 8 MiB');
+  t.equal(defaultWatchWindowBytes(64 * 1024 * mib), 256 * mib, 'never above 256 MiB');
+  t.equal(load(BASE).watchWindowBytes, defaultWatchWindowBytes(getHeapStatistics().heap_size_limit), "the watch window: this process's default");
   t.equal(load([...BASE, '--quota-bytes', String(4 * mib)]).quotaBytes, 4 * mib);
   t.same(problems(t, [...BASE, '--quota-bytes', '1000']), ['--quota-bytes must be at least 1048576 (1 MiB: a resource at the size limit must fit), got 1000 (from the command line)']);
   t.same(problems(t, BASE, { CAIRN_QUOTA_BYTES: 'lots' }), ["--quota-bytes must be a positive integer, got 'lots' (from CAIRN_QUOTA_BYTES)"]);

@@ -256,9 +256,10 @@ t.test('the window is bounded by bytes: rewriting one large resource keeps only 
     t.ok(s.pub.windowBytes <= 1024 * 1024 || i === 0, `after ${i + 1} rewrites the window holds ${s.pub.windowBytes} bytes`);
     if (s.pub.windowBytes > 1024 * 1024) break;
   }
-  // 100 KiB each: at most 10 fit in 1 MiB; the count bound (100,000) would have kept all 1000.
-  t.ok(s.pub.windowSize <= 10 && s.pub.windowSize >= 9, `the window keeps ${s.pub.windowSize} events`);
-  t.equal(s.pub.windowBytes, s.fsm.store.dataBytes * s.pub.windowSize, 'the window counts each event as its resource\'s deterministic size');
+  // 100 KiB each, counted twice (windowEventBytes): at most 5 fit in 1 MiB; the count bound
+  // (100,000) would have kept all 1000.
+  t.ok(s.pub.windowSize <= 5 && s.pub.windowSize >= 4, `the window keeps ${s.pub.windowSize} events`);
+  t.equal(s.pub.windowBytes, 2 * s.fsm.store.dataBytes * s.pub.windowSize, 'the window counts each event as twice its resource\'s deterministic size');
   t.ok(s.pub.oldestResumable > first + 900, `resumes from long ago are compacted (oldest resumable ${s.pub.oldestResumable})`);
   const old = s.pub.subscribe(artists, { gtRevision: (first + 1) as Revision });
   t.same(brief(drain(old)).slice(-1), [`end:COMPACTED@${s.pub.oldestResumable}`], 'a resume from before the window is COMPACTED');
@@ -272,6 +273,6 @@ t.test('without a byte bound the same rewrites stay in the window (the bound is 
   for (let i = 0; i < 50; i++) s.write('same');
   t.equal(s.pub.windowSize, 50);
   let sum = 0;
-  for (const e of drain(s.pub.subscribe(artists, { gtRevision: s.pub.oldestResumable }))) if (e.type === 'change') sum += resourceBytes(e.resource);
-  t.ok(sum > 0 && s.pub.windowBytes === sum, `windowBytes (${s.pub.windowBytes}) is the sum of the events' sizes (${sum})`);
+  for (const e of drain(s.pub.subscribe(artists, { gtRevision: s.pub.oldestResumable }))) if (e.type === 'change') sum += 2 * resourceBytes(e.resource);
+  t.ok(sum > 0 && s.pub.windowBytes === sum, `windowBytes (${s.pub.windowBytes}) is the sum of twice the events' sizes (${sum})`);
 });

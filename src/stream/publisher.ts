@@ -12,9 +12,10 @@ export interface PublisherOptions {
   /** Change events kept for resumes, at most. Default 100,000. */
   readonly maxWindowEvents?: number;
   /**
-   * Bytes of change events kept for resumes, at most, each event counted as its resource's
-   * deterministic size (`resourceBytes`, src/store size.ts). Default 64 MiB. Bounds what old
-   * versions the window pins: rewriting one 1 MiB resource 10,000 times keeps 64 of them.
+   * Memory the events kept for resumes may hold, at most, each event counted as
+   * `windowEventBytes` (twice its resource's deterministic size). Default 64 MiB (the agent
+   * sizes its default to the heap: `--watch-window-bytes`). Bounds what old versions the
+   * window pins: rewriting one 1 MiB resource 10,000 times keeps 32 of them.
    */
   readonly maxWindowBytes?: number;
   /** Age of the oldest event kept for resumes, at most (ms). Default 300,000. */
@@ -36,11 +37,23 @@ export interface SubscribeOptions {
   readonly atTail?: boolean;
 }
 
+/**
+ * What one change event held by the window is counted as: twice its resource's deterministic
+ * size (`resourceBytes`). Measured (scripts/measure-window-heap.mjs, docs/performance.md
+ * "Where a node's memory goes"): a superseded version held only by the window costs 1.0-1.1x
+ * its resourceBytes of V8 heap, and 2.0x once its protobuf encoding is cached (every version a
+ * leader answered a write with, or a node sent to a watcher), for 256-byte and 4 KiB values
+ * alike. Counting the larger keeps the bound an upper bound on every node.
+ */
+export function windowEventBytes(r: Resource): number {
+  return 2 * resourceBytes(r);
+}
+
 interface WindowEntry {
   readonly revision: Revision;
   readonly records: readonly ChangeRecord[];
   readonly atMs: number;
-  /** `resourceBytes` of its records' resources, summed. */
+  /** `windowEventBytes` of its records' resources, summed. */
   readonly bytes: number;
 }
 
@@ -332,7 +345,7 @@ export class EventPublisher {
     return this.windowEvents;
   }
 
-  /** The window's size in bytes (each event as its resource's `resourceBytes`). */
+  /** The window's size in bytes (each event counted as `windowEventBytes`). */
   get windowBytes(): number {
     return this.windowByteCount;
   }
@@ -448,7 +461,7 @@ export class EventPublisher {
     assert(last === undefined || revision > last.revision, () => `published revision ${revision} after ${String(last?.revision)}: events must come in commit order`);
     if (records.length > 0) {
       let bytes = 0;
-      for (const rec of records) bytes += resourceBytes(rec.resource);
+      for (const rec of records) bytes += windowEventBytes(rec.resource);
       this.window.push({ revision, records, atMs: now, bytes });
       this.windowEvents += records.length;
       this.windowByteCount += bytes;

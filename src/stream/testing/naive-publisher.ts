@@ -348,7 +348,7 @@ export class NaivePublisher {
       const oldest = this.window[this.windowHead] as WindowEntry;
       // Naively: the window's bytes summed afresh each time (the publisher keeps a running total).
       let bytes = 0;
-      for (let i = this.windowHead; i < this.window.length; i++) for (const r of (this.window[i] as WindowEntry).records) bytes += resourceBytes(r.resource);
+      for (let i = this.windowHead; i < this.window.length; i++) for (const r of (this.window[i] as WindowEntry).records) bytes += 2 * resourceBytes(r.resource); // windowEventBytes, written out again here
       if (this.windowEvents <= this.o.maxWindowEvents && bytes <= this.o.maxWindowBytes && now - oldest.atMs <= this.o.maxWindowAgeMs) break;
       this.windowEvents -= oldest.records.length;
       this.compactedThrough = oldest.revision;
