@@ -129,3 +129,20 @@ t.test('watchers handed the same shared events get the same batch bytes; other b
   t.not(encodeWatchEventBatch([a, { kind: 'tail', watch: 0, revision: 9 as Revision }]), withTail, 'a plain event (a new object each time) is never taken for another');
   t.same(encodeWatchEventBatch([a, b]), Buffer.concat([encodeWatchEventBatch([a]), encodeWatchEventBatch([b])]), 'a batch is its events, one after the other');
 });
+
+t.test('a batch keeps no per-event copy; an unbatched event owns exactly its bytes', async (t) => {
+  // Both would live as long as the window keeps the version (docs/performance.md "Where a
+  // node's memory goes"): a per-event copy made by batching is a third copy of every resource,
+  // and a slice of Node's 8 KiB Buffer pool pins the whole slab.
+  const store = new ResourceStore();
+  const a = sharedChangeEvent('change', 0, 10 as Revision, put(store, 10, { title: 'a' }));
+  const b = sharedChangeEvent('delete', 0, 11 as Revision, put(store, 11, { title: 'b' }));
+  const batch = encodeWatchEventBatch([a, b]);
+  t.equal(a.encoded.grpc, undefined, 'batching left no bytes on the first event');
+  t.equal(b.encoded.grpc, undefined, 'nor on the second');
+  const one = encodeWatchEvent(a);
+  t.equal(a.encoded.grpc, one, 'WatchList caches the event it sends');
+  t.equal(one.byteOffset, 0, 'in a buffer of its own');
+  t.equal(one.buffer.byteLength, one.length, 'of exactly its size');
+  t.same(encodeWatchEventBatch([a, b]), batch, 'a batch built from a cached event is the same bytes');
+});

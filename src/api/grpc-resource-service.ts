@@ -181,28 +181,33 @@ export function answerWithResource(r: Resource, rest?: Uint8Array): Encoded {
   const body = encodedResource(r);
   const restLength = rest?.length ?? 0;
   // One allocation: field 1 (tag, the length as a varint, the bytes), then the rest.
-  const out = Buffer.allocUnsafe(field1Size(body.length) + restLength);
+  const out = Buffer.allocUnsafe(fieldSize(body.length) + restLength);
   const at = putField1(out, 0, body);
   if (rest !== undefined && restLength > 0) out.set(rest, at);
   return new Encoded(out);
 }
 
-/** The bytes of field 1, length-delimited, holding `n` bytes: the tag, the length as a varint, the bytes. */
-function field1Size(n: number): number {
+/** The bytes of a length-delimited field with a one-byte tag holding `n` bytes: the tag, the length as a varint, the bytes. */
+function fieldSize(n: number): number {
   let lengthBytes = 1;
   for (let m = n; m >= 0x80; m = Math.floor(m / 128)) lengthBytes++;
   return 1 + lengthBytes + n;
 }
 
-/** Writes field 1 holding `body` into `out` at `at`; returns the position after it. */
-function putField1(out: Buffer, at: number, body: Uint8Array): number {
-  out[at++] = (1 << 3) | 2;
-  let n = body.length;
+/** Writes the tag of length-delimited field `field` (1-15) and the length `n` into `out` at `at`; returns the position after them. */
+function putFieldHead(out: Buffer, at: number, field: number, n: number): number {
+  out[at++] = (field << 3) | 2;
   while (n >= 0x80) {
     out[at++] = (n & 0x7f) | 0x80;
     n = Math.floor(n / 128);
   }
   out[at++] = n;
+  return at;
+}
+
+/** Writes field 1 holding `body` into `out` at `at`; returns the position after it. */
+function putField1(out: Buffer, at: number, body: Uint8Array): number {
+  at = putFieldHead(out, at, 1, body.length);
   out.set(body, at);
   return at + body.length;
 }
@@ -225,7 +230,12 @@ export function encodeWatchEvent(ev: WatchEvent): Buffer {
       const body = encodedResource(ev.resource);
       const w = protobuf.Writer.create();
       w.uint32(ev.kind === 'change' ? (3 << 3) | 2 : (4 << 3) | 2).bytes(body);
-      const out = Buffer.concat([head, w.finish()]);
+      const tail = w.finish();
+      // An exact-size buffer, not Buffer.concat's slice of the shared 8 KiB pool: the event
+      // lives as long as the window keeps its version, and a pool slice would pin a whole slab.
+      const out = Buffer.allocUnsafeSlow(head.length + tail.length);
+      out.set(head, 0);
+      out.set(tail, head.length);
       if (shared) shared.encoded.grpc = out;
       return out;
     }
@@ -272,11 +282,42 @@ export function encodeWatchEventBatch(events: readonly WatchEvent[]): Buffer {
   return bytes;
 }
 
+/**
+ * A change or delete goes into a batch as its head (watch, revision) and the resource's cached
+ * bytes, written straight into the batch: the event's own concatenated bytes are not made or
+ * kept (kept per event, they would live as long as the window keeps its version: a third copy
+ * of every resource, docs/performance.md "Where a node's memory goes").
+ */
+type BatchPart = { readonly whole: Uint8Array; readonly size: number } | { readonly head: Uint8Array; readonly field: number; readonly body: Uint8Array; readonly size: number };
+
+function batchPart(ev: WatchEvent): BatchPart {
+  if (ev.kind === 'change' || ev.kind === 'delete') {
+    const cached = ev instanceof SharedChangeEvent ? ev.encoded.grpc : undefined;
+    if (cached !== undefined) return { whole: cached, size: cached.length };
+    const head = pb.WatchEvent.encode({ watch: ev.watch, revision: String(ev.revision) }).finish();
+    const body = encodedResource(ev.resource);
+    return { head, field: ev.kind === 'change' ? 3 : 4, body, size: head.length + fieldSize(body.length) };
+  }
+  const whole = encodeWatchEvent(ev);
+  return { whole, size: whole.length };
+}
+
 function encodeBatchBytes(events: readonly WatchEvent[]): Buffer {
-  const parts = events.map(encodeWatchEvent);
-  const out = Buffer.allocUnsafe(parts.reduce((total, b) => total + field1Size(b.length), 0));
+  const parts = events.map(batchPart);
+  const out = Buffer.allocUnsafe(parts.reduce((total, p) => total + fieldSize(p.size), 0));
   let at = 0;
-  for (const b of parts) at = putField1(out, at, b);
+  for (const p of parts) {
+    at = putFieldHead(out, at, 1, p.size);
+    if ('whole' in p) {
+      out.set(p.whole, at);
+      at += p.whole.length;
+    } else {
+      out.set(p.head, at);
+      at = putFieldHead(out, at + p.head.length, p.field, p.body.length);
+      out.set(p.body, at);
+      at += p.body.length;
+    }
+  }
   return out;
 }
 

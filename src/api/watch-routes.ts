@@ -3,7 +3,7 @@ import { CairnError, ErrorCode } from '../base/index.js';
 import { errorBody } from './errors.js';
 import type { HttpRequest, Router } from './http-server.js';
 import { bearerToken } from './resource-service.js';
-import { resourceJsonText, SharedChangeEvent, WATCH_LIMITS, type WatchEvent, type WatchService, type WatchSession, type WatchSpec } from './watch.js';
+import { resourceJsonText, WATCH_LIMITS, type WatchEvent, type WatchService, type WatchSession, type WatchSpec } from './watch.js';
 
 const WATCH_FIELDS = ['type', 'partition', 'namespace', 'name_prefix', 'gt_revision', 'at_tail'] as const;
 
@@ -35,18 +35,18 @@ export function parseWatchBody(req: HttpRequest): WatchSpec[] {
   });
 }
 
-/** One NDJSON line per event (API.md "Watch"); a SharedChangeEvent's line is built once for every watcher that gets it. */
+/**
+ * One NDJSON line per event (API.md "Watch"). The resource's JSON text is built once per stored
+ * version for every watcher that gets it (`resourceJsonText`); the line around it is joined per
+ * send (a rope V8 flattens when the chunk is written), not kept: kept, it would be a second copy
+ * of the text for as long as the window keeps the version (docs/performance.md "Where a node's
+ * memory goes").
+ */
 export function watchEventLine(ev: WatchEvent): string {
   switch (ev.kind) {
     case 'change':
-    case 'delete': {
-      const shared = ev instanceof SharedChangeEvent ? ev : undefined;
-      const cached = shared?.encoded.ndjson;
-      if (cached !== undefined) return cached;
-      const line = `{"type":"${ev.kind}","watch":${ev.watch},"revision":"${ev.revision}","value":${resourceJsonText(ev.resource)}}\n`;
-      if (shared) shared.encoded.ndjson = line;
-      return line;
-    }
+    case 'delete':
+      return `{"type":"${ev.kind}","watch":${ev.watch},"revision":"${ev.revision}","value":${resourceJsonText(ev.resource)}}\n`;
     case 'tail':
       return `{"type":"tail","watch":${ev.watch},"revision":"${ev.revision}"}\n`;
     case 'bookmark':

@@ -58,8 +58,8 @@ export type WatchEvent =
  * nothing per event it hands over. Read-only apart from those caches.
  */
 export class SharedChangeEvent {
-  /** Encodings of this event, filled by the transports (gRPC bytes, an NDJSON line). */
-  readonly encoded: { grpc?: Buffer; ndjson?: string } = {};
+  /** The event's WatchList message, made once for every unbatched gRPC watcher that gets it. */
+  readonly encoded: { grpc?: Buffer } = {};
 
   constructor(
     readonly kind: 'change' | 'delete',

@@ -10,6 +10,7 @@
  * closed; a second signal exits at once with 130 (an impatient operator, or a stuck close).
  * SIGHUP re-reads the TLS files (docs/security.md, "Rotating certificates").
  */
+import { setFlagsFromString } from 'node:v8';
 import type { Command } from 'commander';
 import type { AgentConfig, LoadAgentConfigInput } from '../server/index.js';
 import type { CliIo } from './context.js';
@@ -37,6 +38,8 @@ export interface AgentDeps {
   readonly exit: (code: number) => void;
   /** Calls `handler` on each SIGHUP until the returned function is called. */
   readonly onReload?: (handler: () => void) => () => void;
+  /** Process-wide settings from the configuration, before the agent starts (the V8 heap growing factor). */
+  readonly tuneProcess?: (config: AgentConfig) => void;
 }
 
 /** The agent flags, for `cairn agent --help` (the parser is loadAgentConfig; a test keeps them in step). */
@@ -66,6 +69,7 @@ export const AGENT_FLAG_HELP: readonly (readonly [string, string])[] = [
   ['--wal-segment-bytes <n>', 'with the wal store: bytes per preallocated segment file, a multiple of 4096 (default 67108864; the first segment of a new log is at most 1 MiB)'],
   ['--watch-window-events <n>', 'change events kept for watch resumes; older resumes get COMPACTED (default 100000)'],
   ['--watch-window-bytes <n>', 'memory the change events kept for watch resumes may hold, each counted as twice its resource\'s size; the oldest go first (default a 128th of the V8 heap limit, 8-256 MiB: 32 MiB with Node\'s default limit; at least 1 MiB)'],
+  ['--heap-growing-percent <n>', "the V8 old generation may grow to (1 + n/100) times its live size before a full collection; 0 = V8's own (up to 4x); ignored if node was started with it (default 50; at most 300)"],
   ['--quota-bytes <n>', 'the data quota: writes that would grow the stored data above it get NO_SPACE and raise the NO_SPACE alarm (default an eighth of the V8 heap limit; at least 1 MiB; docs/security.md "Quotas")'],
   ['--watch-buffer-events <n>', 'events queued for one watcher before it is ended with SLOW_CONSUMER (default 10000)'],
   ['--watch-bookmark-ms <ms>', 'a quiet watch stream gets a bookmark this often (default 5000)'],
@@ -153,6 +157,7 @@ export async function runAgent(flags: readonly string[], io: CliIo, deps: AgentD
   try {
     let agent: RunningAgent;
     try {
+      deps.tuneProcess?.(config);
       agent = await deps.startAgent(config);
     } catch (e) {
       // The agent checks what only it can (planted bug names, say) as INVALID_ARGUMENT:
@@ -193,6 +198,12 @@ export async function processAgentDeps(hostname: string): Promise<AgentDeps> {
   return {
     loadAgentConfig: server.loadAgentConfig,
     startAgent: (config) => server.startAgent(config),
+    tuneProcess: (config) => {
+      // Read by V8 at each full collection, so setting it now takes effect (unlike the heap's
+      // sizes, fixed when the process started).
+      const flag = server.heapGrowingFlag(config.heapGrowingPercent, process.execArgv);
+      if (flag !== undefined) setFlagsFromString(flag);
+    },
     hostname,
     onSignal: (handler) => {
       const onInt = (): void => handler('SIGINT');

@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { ConfigError, loadAgentConfig, type AgentConfig } from '../server/index.js';
+import { AGENT_DEFAULTS, ConfigError, heapGrowingFlag, loadAgentConfig, type AgentConfig } from '../server/index.js';
 import { runAgent, type AgentDeps, type RunningAgent, type StopSignal } from './agent.js';
 import { CliError, ExitCode, exitCodeFor } from './errors.js';
 import { parseEndpoint } from './http.js';
@@ -210,16 +210,20 @@ interface FakeProcess {
   readonly exits: number[];
   readonly started: AgentConfig[];
   readonly closes: () => number;
+  /** The configurations `tuneProcess` was called with, in order, and what started after each. */
+  readonly tuned: Array<{ config: AgentConfig; startedBefore: number }>;
 }
 
 function fakeProcess(agent: Partial<RunningAgent> & { startDelay?: Promise<void>; startError?: unknown } = {}): FakeProcess {
   let handler: ((s: StopSignal) => void) | undefined;
   const exits: number[] = [];
   const started: AgentConfig[] = [];
+  const tuned: Array<{ config: AgentConfig; startedBefore: number }> = [];
   let closes = 0;
   const deps: AgentDeps = {
     loadAgentConfig,
     hostname: 'host-1',
+    tuneProcess: (config) => void tuned.push({ config, startedBefore: started.length }),
     startAgent: async (config) => {
       started.push(config);
       await agent.startDelay;
@@ -241,7 +245,7 @@ function fakeProcess(agent: Partial<RunningAgent> & { startDelay?: Promise<void>
     },
     exit: (code) => void exits.push(code),
   };
-  return { deps, exits, started, closes: () => closes, signal: (s) => handler?.(s) };
+  return { deps, exits, started, tuned, closes: () => closes, signal: (s) => handler?.(s) };
 }
 
 const tick = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
@@ -261,6 +265,26 @@ t.test('cairn agent: loads the config, runs until a signal, closes once, exits 0
   t.match(io.err(), /^cairn: SIGTERM received; closing the agent/);
   p.signal('SIGINT');
   t.same(p.exits, [], 'handlers are removed once closed');
+});
+
+t.test('cairn agent: the process is tuned from the config before the agent starts', async (t) => {
+  const p = fakeProcess();
+  const done = runAgent(['--dev', '--heap-growing-percent', '120'], memoryIo(), p.deps);
+  await tick();
+  t.equal(p.tuned.length, 1, 'once');
+  t.equal(p.tuned[0]?.startedBefore, 0, 'before startAgent');
+  t.equal(p.tuned[0]?.config.heapGrowingPercent, 120, 'with the configured growing factor');
+  p.signal('SIGTERM');
+  t.equal(await done, 0);
+});
+
+t.test('the V8 flag the agent process sets for --heap-growing-percent', async (t) => {
+  t.equal(heapGrowingFlag(50, []), '--heap-growing-percent=50');
+  t.equal(heapGrowingFlag(0, []), undefined, "0: V8's own heuristic, nothing set");
+  t.equal(heapGrowingFlag(50, ['--heap-growing-percent=80']), undefined, 'node started with the flag: it wins');
+  t.equal(heapGrowingFlag(50, ['--heap_growing_percent', '80']), undefined, 'in either spelling');
+  t.equal(heapGrowingFlag(50, ['--heap-growing-percentage=1']), '--heap-growing-percent=50', 'another flag is not it');
+  t.equal(AGENT_DEFAULTS.heapGrowingPercent, 50, 'the default (docs/performance.md)');
 });
 
 t.test('cairn agent: a second signal exits 130 at once', async (t) => {

@@ -8,7 +8,7 @@
  * applied (API.md "Errors"); the message says so rather than calling it failed. A connection
  * that was never made sent nothing, and the message says that instead.
  */
-import { Agent, fetch as undiciFetch } from 'undici';
+import type { Agent, fetch as UndiciFetch } from 'undici';
 import { CliError, ExitCode, authHint, codeForStatus, exitCodeFor, usageError } from './errors.js';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
@@ -35,13 +35,23 @@ export interface RequestOptions {
   readonly authHint?: boolean;
 }
 
+/**
+ * undici, loaded on the first TLS request: the agent runs in the same executable and never
+ * makes one, and loading undici costs 3.5 MiB of heap (docs/performance.md "Where a node's
+ * memory goes").
+ */
+async function undici(): Promise<{ Agent: typeof Agent; fetch: typeof UndiciFetch }> {
+  const { Agent: A, fetch: f } = await import('undici');
+  return { Agent: A, fetch: f };
+}
+
 /** One connection pool per CA and certificate (a command makes few requests). */
-const agents = new Map<string, Agent>();
-function tlsAgent(tls: NonNullable<RequestOptions['tls']>): Agent {
+const agents = new Map<string, Promise<Agent>>();
+function tlsAgent(tls: NonNullable<RequestOptions['tls']>): Promise<Agent> {
   const key = `${tls.ca.toString('base64')}|${tls.cert?.toString('base64') ?? ''}`;
   let a = agents.get(key);
   if (a === undefined) {
-    a = new Agent({ connect: { ca: tls.ca, ...(tls.cert !== undefined && tls.key !== undefined ? { cert: tls.cert, key: tls.key } : {}) } });
+    a = undici().then(({ Agent }) => new Agent({ connect: { ca: tls.ca, ...(tls.cert !== undefined && tls.key !== undefined ? { cert: tls.cert, key: tls.key } : {}) } }));
     agents.set(key, a);
   }
   return a;
@@ -89,7 +99,7 @@ export async function request(opts: RequestOptions): Promise<Response> {
     // fetch cannot be given a CA); otherwise the global fetch.
     response =
       opts.tls !== undefined
-        ? ((await undiciFetch(`${opts.endpoint}${opts.path}`, { ...init, dispatcher: tlsAgent(opts.tls) })) as unknown as Response)
+        ? ((await (await undici()).fetch(`${opts.endpoint}${opts.path}`, { ...init, dispatcher: await tlsAgent(opts.tls) })) as unknown as Response)
         : await fetch(`${opts.endpoint}${opts.path}`, init);
   } catch (e) {
     throw transportError(e, opts);

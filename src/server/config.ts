@@ -178,11 +178,34 @@ export interface AgentConfig {
   readonly auditLogFile?: string;
   /** The audit file is rotated past this size (bytes) to `<file>.1`; 0 = never (rotate it externally). Default 64 MiB. */
   readonly auditLogMaxBytes: number;
+  /**
+   * V8's heap growing factor for the `cairn agent` process, as a percentage above 1 (V8's
+   * `--heap-growing-percent`, set at start by the process entry, not by `startAgent`): the old
+   * generation may grow to (1 + n/100) times its live size before the next full collection.
+   * 0 = V8's own heuristic (up to 4x with a heap limit of 2 GiB or more). Default 50:
+   * docs/performance.md "Where a node's memory goes" (a leader under CAS load, 291 against
+   * 404 MiB). Ignored when `node` itself was started with `--heap-growing-percent`.
+   */
+  readonly heapGrowingPercent: number;
 }
 
 /** The Raft log stores a node can use (src/platform: WalLogStore, LevelLogStore). */
 export type LogStoreKind = 'wal' | 'level';
 export const LOG_STORE_KINDS: readonly LogStoreKind[] = ['wal', 'level'];
+
+/** The largest `--heap-growing-percent` accepts (4x, V8's own largest factor). */
+export const MAX_HEAP_GROWING_PERCENT = 300;
+
+/**
+ * The V8 flag the `cairn agent` process sets at start for `heapGrowingPercent`, or undefined
+ * when there is nothing to set: 0 (V8's own heuristic), or `node` was started with the flag
+ * (`execArgv`), which wins.
+ */
+export function heapGrowingFlag(percent: number, execArgv: readonly string[]): string | undefined {
+  if (percent === 0) return undefined;
+  if (execArgv.some((a) => /^--heap[-_]growing[-_]percent(=|$)/.test(a))) return undefined;
+  return `--heap-growing-percent=${percent}`;
+}
 
 /** The smallest quota `--quota-bytes` accepts: one resource at the size limit must fit. */
 export const MIN_QUOTA_BYTES = 1024 * 1024;
@@ -263,6 +286,7 @@ export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertise
   rateLimitPerTokenBurst: 20_000,
   rateLimitMaxKeys: 100_000,
   auditLogMaxBytes: 64 * 1024 * 1024,
+  heapGrowingPercent: 50,
 };
 
 /** `auditLogFile` when not set: this file in the data dir. */

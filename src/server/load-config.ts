@@ -12,7 +12,7 @@ import { isIP } from 'node:net';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { normalizeHostHeader } from '../api/index.js';
-import { AGENT_DEFAULTS, LOG_STORE_KINDS, MIN_QUOTA_BYTES, type AgentConfig } from './config.js';
+import { AGENT_DEFAULTS, LOG_STORE_KINDS, MAX_HEAP_GROWING_PERCENT, MIN_QUOTA_BYTES, type AgentConfig } from './config.js';
 
 /** A configuration that cannot be used: one or more problems, each a sentence. */
 export class ConfigError extends Error {
@@ -102,6 +102,7 @@ const OPTIONS: readonly OptionSpec[] = [
   { key: 'rateLimitMaxKeys', kind: 'positive' },
   { key: 'auditLogFile', kind: 'string' },
   { key: 'auditLogMaxBytes', kind: 'count' },
+  { key: 'heapGrowingPercent', kind: 'count' },
 ];
 
 const kebab = (key: string): string => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
@@ -485,6 +486,10 @@ function resolve(raw: Map<keyof AgentConfig, Raw>, input: LoadAgentConfigInput, 
   if (quotaBytes < MIN_QUOTA_BYTES) {
     problems.push(`--quota-bytes must be at least ${MIN_QUOTA_BYTES} (1 MiB: a resource at the size limit must fit), got ${quotaBytes} (${where(t.quotaBytes)})`);
   }
+  const heapGrowingPercent = t.heapGrowingPercent?.value ?? AGENT_DEFAULTS.heapGrowingPercent;
+  if (heapGrowingPercent > MAX_HEAP_GROWING_PERCENT) {
+    problems.push(`--heap-growing-percent must be from 0 (V8's own) to ${MAX_HEAP_GROWING_PERCENT}, got ${heapGrowingPercent} (${where(t.heapGrowingPercent)})`);
+  }
   const watchWindowBytes = t.watchWindowBytes?.value ?? AGENT_DEFAULTS.watchWindowBytes;
   if (watchWindowBytes < MIN_QUOTA_BYTES) {
     problems.push(`--watch-window-bytes must be at least ${MIN_QUOTA_BYTES} (1 MiB: an event of a resource at the size limit must fit), got ${watchWindowBytes} (${where(t.watchWindowBytes)})`);
@@ -607,6 +612,7 @@ function resolve(raw: Map<keyof AgentConfig, Raw>, input: LoadAgentConfigInput, 
     rateLimitMaxKeys: t.rateLimitMaxKeys?.value ?? AGENT_DEFAULTS.rateLimitMaxKeys,
     ...(auditLogFile !== undefined ? { auditLogFile } : {}),
     auditLogMaxBytes: t.auditLogMaxBytes?.value ?? AGENT_DEFAULTS.auditLogMaxBytes,
+    heapGrowingPercent,
   };
 }
 
