@@ -11,13 +11,12 @@
  *   SAN URI `cairn://client/<name>`; CN=<name>.
  * Private keys are PKCS#8 PEM ("PRIVATE KEY"), which Node's TLS and grpc-js read.
  */
-import 'reflect-metadata';
 import { isIP } from 'node:net';
 import { createPrivateKey, randomBytes, webcrypto, X509Certificate as NodeX509 } from 'node:crypto';
-import * as x509 from '@peculiar/x509';
+import type * as X509 from '@peculiar/x509';
+import { x509Lib } from './x509-lib.js';
 import { clientIdentityUri, nodeIdentityUri } from './identity.js';
 
-x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
 
 const ALGORITHM = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
 /** Certificates start this long before "now", so a peer whose clock is a little behind accepts them. */
@@ -89,12 +88,14 @@ async function generateKeys(): Promise<webcrypto.CryptoKeyPair> {
 }
 
 async function keyPem(key: webcrypto.CryptoKey): Promise<string> {
+  const x509 = x509Lib();
   const der = await webcrypto.subtle.exportKey('pkcs8', key);
   return x509.PemConverter.encode(der, 'PRIVATE KEY');
 }
 
 /** Creates a self-signed cluster CA. */
 export async function createCa(options: CaOptions = {}): Promise<PemPair> {
+  const x509 = x509Lib();
   const days = checkDays(options.days, DEFAULT_CA_DAYS);
   const name = options.name ?? `Cairn CA ${randomBytes(4).toString('hex')}`;
   if (name.trim() === '' || name.length > 64) throw new TypeError(`the CA name must be 1 to 64 characters, got ${JSON.stringify(name)}`);
@@ -115,12 +116,13 @@ export async function createCa(options: CaOptions = {}): Promise<PemPair> {
 }
 
 interface Issuer {
-  readonly cert: x509.X509Certificate;
+  readonly cert: X509.X509Certificate;
   readonly key: webcrypto.CryptoKey;
 }
 
 async function loadIssuer(ca: PemPair): Promise<Issuer> {
-  let cert: x509.X509Certificate;
+  const x509 = x509Lib();
+  let cert: X509.X509Certificate;
   try {
     cert = new x509.X509Certificate(ca.certPem);
   } catch (e) {
@@ -149,8 +151,9 @@ async function issue(
   days: number,
   now: Date | undefined,
   usages: readonly string[],
-  names: readonly x509.JsonGeneralName[],
+  names: readonly X509.JsonGeneralName[],
 ): Promise<PemPair> {
+  const x509 = x509Lib();
   const issuer = await loadIssuer(ca);
   const keys = await generateKeys();
   const cert = await x509.X509CertificateGenerator.create({
@@ -174,8 +177,8 @@ async function issue(
 }
 
 /** The SAN entries for a node: loopback names, then the given hosts (deduplicated), then its identity URI. */
-export function nodeSubjectAltNames(nodeId: string, hosts: readonly string[] = []): x509.JsonGeneralName[] {
-  const names: x509.JsonGeneralName[] = [];
+export function nodeSubjectAltNames(nodeId: string, hosts: readonly string[] = []): X509.JsonGeneralName[] {
+  const names: X509.JsonGeneralName[] = [];
   const seen = new Set<string>();
   for (const raw of [...LOOPBACK_HOSTS, ...hosts]) {
     const host = raw.trim().replace(/^\[(.*)\]$/, '$1');
@@ -195,12 +198,14 @@ export function nodeSubjectAltNames(nodeId: string, hosts: readonly string[] = [
 
 /** Issues a node certificate (server and client authentication) signed by `ca`. */
 export async function createNodeCert(ca: PemPair, options: NodeCertOptions): Promise<PemPair> {
+  const x509 = x509Lib();
   const names = nodeSubjectAltNames(options.nodeId, options.hosts);
   return issue(ca, options.nodeId, checkDays(options.days, DEFAULT_CERT_DAYS), options.now, [x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth], names);
 }
 
 /** Issues a client certificate (client authentication only) signed by `ca`. */
 export async function createClientCert(ca: PemPair, options: ClientCertOptions): Promise<PemPair> {
+  const x509 = x509Lib();
   const uri = clientIdentityUri(options.name);
   return issue(ca, options.name, checkDays(options.days, DEFAULT_CERT_DAYS), options.now, [x509.ExtendedKeyUsage.clientAuth], [{ type: 'url', value: uri }]);
 }

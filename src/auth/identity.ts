@@ -10,9 +10,9 @@
  * `authorized` (server-interceptors.js `getAuthContext`), which the server gets by requesting
  * client certificates and verifying them against the cluster CA (credentials.ts).
  */
-import 'reflect-metadata';
 import type { PeerCertificate } from 'node:tls';
-import * as x509 from '@peculiar/x509';
+import type * as X509 from '@peculiar/x509';
+import { x509Lib } from './x509-lib.js';
 
 export type PeerIdentity = { readonly kind: 'node'; readonly id: string } | { readonly kind: 'client'; readonly name: string };
 
@@ -58,7 +58,8 @@ export function parseIdentityUri(uri: string): PeerIdentity | undefined {
  * when there are several (ambiguous), or when the one there is malformed.
  */
 export function identityOfDer(der: Uint8Array): PeerIdentity | undefined {
-  let cert: x509.X509Certificate;
+  const x509 = x509Lib();
+  let cert: X509.X509Certificate;
   try {
     cert = new x509.X509Certificate(der);
   } catch {
