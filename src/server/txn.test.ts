@@ -1,0 +1,178 @@
+/**
+ * Transactions through running agents (docs/api.md "Transactions"): POST /v1/txn on a dev
+ * node (then and else branches, all or nothing, one revision seen by a watcher, idempotency,
+ * hostile input), and a transaction sent to a follower of a three-node cluster, forwarded to
+ * the leader and applied on every node.
+ */
+import t from 'tap';
+import { mkdtemp, rm } from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { createLogger } from '../platform/index.js';
+import { startAgent, type Agent } from './agent.js';
+import { clusterConfigs, devConfig, waitForAgreedLeader, waitUntil } from './testing/index.js';
+
+const ARTIST = 'demo.v1.Artist';
+
+async function http(agent: Agent, method: string, p: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: Record<string, unknown>; headers: Headers }> {
+  const res = await fetch(`http://${agent.httpAddress}${p}`, {
+    method,
+    ...(body !== undefined ? { body: typeof body === 'string' ? body : JSON.stringify(body), headers: { 'content-type': 'application/json', ...headers } } : {}),
+  });
+  const text = await res.text();
+  return { status: res.status, json: (text === '' ? {} : JSON.parse(text)) as Record<string, unknown>, headers: res.headers };
+}
+
+const txn = (a: Agent, body: unknown, headers: Record<string, string> = {}) => http(a, 'POST', '/v1/txn', body, headers);
+const w = (name: string, data: unknown = { name }, extra: Record<string, unknown> = {}) => ({ op: 'write', type: ARTIST, name, data, ...extra });
+const version = async (a: Agent, name: string): Promise<string | undefined> => {
+  const r = await http(a, 'GET', `/v1/resource/${ARTIST}/${name}`);
+  return r.status === 200 ? (r.json['version'] as string) : undefined;
+};
+const errorOf = (r: { json: Record<string, unknown> }) => r.json['error'] as Record<string, unknown>;
+
+t.test('a dev node: POST /v1/txn', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-txn-'));
+  const agent = await startAgent(devConfig(dir, { demoTypes: true }), { logger: createLogger({ level: 'silent', nodeId: 'dev' }) });
+  t.teardown(async () => {
+    await agent.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  await agent.ready;
+  await waitUntil(() => agent.coordinator()?.status().role === 'leader', 10_000, 'the dev node to lead');
+  t.equal((await http(agent, 'PUT', `/v1/resource/${ARTIST}/a`, { data: { name: 'a' } })).status, 200);
+  const va = (await version(agent, 'a')) as string;
+
+  // A watcher of the type sees the whole branch at one revision.
+  const events: Array<{ revision: string; name: string; kind: string }> = [];
+  const ac = new AbortController();
+  void fetch(`http://${agent.httpAddress}/v1/watch`, { method: 'POST', body: JSON.stringify([{ type: ARTIST, gt_revision: va }]), headers: { 'content-type': 'application/json' }, signal: ac.signal }).then(async (res) => {
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    let buf = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += Buffer.from(value).toString();
+      let nl: number;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (line.trim() === '') continue;
+        const ev = JSON.parse(line) as Record<string, unknown>;
+        const r = (ev['value'] ?? {}) as { id?: { name?: string } };
+        if (ev['type'] === 'change' || ev['type'] === 'delete') events.push({ revision: String(ev['revision']), name: r.id?.name ?? '', kind: String(ev['type']) });
+      }
+    }
+  }).catch(() => undefined);
+  t.teardown(() => ac.abort());
+
+  const ok = await txn(agent, {
+    compare: [{ target: 'version', type: ARTIST, name: 'a', version: va }, { target: 'absent', type: ARTIST, name: 'b' }],
+    then: [w('a', { name: 'a2' }), w('b'), w('c')],
+    else: [w('lost')],
+  });
+  t.equal(ok.status, 200, JSON.stringify(ok.json));
+  t.equal(ok.json['succeeded'], true);
+  const rev = ok.json['revision'] as string;
+  t.equal(ok.headers.get('cairn-revision'), rev, 'the cairn-revision header');
+  const results = ok.json['results'] as Array<{ op: string; resource: { version: string; id: { name: string } } }>;
+  t.same(
+    results.map((r) => [r.op, r.resource.id.name, r.resource.version]),
+    [
+      ['write', 'a', rev],
+      ['write', 'b', rev],
+      ['write', 'c', rev],
+    ],
+    'every op at the one revision',
+  );
+  await waitUntil(() => events.filter((e) => e.revision === rev).length === 3, 10_000, 'the watcher to see the three changes');
+  t.same(
+    events.filter((e) => e.revision === rev).map((e) => e.name),
+    ['a', 'b', 'c'],
+    'the watcher sees the three changes at one revision, in op order',
+  );
+
+  // A comparison that fails: the else branch, and which comparison.
+  const other = await txn(agent, { compare: [{ target: 'exists', type: ARTIST, name: 'a' }, { target: 'version', type: ARTIST, name: 'a', version: va }], then: [w('never')], else: [{ op: 'delete', type: ARTIST, name: 'c' }] });
+  t.equal(other.status, 200);
+  t.same([other.json['succeeded'], other.json['failed_comparison']], [false, 1]);
+  t.same((other.json['results'] as Array<Record<string, unknown>>).map((r) => [r.op, r.deleted]), [['delete', true]]);
+  t.equal(await version(agent, 'c'), undefined, 'c deleted by the else branch');
+  t.equal(await version(agent, 'never'), undefined);
+
+  // All or nothing: the third op's CAS fails; the answer is 409 naming it, nothing changed.
+  const before = [await version(agent, 'a'), await version(agent, 'b')];
+  const refused = await txn(agent, { then: [w('a', { name: 'a3' }), { op: 'delete', type: ARTIST, name: 'b' }, w('d', { name: 'd' }, { version: '77' })] });
+  t.equal(refused.status, 409, JSON.stringify(refused.json));
+  t.equal(errorOf(refused)['code'], 'CAS_FAILED');
+  t.equal(errorOf(refused)['failed_op'], 2, 'the failing op is named');
+  t.equal(errorOf(refused)['branch'], 'then');
+  t.match(errorOf(refused)['message'], /then\[2\]/);
+  t.same([await version(agent, 'a'), await version(agent, 'b'), await version(agent, 'd')], [...before, undefined], 'nothing applied');
+
+  // A status write in a transaction.
+  const b = (await http(agent, 'GET', `/v1/resource/${ARTIST}/b`)).json as { id: { uid: string }; generation: string };
+  const st = await txn(agent, { compare: [{ target: 'uid', type: ARTIST, name: 'b', uid: b.id.uid }], then: [{ op: 'status', type: ARTIST, name: 'b', uid: b.id.uid, key: 'demo.v1.c', observed_generation: b.generation, conditions: [{ type: 'Ready', state: 'TRUE' }] }] });
+  t.equal(st.status, 200, JSON.stringify(st.json));
+  t.same(Object.keys(((st.json['results'] as Array<{ resource: { status: object } }>)[0] as { resource: { status: object } }).resource.status), ['demo.v1.c']);
+
+  // Idempotency: the same key answers the first result, applying nothing again.
+  const once = await txn(agent, { then: [w('idem', { name: 'one' })] }, { 'idempotency-key': 'txn-key-1' });
+  const twice = await txn(agent, { then: [w('idem', { name: 'two' })] }, { 'idempotency-key': 'txn-key-1' });
+  t.same(twice.json, once.json, 'a retry answers with the first result');
+  t.equal(((await http(agent, 'GET', `/v1/resource/${ARTIST}/idem`)).json['data'] as { name: string }).name, 'one');
+
+  // Hostile input: each refused with a clear 400 (or 413), changing nothing.
+  const snapshot = async (): Promise<string> => JSON.stringify((await http(agent, 'GET', `/v1/resources/${ARTIST}`)).json['resources']);
+  const state = await snapshot();
+  const many = Array.from({ length: 129 }, (_, i) => w(`m${i}`));
+  const hostile: Array<[string, unknown, number, RegExp]> = [
+    ['129 ops', { then: many }, 400, /then branch has 129 ops; at most 128/],
+    ['129 comparisons', { compare: Array.from({ length: 129 }, () => ({ target: 'exists', type: ARTIST, name: 'a' })), then: [] }, 400, /129 comparisons; at most 128/],
+    ['a name twice in a branch', { then: [w('x1'), { op: 'delete', type: ARTIST, name: 'x1' }] }, 400, /then\[1\].*earlier op/],
+    ['an unknown top-level field', { then: [], when: [] }, 400, /unknown field "when"/],
+    ['an unknown field in an op', { then: [{ ...w('x2'), ttl: 5 }] }, 400, /unknown field "ttl" in then\[0\]/],
+    ['an unknown field in a comparison', { compare: [{ target: 'exists', type: ARTIST, name: 'a', mod: 1 }] }, 400, /unknown field "mod" in compare\[0\]/],
+    ['an unknown op', { then: [{ op: 'rename', type: ARTIST, name: 'a' }] }, 400, /then\[0\]\.op must be/],
+    ['an unknown target', { compare: [{ target: 'greater', type: ARTIST, name: 'a' }] }, 400, /compare\[0\]: target must be/],
+    ['a bad name', { then: [w('Not_A_Label')] }, 400, /then\[0\]: name "Not_A_Label"/],
+    ['an unknown type', { then: [{ op: 'delete', type: 'demo.v1.Nope', name: 'a' }] }, 400, /then\[0\]/],
+    ['data against the schema', { then: [w('x3', { nope: 1 })] }, 400, /then\[0\]/],
+    ['an ACL type', { then: [{ op: 'delete', type: 'cairn.v1.ACLRole', name: 'r' }] }, 400, /cannot be changed in a transaction/],
+    ['a version that is not a number', { compare: [{ target: 'version', type: ARTIST, name: 'a', version: 'x' }] }, 400, /version must be a decimal string/],
+    ['not an array', { then: { op: 'write' } }, 400, /then must be an array/],
+    ['not JSON', '{"then": [', 400, /./],
+    ['a huge body', { then: [w('huge', { name: 'x'.repeat(2 * 1024 * 1024) })] }, 413, /./],
+  ];
+  for (const [what, body, status, msg] of hostile) {
+    const r = await txn(agent, body);
+    t.equal(r.status, status, `${what}: ${status} (${JSON.stringify(r.json).slice(0, 200)})`);
+    t.match(String(errorOf(r)?.['message'] ?? ''), msg, `${what}: the error says why`);
+  }
+  t.equal(await snapshot(), state, 'hostile requests changed nothing');
+  t.equal((await http(agent, 'POST', '/v1/txn?x=1', { then: [] })).status, 400, 'query parameters are refused');
+});
+
+t.test('a transaction sent to a follower is forwarded to the leader and applied on every node', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-txn-'));
+  const agents: Agent[] = [];
+  t.teardown(async () => {
+    for (const a of agents) await a.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  for (const cfg of await clusterConfigs(dir, 3, { demoTypes: true })) agents.push(await startAgent(cfg, { logger: createLogger({ level: 'silent', nodeId: cfg.nodeId }) }));
+  await Promise.all(agents.map((a) => a.ready));
+  const leader = await waitForAgreedLeader(agents, 15_000);
+  const follower = agents.find((a) => a !== leader) as Agent;
+  const r = await txn(follower, { compare: [{ target: 'absent', type: ARTIST, name: 'f1' }], then: [w('f1'), w('f2')] });
+  t.equal(r.status, 200, JSON.stringify(r.json));
+  t.equal(r.json['succeeded'], true);
+  const rev = Number(r.json['revision']);
+  for (const a of agents) {
+    await waitUntil(() => (a.coordinator()?.status().applied ?? 0) >= rev, 10_000, `${a.nodeId} to apply the transaction`);
+    const names = await a.coordinator()?.read('stale', (s) => [...s.all()].filter((x) => x.version === rev).map((x) => x.id.name));
+    t.same(names?.value, ['f1', 'f2'], `${a.nodeId} holds both at revision ${rev}`);
+  }
+  // The follower's own limits apply first; a hostile op is refused there.
+  t.equal((await txn(follower, { then: [w('f3'), w('f3')] })).status, 400);
+});
