@@ -351,7 +351,7 @@ export function checkTxnSize(limits: TxnLimits, compares: number, thenOps: numbe
 }
 
 /** An error about one part of a transaction (`compare[1]`, `then[0]`): the same code, its place said. */
-function atPart(part: string, e: unknown): unknown {
+export function atPart(part: string, e: unknown): unknown {
   if (!(e instanceof CairnError)) return e;
   return new CairnError(e.code, `${part}: ${e.message}`, { ...e.details, part });
 }

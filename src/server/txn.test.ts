@@ -4,15 +4,22 @@
  * hostile input), and a transaction sent to a follower of a three-node cluster, forwarded to
  * the leader and applied on every node.
  */
+import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { mkdtemp, rm } from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { cairn } from '../gen/resource.js';
 import { createLogger } from '../platform/index.js';
 import { startAgent, type Agent } from './agent.js';
-import { clusterConfigs, devConfig, waitForAgreedLeader, waitUntil } from './testing/index.js';
+import { clusterConfigs, devConfig, grpcUnary, waitForAgreedLeader, waitUntil } from './testing/index.js';
 
+import pb = cairn.resource.v1;
 const ARTIST = 'demo.v1.Artist';
+
+function grpcTxnBytes(o: object): Uint8Array {
+  return pb.TxnRequest.encode(pb.TxnRequest.fromObject(o)).finish();
+}
 
 async function http(agent: Agent, method: string, p: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: Record<string, unknown>; headers: Headers }> {
   const res = await fetch(`http://${agent.httpAddress}${p}`, {
@@ -151,6 +158,44 @@ t.test('a dev node: POST /v1/txn', async (t) => {
   }
   t.equal(await snapshot(), state, 'hostile requests changed nothing');
   t.equal((await http(agent, 'POST', '/v1/txn?x=1', { then: [] })).status, 400, 'query parameters are refused');
+
+  // The same over gRPC: Txn on the public resource service.
+  const client = new grpc.Client(agent.grpcAddress, grpc.credentials.createInsecure());
+  t.teardown(() => client.close());
+  const id = (name: string) => ({ type: ARTIST, name });
+  const gw = (name: string, data: unknown = { name }, version = '') => ({ write: { id: id(name), dataJson: JSON.stringify(data), version } });
+  const vg = (await version(agent, 'g0')) ?? '0';
+  const g1 = await grpcUnary(client, 'Txn', { compare: [{ id: id('g0'), target: 'TARGET_VERSION', version: vg }, { id: id('g1'), target: 'TARGET_ABSENT' }], thenOps: [gw('g0'), gw('g1')], elseOps: [] });
+  t.equal(g1.code, 0, g1.details);
+  t.equal(g1.value?.['succeeded'], true);
+  const gres = g1.value?.['results'] as Array<{ write?: { resource: { version: string; id: { name: string } } } }>;
+  t.same(gres.map((r) => [r.write?.resource.id.name, r.write?.resource.version]), [['g0', g1.value?.['revision']], ['g1', g1.value?.['revision']]], 'both writes at the answer revision');
+  const g2 = await grpcUnary(client, 'Txn', { compare: [{ id: id('g1'), target: 'TARGET_ABSENT' }], thenOps: [gw('never')], elseOps: [{ delete: { id: id('g1') } }] });
+  t.same([g2.code, g2.value?.['succeeded'], g2.value?.['failedComparison']], [0, false, '0'], 'the else branch, and which comparison failed');
+  t.same((g2.value?.['results'] as Array<{ delete?: { deleted: boolean } }>).map((r) => r.delete?.deleted), [true]);
+  const g3 = await grpcUnary(client, 'Txn', { thenOps: [gw('g2'), gw('g3', { name: 'x' }, '5')] });
+  t.same([g3.code, g3.cairnCode], [10, 'CAS_FAILED'], 'an op that fails: ABORTED / CAS_FAILED');
+  t.match(g3.details, /then\[1\]/, 'naming the op');
+  t.equal(await version(agent, 'g2'), undefined, 'nothing of the branch applied');
+  const ghostile: Array<[string, object, RegExp]> = [
+    ['129 ops', { thenOps: Array.from({ length: 129 }, (_, i) => gw(`h${i}`)) }, /129 ops; at most 128/],
+    ['a name twice', { thenOps: [gw('h1'), { delete: { id: id('h1') } }] }, /then\[1\]/],
+    ['an op with its own request id', { thenOps: [{ write: { id: id('h2'), dataJson: '{"name":"h"}', requestId: 'x' } }] }, /request_id must be empty/],
+    ['an empty op', { thenOps: [{}] }, /one of write, delete, write_status/],
+    ['no target', { compare: [{ id: id('h3') }] }, /compare\[0\]: target/],
+    ['a bad name', { thenOps: [{ delete: { id: id('Bad Name') } }] }, /then\[0\]: name/],
+  ];
+  const gstate = await snapshot();
+  for (const [what, req, msg] of ghostile) {
+    const r = await grpcUnary(client, 'Txn', req);
+    t.equal(r.code, 3, `${what}: INVALID_ARGUMENT (${r.details})`);
+    t.match(r.details, msg, `${what}: says why`);
+  }
+  const unknown = await grpcUnary(client, 'Txn', Buffer.concat([Buffer.from(grpcTxnBytes({ thenOps: [] })), Buffer.from([0xf8, 0x07, 0x01])]));
+  t.equal(unknown.code, 3, 'an unknown field is INVALID_ARGUMENT');
+  const huge = await grpcUnary(client, 'Txn', { thenOps: [gw('huge', { name: 'x'.repeat(5 * 1024 * 1024) })] });
+  t.equal(huge.cairnCode, 'TOO_LARGE', 'a message over the limit is TOO_LARGE');
+  t.equal(await snapshot(), gstate, 'hostile gRPC requests changed nothing');
 });
 
 t.test('a transaction sent to a follower is forwarded to the leader and applied on every node', async (t) => {
