@@ -10,6 +10,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { cairn } from '../gen/resource.js';
+import { CommandType } from '../fsm/index.js';
 import { createLogger } from '../platform/index.js';
 import { startAgent, type Agent } from './agent.js';
 import { clusterConfigs, devConfig, grpcUnary, waitForAgreedLeader, waitUntil } from './testing/index.js';
@@ -205,7 +206,7 @@ t.test('a transaction sent to a follower is forwarded to the leader and applied 
     for (const a of agents) await a.close();
     await rm(dir, { recursive: true, force: true });
   });
-  for (const cfg of await clusterConfigs(dir, 3, { demoTypes: true })) agents.push(await startAgent(cfg, { logger: createLogger({ level: 'silent', nodeId: cfg.nodeId }) }));
+  for (const cfg of await clusterConfigs(dir, 3, { demoTypes: true, txnMaxOps: 4 })) agents.push(await startAgent(cfg, { logger: createLogger({ level: 'silent', nodeId: cfg.nodeId }) }));
   await Promise.all(agents.map((a) => a.ready));
   const leader = await waitForAgreedLeader(agents, 15_000);
   const follower = agents.find((a) => a !== leader) as Agent;
@@ -218,6 +219,27 @@ t.test('a transaction sent to a follower is forwarded to the leader and applied 
     const names = await a.coordinator()?.read('stale', (s) => [...s.all()].filter((x) => x.version === rev).map((x) => x.id.name));
     t.same(names?.value, ['f1', 'f2'], `${a.nodeId} holds both at revision ${rev}`);
   }
-  // The follower's own limits apply first; a hostile op is refused there.
+  // The follower's own checks apply first: --txn-max-ops 4, a name twice.
+  const five = await txn(follower, { then: ['f3', 'f4', 'f5', 'f6', 'f7'].map((n) => w(n)) });
+  t.equal(five.status, 400);
+  t.match(String(errorOf(five)['message']), /5 ops; at most 4/, '--txn-max-ops sets the limit');
   t.equal((await txn(follower, { then: [w('f3'), w('f3')] })).status, 400);
+  // The leader checks a forwarded transaction itself (a follower built it, or something posing as one).
+  const fc = follower.coordinator() as NonNullable<ReturnType<Agent['coordinator']>>;
+  const head = { time: new Date(0).toISOString(), uid: 'uid-fwd', generation: 'gen-fwd' };
+  const op = (name: string) => ({ op: 'delete', id: { type: { group: 'demo', groupVersion: 'v1', kind: 'Artist' }, tenancy: { partition: 'default', namespace: 'default' }, name } });
+  const forwarded: Array<[string, unknown, RegExp]> = [
+    ['over the leader\'s limit', { ...head, compare: [], then: ['x1', 'x2', 'x3', 'x4', 'x5'].map(op), else: [] }, /5 ops; at most 4/],
+    ['a name twice', { ...head, compare: [], then: [op('x1'), op('x1')], else: [] }, /then\[1\]/],
+    ['a bad name', { ...head, compare: [], then: [op('Bad_Name')], else: [] }, /then\[0\]: name/],
+    ['an unknown type', { ...head, compare: [{ target: 'exists', id: { type: { group: 'no', groupVersion: 'v1', kind: 'Such' }, tenancy: { partition: '', namespace: '' }, name: 'x' } }], then: [], else: [] }, /compare\[0\]/],
+  ];
+  for (const [what, body, msg] of forwarded) {
+    const e = await fc.propose(CommandType.Txn, body).then(
+      () => undefined,
+      (x: unknown) => x as Error,
+    );
+    t.ok(e !== undefined && (e as { code?: string }).code === 'INVALID_ARGUMENT', `${what}: the leader refuses it (${String(e?.message)})`);
+    t.match(String(e?.message), msg, `${what}: says why`);
+  }
 });
