@@ -10,6 +10,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { cairn } from '../gen/resource.js';
+import { CairnClient, Compare, Op, isCairnClientError } from '../client/index.js';
 import { CommandType } from '../fsm/index.js';
 import { createLogger } from '../platform/index.js';
 import { startAgent, type Agent } from './agent.js';
@@ -242,4 +243,87 @@ t.test('a transaction sent to a follower is forwarded to the leader and applied 
     t.ok(e !== undefined && (e as { code?: string }).code === 'INVALID_ARGUMENT', `${what}: the leader refuses it (${String(e?.message)})`);
     t.match(String(e?.message), msg, `${what}: says why`);
   }
+});
+
+t.test('the client library: client.txn().if().then().else().commit()', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-txn-'));
+  const agent = await startAgent(devConfig(dir, { demoTypes: true }), { logger: createLogger({ level: 'silent', nodeId: 'dev' }) });
+  const client = new CairnClient({ endpoints: [agent.grpcAddress], timeoutMs: 10_000 });
+  t.teardown(async () => {
+    client.close();
+    await agent.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  await agent.ready;
+  await waitUntil(() => agent.coordinator()?.status().role === 'leader', 10_000, 'the dev node to lead');
+  const korn = { type: ARTIST, name: 'korn' };
+  const tool = { type: ARTIST, name: 'tool' };
+  const created = await client.write(korn, { data: { name: 'Korn' } });
+
+  const r = await client
+    .txn()
+    .if(Compare.version(korn, created.version), Compare.absent(tool))
+    .then(Op.write(korn, { data: { name: 'Korn', genre: 'metal' } }), Op.write(tool, { data: { name: 'Tool' }, version: '0' }))
+    .else(Op.delete(korn))
+    .commit();
+  t.equal(r.succeeded, true);
+  t.equal(r.failedComparison, undefined);
+  t.same(
+    r.results.map((x) => [x.op, x.op === 'delete' ? x.deleted : x.resource.version]),
+    [
+      ['write', r.revision],
+      ['write', r.revision],
+    ],
+  );
+
+  // The comparison fails now (korn moved on): the else branch, status write included.
+  const k = (await client.read(korn)).resource;
+  const e = await client
+    .txn()
+    .if(Compare.exists(korn), Compare.version(korn, created.version))
+    .then(Op.delete(tool))
+    .else(Op.writeStatus({ ...korn, uid: k.id.uid }, 'demo.v1.c', { observed_generation: k.generation, conditions: [{ type: 'Ready', state: 'TRUE', reason: '', message: '' }] }), Op.delete(tool, { version: r.revision }))
+    .commit();
+  t.same([e.succeeded, e.failedComparison], [false, 1]);
+  t.same(
+    e.results.map((x) => x.op),
+    ['status', 'delete'],
+  );
+  t.ok((e.results[1] as { deleted: boolean }).deleted);
+
+  // A uid comparison, and an op that fails: the error names it, nothing applied.
+  const failure = await client
+    .txn()
+    .if(Compare.uid(korn, k.id.uid))
+    .then(Op.write({ type: ARTIST, name: 'new-one' }, { data: { name: 'n' } }), Op.write(korn, { data: { name: 'K' }, version: '1' }))
+    .commit()
+    .then(
+      () => undefined,
+      (x: unknown) => x,
+    );
+  t.ok(isCairnClientError(failure) && failure.code === 'CAS_FAILED', `CAS_FAILED (${String(failure)})`);
+  t.equal(isCairnClientError(failure) ? failure.details['failed_op'] : undefined, 1, 'details.failed_op');
+  t.equal(isCairnClientError(failure) ? failure.details['branch'] : undefined, 'then', 'details.branch');
+  const gone = await client.read({ type: ARTIST, name: 'new-one' }).then(
+    () => 'found',
+    (x: unknown) => (isCairnClientError(x) ? x.code : String(x)),
+  );
+  t.equal(gone, 'NOT_FOUND', 'the first op was not applied');
+
+  // One request id for the call: committing again with the same id answers the first result.
+  const first = await client.txn().then(Op.write({ type: ARTIST, name: 'idem' }, { data: { name: 'one' } })).commit({ requestId: 'client-txn-1' });
+  const again = await client.txn().then(Op.write({ type: ARTIST, name: 'idem' }, { data: { name: 'two' } })).commit({ requestId: 'client-txn-1' });
+  t.same(again, first);
+
+  // The builder is not a promise, and is used once.
+  const b = client.txn().then(Op.delete(korn));
+  await t.rejects(
+    (async () => {
+      await (b as unknown as Promise<unknown>);
+    })(),
+    /not a promise: call \.commit\(\)/,
+  );
+  const one = client.txn().if(Compare.exists(korn));
+  await one.commit();
+  t.throws(() => one.then(Op.delete(korn)), /already committed/);
 });
