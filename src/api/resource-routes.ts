@@ -110,11 +110,11 @@ export function parseTxnBody(body: Record<string, unknown>, svc: Pick<ResourceSe
   const els = partArray(body['else'], 'else');
   // The counts first: nothing larger than the limits is looked at.
   checkTxnSize(svc.txnLimits, compare.length, then.length, els.length);
-  const where = (o: Record<string, unknown>) => ({ type: requiredString(o, 'type', 'the part'), partition: optString(o, 'partition'), namespace: optString(o, 'namespace'), name: requiredString(o, 'name', 'the part') });
+  const where = (o: Record<string, unknown>, what: string) => ({ type: requiredString(o, 'type', what), partition: optString(o, 'partition'), namespace: optString(o, 'namespace'), name: requiredString(o, 'name', what) });
   const cmp = compare.map((v, i): TxnCompareRequest => {
     const what = `compare[${i}]`;
     const o = part(v, what, TXN_FIELDS.compare);
-    return { target: requiredString(o, 'target', what), ...where(o), version: optString(o, 'version'), uid: optString(o, 'uid') };
+    return { target: requiredString(o, 'target', what), ...where(o, what), version: optString(o, 'version'), uid: optString(o, 'uid') };
   });
   const ops = (list: unknown[], branch: string): TxnOpRequest[] =>
     list.map((v, i): TxnOpRequest => {
@@ -128,7 +128,7 @@ export function parseTxnBody(body: Record<string, unknown>, svc: Pick<ResourceSe
         case 'write':
           return {
             op: 'write',
-            ...where(o),
+            ...where(o, what),
             data: o['data'],
             metadata: o['metadata'],
             owner: o['owner'] as ResourceIdJson | null | undefined,
@@ -138,13 +138,13 @@ export function parseTxnBody(body: Record<string, unknown>, svc: Pick<ResourceSe
             uid: optString(o, 'uid'),
           };
         case 'delete':
-          return { op: 'delete', ...where(o), version: optString(o, 'version'), uid: optString(o, 'uid') };
+          return { op: 'delete', ...where(o, what), version: optString(o, 'version'), uid: optString(o, 'uid') };
         default: {
           const uid = optString(o, 'uid');
           if (uid === undefined) throw invalid(`${what}: uid is required for a status write`);
           return {
             op: 'status',
-            ...where(o),
+            ...where(o, what),
             key: requiredString(o, 'key', what),
             uid,
             observedGeneration: optString(o, 'observed_generation') ?? '',
