@@ -239,6 +239,8 @@ const HTTP_TABLE: Record<string, Case> = {
       ['compare team-b', { compare: [cmp('a1', 'team-a'), cmp('b1', 'team-b')], then: [wr('t-a2', 'team-a')] }, /^compare\[1\]: /],
       ['an else op in team-b', { compare: [cmp('a1', 'team-a')], then: [wr('t-a3', 'team-a')], else: [wr('t-b', 'team-b')] }, /^else\[0\]: /],
       ['a delete in team-b', { then: [wr('t-a4', 'team-a'), { op: 'delete', type: ARTIST, namespace: 'team-b', name: 'b1' }] }, /^then\[1\]: /],
+      // The cascade guard (docs/security.md "Cascades"): mixed (team-a) owns child-b in team-b.
+      ['a delete whose cascade reaches team-b', { then: [{ op: 'delete', type: ARTIST, namespace: 'team-a', name: 'mixed' }] }, /^then\[0\]: deleting mixed would also delete owned resources/],
     ] as const) {
       const before = await everything();
       const a = await req('scoped', 'POST', '/v1/txn', body);

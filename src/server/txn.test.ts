@@ -327,3 +327,22 @@ t.test('the client library: client.txn().if().then().else().commit()', async (t)
   await one.commit();
   t.throws(() => one.then(Op.delete(korn)), /already committed/);
 });
+
+t.test('the quota: a transaction that would grow the data past it is refused whole (507 NO_SPACE), its delete undone', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-txn-'));
+  const agent = await startAgent(devConfig(dir, { demoTypes: true, quotaBytes: 1024 * 1024 }), { logger: createLogger({ level: 'silent', nodeId: 'dev' }) });
+  t.teardown(async () => {
+    await agent.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  await agent.ready;
+  await waitUntil(() => agent.coordinator()?.status().role === 'leader', 10_000, 'the dev node to lead');
+  for (let i = 0; i < 12; i++) t.equal((await http(agent, 'PUT', `/v1/resource/${ARTIST}/r${i}`, { data: { name: 'x'.repeat(64 * 1024) } })).status, 200, `r${i} fits`);
+  const v0 = await version(agent, 'r0');
+  const r = await txn(agent, { then: [{ op: 'delete', type: ARTIST, name: 'r0' }, w('big', { name: 'y'.repeat(400 * 1024) })] });
+  t.equal(r.status, 507, JSON.stringify(r.json).slice(0, 300));
+  t.equal(errorOf(r)['code'], 'NO_SPACE');
+  t.equal(errorOf(r)['failed_op'], 1, 'the write is named');
+  t.equal(await version(agent, 'r0'), v0, 'the delete before it was undone');
+  t.equal(await version(agent, 'big'), undefined);
+});
