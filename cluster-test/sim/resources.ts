@@ -106,7 +106,7 @@ export function registerWriteHooks(): WriteHooks {
  */
 export function commandRequestId(data: Uint8Array): string | undefined {
   const type = envelopeType(data);
-  if (type !== CommandType.ResourceWrite && type !== CommandType.ResourcePut && type !== CommandType.ResourceDelete && type !== CommandType.ResourceStatus) return undefined;
+  if (type !== CommandType.ResourceWrite && type !== CommandType.ResourcePut && type !== CommandType.ResourceDelete && type !== CommandType.ResourceStatus && type !== CommandType.Txn) return undefined;
   const body = decodeBody(data);
   const id = typeof body === 'object' && body !== null ? (body as Record<string, unknown>)['requestId'] : undefined;
   return typeof id === 'string' ? id : undefined;

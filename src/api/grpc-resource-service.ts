@@ -10,7 +10,7 @@ import { grpcErrorOf, toCairnError } from './errors.js';
 import { ipOfGrpcPeer, type RequestLimits } from './limits.js';
 import type { Resource } from '../store/index.js';
 import { resourceToJson, type ResourceIdJson, type ResourceJson, type StatusJson } from './resource-json.js';
-import { bearerToken, checkRequestId, LIMITS, type CallContext, type ResourceService } from './resource-service.js';
+import { atPart, bearerToken, checkRequestId, checkTxnSize, LIMITS, type CallContext, type DeleteRequest, type ResourceService, type TxnAnswer, type TxnCompareRequest, type TxnOpRequest, type WriteRequest, type WriteStatusRequest } from './resource-service.js';
 import { SharedChangeEvent, type WatchEvent, type WatchService, type WatchSession } from './watch.js';
 
 /**
@@ -118,6 +118,7 @@ function serviceDefinition(limit: number) {
     delete: method('Delete', pb.DeleteRequest, pb.DeleteResponse, limit),
     list: method('List', pb.ListRequest, pb.ListResponse, limit),
     listByOwner: method('ListByOwner', pb.ListByOwnerRequest, pb.ListByOwnerResponse, limit),
+    txn: method('Txn', pb.TxnRequest, pb.TxnResponse, limit),
     watchList: watchMethod('WatchList', limit),
     watchListBatched: watchMethod('WatchListBatched', limit),
   } satisfies grpc.ServiceDefinition;
@@ -400,6 +401,98 @@ function resourceToMsg(r: ResourceJson): pb.Resource.$Properties {
   };
 }
 
+function writeRequestOf(req: pb.WriteRequest): WriteRequest {
+  const id = requireId(req.id);
+  const status: Record<string, unknown> = {};
+  for (const [k, s] of Object.entries(req.status)) status[k] = statusToJson(s);
+  return {
+    ...target(id),
+    data: parseData(req.dataJson),
+    metadata: req.metadata === null || req.metadata === undefined ? undefined : { ...req.metadata.entries },
+    owner: req.owner === null || req.owner === undefined ? undefined : idToJson(req.owner),
+    finalizers: req.finalizers === null || req.finalizers === undefined ? undefined : [...(req.finalizers.items ?? [])],
+    version: optional(req.version),
+    // An empty map is "left out": status cannot change through Write anyway.
+    status: Object.keys(status).length === 0 ? undefined : status,
+    uid: optional(id.uid),
+  };
+}
+
+function writeStatusRequestOf(req: pb.WriteStatusRequest): WriteStatusRequest {
+  const id = requireId(req.id);
+  return { ...target(id), key: req.key, uid: id.uid ?? '', observedGeneration: req.observedGeneration, conditions: req.conditions.map(conditionToJson), version: optional(req.version) };
+}
+
+function deleteRequestOf(req: pb.DeleteRequest): DeleteRequest {
+  const id = requireId(req.id);
+  return { ...target(id), version: optional(req.version), uid: optional(id.uid) };
+}
+
+const TARGETS: Readonly<Record<number, string>> = {
+  [pb.TxnCompare.Target.TARGET_VERSION]: 'version',
+  [pb.TxnCompare.Target.TARGET_EXISTS]: 'exists',
+  [pb.TxnCompare.Target.TARGET_ABSENT]: 'absent',
+  [pb.TxnCompare.Target.TARGET_UID]: 'uid',
+};
+
+/** A TxnRequest as the service's request: the counts checked first, each part as its single operation's request. */
+function txnRequestOf(req: pb.TxnRequest, svc: Pick<ResourceService, 'txnLimits'>): { compare: TxnCompareRequest[]; then: TxnOpRequest[]; else: TxnOpRequest[] } {
+  checkTxnSize(svc.txnLimits, req.compare.length, req.thenOps.length, req.elseOps.length);
+  const compare = req.compare.map((c, i): TxnCompareRequest => {
+    try {
+      const id = requireId(c.id);
+      if (optional(id.uid) !== undefined) throw invalid('id.uid must be empty (a uid comparison names the uid in uid, with target TARGET_UID)');
+      const t = TARGETS[c.target ?? 0];
+      if (t === undefined) throw invalid(`target ${JSON.stringify(c.target)} is not a known value (TARGET_VERSION, TARGET_EXISTS, TARGET_ABSENT, TARGET_UID)`);
+      return { target: t, ...target(id), version: optional(c.version), uid: optional(c.uid) };
+    } catch (e) {
+      throw atPart(`compare[${i}]`, e);
+    }
+  });
+  const ops = (list: pb.ITxnOp[], branch: string): TxnOpRequest[] =>
+    list.map((o, i): TxnOpRequest => {
+      try {
+        const one = (r: { requestId?: string | null }): void => {
+          if (optional(r.requestId) !== undefined) throw invalid('request_id must be empty in an op (the transaction has one)');
+        };
+        if (o.write) {
+          one(o.write);
+          return { op: 'write', ...writeRequestOf(o.write as pb.WriteRequest) };
+        }
+        if (o.delete) {
+          one(o.delete);
+          return { op: 'delete', ...deleteRequestOf(o.delete as pb.DeleteRequest) };
+        }
+        if (o.writeStatus) {
+          one(o.writeStatus);
+          return { op: 'status', ...writeStatusRequestOf(o.writeStatus as pb.WriteStatusRequest) };
+        }
+        throw invalid('an op needs one of write, delete, write_status');
+      } catch (e) {
+        throw atPart(`${branch}[${i}]`, e);
+      }
+    });
+  return { compare, then: ops(req.thenOps, 'then'), else: ops(req.elseOps, 'else') };
+}
+
+function txnResponseOf(r: TxnAnswer): pb.TxnResponse.$Properties {
+  return {
+    succeeded: r.succeeded,
+    revision: String(r.revision),
+    ...(r.failedComparison !== undefined ? { failedComparison: r.failedComparison } : {}),
+    results: r.results.map((x): pb.ITxnOpResult => {
+      switch (x.op) {
+        case 'write':
+          return { write: { resource: resourceToMsg(resourceToJson(x.resource)) } };
+        case 'delete':
+          return { delete: x.resource !== null ? { deleted: x.deleted, resource: resourceToMsg(resourceToJson(x.resource)) } : { deleted: x.deleted } };
+        case 'status':
+          return { writeStatus: { resource: resourceToMsg(resourceToJson(x.resource)) } };
+      }
+    }),
+  };
+}
+
 /** Freshness of a read (API.md "Stale read"): in response metadata, as the HTTP API sends headers. */
 function freshness(revision: number, lastContactMs: number | undefined): { metadata: grpc.Metadata; fields: { revision: string; lastLeaderContactMs?: number } } {
   const metadata = new grpc.Metadata();
@@ -620,47 +713,19 @@ export function addResourceGrpcService(server: grpc.Server, svc: ResourceService
       return { response: answerWithResource(r.resource, pb.ReadResponse.encode(f.fields).finish()), metadata: f.metadata };
     }),
     write: unary<pb.WriteRequest, pb.WriteResponse.$Properties>('Write', edge, async (req, call) => {
-      const id = requireId(req.id);
       const ctx = context(call, req.requestId);
-      const status: Record<string, unknown> = {};
-      for (const [k, s] of Object.entries(req.status)) status[k] = statusToJson(s);
-      const resource = await svc.writeStored(
-        {
-          ...target(id),
-          data: parseData(req.dataJson),
-          metadata: req.metadata === null || req.metadata === undefined ? undefined : { ...req.metadata.entries },
-          owner: req.owner === null || req.owner === undefined ? undefined : idToJson(req.owner),
-          finalizers: req.finalizers === null || req.finalizers === undefined ? undefined : [...(req.finalizers.items ?? [])],
-          version: optional(req.version),
-          // An empty map is "left out": status cannot change through Write anyway.
-          status: Object.keys(status).length === 0 ? undefined : status,
-          uid: optional(id.uid),
-        },
-        ctx,
-      );
+      const resource = await svc.writeStored(writeRequestOf(req), ctx);
       return { response: answerWithResource(resource) };
     }, (req) => {
       const target = aclTarget(req.id);
       return target ? { action: 'acl.write', target } : undefined;
     }),
     writeStatus: unary<pb.WriteStatusRequest, pb.WriteStatusResponse.$Properties>('WriteStatus', edge, async (req, call) => {
-      const id = requireId(req.id);
-      const resource = await svc.writeStatusStored(
-        {
-          ...target(id),
-          key: req.key,
-          uid: id.uid ?? '',
-          observedGeneration: req.observedGeneration,
-          conditions: req.conditions.map(conditionToJson),
-          version: optional(req.version),
-        },
-        context(call, req.requestId),
-      );
+      const resource = await svc.writeStatusStored(writeStatusRequestOf(req), context(call, req.requestId));
       return { response: answerWithResource(resource) };
     }),
     delete: unary<pb.DeleteRequest, pb.DeleteResponse.$Properties>('Delete', edge, async (req, call) => {
-      const id = requireId(req.id);
-      const r = await svc.delete({ ...target(id), version: optional(req.version), uid: optional(id.uid) }, context(call, req.requestId));
+      const r = await svc.delete(deleteRequestOf(req), context(call, req.requestId));
       return { response: r.resource ? { deleted: r.deleted, resource: resourceToMsg(r.resource) } : { deleted: r.deleted } };
     }, (req) => {
       const target = aclTarget(req.id);
@@ -687,6 +752,10 @@ export function addResourceGrpcService(server: grpc.Server, svc: ResourceService
       const r = await svc.listByOwner({ ownerUid: req.ownerUid, consistency: consistency(req.consistency), limit: req.limit, continue: optional(req.continue) }, context(call));
       const f = freshness(r.revision, r.lastLeaderContactMs);
       return { response: { resources: r.resources.map(resourceToMsg), ...f.fields, continue: r.continue ?? '' }, metadata: f.metadata };
+    }),
+    txn: unary<pb.TxnRequest, pb.TxnResponse.$Properties>('Txn', edge, async (req, call) => {
+      const r = await svc.txn(txnRequestOf(req, svc), context(call, req.requestId));
+      return { response: txnResponseOf(r), metadata: freshness(r.revision, undefined).metadata };
     }),
   };
   impl['watchList'] = watchList(opts.watches, edge, false);

@@ -7,7 +7,7 @@ export { TypeRegistry, parseTypeString, formatTypeRef, type TypeRegistration, ty
 export { registerDemoTypes } from './demo-types.js';
 export { registerLeaseType, LEASE_TYPE, type LeaseData } from './lease-type.js';
 export { registryWriteHooks } from './write-hooks.js';
-export { ResourceService, LIMITS, normalizeTenancy, type CallContext, type WriteRequest, type ReadRequest, type DeleteRequest, type WriteStatusRequest, type ListRequest, type ReadResult, type ListResult, type ListFilter, type ListAccess } from './resource-service.js';
+export { ResourceService, LIMITS, TXN_LIMITS_DEFAULT, checkTxnSize, normalizeTenancy, type TxnLimits, type TxnRequest, type TxnAnswer, type TxnCompareRequest, type TxnOpRequest, type TxnOpAnswer, type CallContext, type WriteRequest, type ReadRequest, type DeleteRequest, type WriteStatusRequest, type ListRequest, type ReadResult, type ListResult, type ListFilter, type ListAccess } from './resource-service.js';
 export { PAGING_DEFAULTS, type PagingOptions } from './paging.js';
 export { resourceToJson, type ResourceJson, type ResourceIdJson, type StatusJson } from './resource-json.js';
 export { addResourceRoutes, httpCallContext } from './resource-routes.js';

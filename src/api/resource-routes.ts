@@ -2,7 +2,8 @@ import { CairnError, ErrorCode } from '../base/index.js';
 import type { Consistency } from '../replica/index.js';
 import { ACL_TYPES } from './audit.js';
 import type { HttpRequest, Router } from './http-server.js';
-import { bearerToken, checkRequestId, type CallContext, type ResourceService } from './resource-service.js';
+import { bearerToken, checkRequestId, checkTxnSize, type CallContext, type ResourceService, type TxnAnswer, type TxnCompareRequest, type TxnOpRequest, type TxnRequest } from './resource-service.js';
+import { resourceToJson } from './resource-json.js';
 import type { ResourceIdJson } from './resource-json.js';
 
 function invalid(msg: string): CairnError {
@@ -74,6 +75,104 @@ function limitParam(v: string | undefined): number | undefined {
   return Number(v);
 }
 
+/** Fields of a transaction's parts in the JSON body (docs/api.md "Transactions"); anything else is refused. */
+const TXN_FIELDS = {
+  compare: ['target', 'type', 'partition', 'namespace', 'name', 'version', 'uid'],
+  write: ['op', 'type', 'partition', 'namespace', 'name', 'data', 'metadata', 'owner', 'finalizers', 'version', 'status', 'uid'],
+  delete: ['op', 'type', 'partition', 'namespace', 'name', 'version', 'uid'],
+  status: ['op', 'type', 'partition', 'namespace', 'name', 'key', 'uid', 'observed_generation', 'conditions', 'version'],
+} as const;
+
+function part(v: unknown, what: string, allowed: readonly string[] | ((o: Record<string, unknown>) => readonly string[])): Record<string, unknown> {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw invalid(`${what} must be a JSON object`);
+  const o = v as Record<string, unknown>;
+  const fields = typeof allowed === 'function' ? allowed(o) : allowed;
+  for (const k of Object.keys(o)) if (!fields.includes(k)) throw invalid(`unknown field ${JSON.stringify(k)} in ${what}; allowed: ${fields.join(', ')}`);
+  return o;
+}
+
+function requiredString(o: Record<string, unknown>, k: string, what: string): string {
+  const v = o[k];
+  if (typeof v !== 'string') throw invalid(`${what}.${k} must be a string`);
+  return v;
+}
+
+function partArray(v: unknown, what: string): unknown[] {
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) throw invalid(`${what} must be an array`);
+  return v;
+}
+
+/** The body of POST /v1/txn, strictly: unknown fields at any level are refused, naming the part. */
+export function parseTxnBody(body: Record<string, unknown>, svc: Pick<ResourceService, 'txnLimits'>): TxnRequest {
+  const compare = partArray(body['compare'], 'compare');
+  const then = partArray(body['then'], 'then');
+  const els = partArray(body['else'], 'else');
+  // The counts first: nothing larger than the limits is looked at.
+  checkTxnSize(svc.txnLimits, compare.length, then.length, els.length);
+  const where = (o: Record<string, unknown>, what: string) => ({ type: requiredString(o, 'type', what), partition: optString(o, 'partition'), namespace: optString(o, 'namespace'), name: requiredString(o, 'name', what) });
+  const cmp = compare.map((v, i): TxnCompareRequest => {
+    const what = `compare[${i}]`;
+    const o = part(v, what, TXN_FIELDS.compare);
+    return { target: requiredString(o, 'target', what), ...where(o, what), version: optString(o, 'version'), uid: optString(o, 'uid') };
+  });
+  const ops = (list: unknown[], branch: string): TxnOpRequest[] =>
+    list.map((v, i): TxnOpRequest => {
+      const what = `${branch}[${i}]`;
+      const o = part(v, what, (x) => {
+        const op = x['op'];
+        if (op !== 'write' && op !== 'delete' && op !== 'status') throw invalid(`${what}.op must be "write", "delete" or "status"`);
+        return TXN_FIELDS[op];
+      });
+      switch (o['op']) {
+        case 'write':
+          return {
+            op: 'write',
+            ...where(o, what),
+            data: o['data'],
+            metadata: o['metadata'],
+            owner: o['owner'] as ResourceIdJson | null | undefined,
+            finalizers: o['finalizers'],
+            version: optString(o, 'version'),
+            status: o['status'],
+            uid: optString(o, 'uid'),
+          };
+        case 'delete':
+          return { op: 'delete', ...where(o, what), version: optString(o, 'version'), uid: optString(o, 'uid') };
+        default: {
+          const uid = optString(o, 'uid');
+          if (uid === undefined) throw invalid(`${what}: uid is required for a status write`);
+          return {
+            op: 'status',
+            ...where(o, what),
+            key: requiredString(o, 'key', what),
+            uid,
+            observedGeneration: optString(o, 'observed_generation') ?? '',
+            conditions: o['conditions'] ?? [],
+            version: optString(o, 'version'),
+          };
+        }
+      }
+    });
+  return { compare: cmp, then: ops(then, 'then'), else: ops(els, 'else') };
+}
+
+/** A transaction's answer as JSON (docs/api.md "Transactions"): revision as a decimal string, resources as in single answers. */
+export function txnAnswerJson(r: TxnAnswer): Record<string, unknown> {
+  return {
+    succeeded: r.succeeded,
+    revision: String(r.revision),
+    ...(r.failedComparison !== undefined ? { failed_comparison: r.failedComparison } : {}),
+    results: r.results.map((x) =>
+      x.op === 'delete'
+        ? { op: 'delete', deleted: x.deleted, ...(x.resource !== null ? { resource: resourceToJson(x.resource) } : {}) }
+        : x.op === 'write'
+          ? { op: 'write', changed: x.changed, resource: resourceToJson(x.resource) }
+          : { op: 'status', resource: resourceToJson(x.resource) },
+    ),
+  };
+}
+
 /** The resource endpoints of API.md ("Operations"), over ResourceService. */
 export function addResourceRoutes(router: Router, svc: ResourceService): void {
   router.add('PUT', '/v1/resource/:type/:name', async (req) => {
@@ -136,6 +235,13 @@ export function addResourceRoutes(router: Router, svc: ResourceService): void {
       httpCallContext(req),
     );
     return { status: 200, json: resource };
+  }, { access: 'service' });
+
+  router.add('POST', '/v1/txn', async (req) => {
+    queryOnly(req, []);
+    const o = bodyObject(req, ['compare', 'then', 'else'], 'the transaction');
+    const r = await svc.txn(parseTxnBody(o, svc), httpCallContext(req));
+    return { status: 200, json: txnAnswerJson(r), headers: { 'cairn-revision': String(r.revision) } };
   }, { access: 'service' });
 
   router.add('GET', '/v1/resources/:type', async (req) => {

@@ -1,6 +1,6 @@
 import { ulid } from './ids.js';
 import { CairnError, ErrorCode, isCairnError, parseErrorCode, type Clock, type Revision } from '../base/index.js';
-import { CommandType, type ApplyResult, type DecodedCommand, type DeleteCommand, type PutCommand, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
+import { CommandType, type ApplyResult, type DecodedCommand, type DeleteCommand, type PutCommand, type TxnCommand, type TxnCompare, type TxnOp, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
 import type { Coordinator, Consistency } from '../replica/index.js';
 import { START_WAIT_DEFAULT_MS, type ServedNode } from './served-node.js';
 import { WILDCARD, type Page, type StoreReader, type Condition, type JsonValue, type ListQuery, type Resource, type ResourceId, type StatusEntry, type Tenancy, type TypeRef } from '../store/index.js';
@@ -288,6 +288,74 @@ export interface ListByOwnerRequest {
   readonly continue?: string | undefined;
 }
 
+/**
+ * The limits on one transaction (docs/api.md "Transactions"): comparisons, ops per branch,
+ * and the data of all its writes together. The whole request is also within the transport's
+ * bound (the HTTP body limit, the gRPC message limit).
+ */
+export interface TxnLimits {
+  /** Most comparisons. Default 128 (etcd's --max-txn-ops). */
+  readonly maxCompares: number;
+  /** Most ops in each branch (then, else). Default 128. */
+  readonly maxOps: number;
+  /** Most bytes of data (as `checkJson` measures it) over every write of the request. Default 4 MiB. */
+  readonly maxDataBytes: number;
+}
+
+export const TXN_LIMITS_DEFAULT: TxnLimits = { maxCompares: 128, maxOps: 128, maxDataBytes: 4 * 1024 * 1024 };
+
+/** One comparison of a transaction: `target` is version, exists, absent or uid. */
+export interface TxnCompareRequest {
+  readonly target: string;
+  readonly type: string;
+  readonly partition?: string | undefined;
+  readonly namespace?: string | undefined;
+  readonly name: string;
+  /** For `version`: a decimal string ("0" = absent). */
+  readonly version?: string | undefined;
+  /** For `uid`. */
+  readonly uid?: string | undefined;
+}
+
+/** One op of a transaction's branch: the request of the single operation, with its kind. */
+export type TxnOpRequest = ({ readonly op: 'write' } & WriteRequest) | ({ readonly op: 'delete' } & DeleteRequest) | ({ readonly op: 'status' } & WriteStatusRequest);
+
+export interface TxnRequest {
+  readonly compare?: readonly TxnCompareRequest[] | undefined;
+  readonly then?: readonly TxnOpRequest[] | undefined;
+  readonly else?: readonly TxnOpRequest[] | undefined;
+}
+
+/** What one op of the applied branch did. */
+export type TxnOpAnswer =
+  | { readonly op: 'write'; readonly resource: Resource; readonly changed: boolean }
+  | { readonly op: 'delete'; readonly deleted: boolean; readonly resource: Resource | null }
+  | { readonly op: 'status'; readonly resource: Resource };
+
+export interface TxnAnswer {
+  /** Every comparison held: the then branch applied (else the else branch). */
+  readonly succeeded: boolean;
+  /** The revision of the transaction's entry (whether or not it changed anything). */
+  readonly revision: Revision;
+  /** When not succeeded: the index of the first comparison that did not hold. */
+  readonly failedComparison?: number;
+  readonly results: readonly TxnOpAnswer[];
+}
+
+/** The limits of a transaction, checked before anything else (INVALID_ARGUMENT, naming the limit). */
+export function checkTxnSize(limits: TxnLimits, compares: number, thenOps: number, elseOps: number): void {
+  if (compares > limits.maxCompares) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `the transaction has ${compares} comparisons; at most ${limits.maxCompares}`, { limit: limits.maxCompares });
+  for (const [branch, n] of [['then', thenOps], ['else', elseOps]] as const) {
+    if (n > limits.maxOps) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `the transaction's ${branch} branch has ${n} ops; at most ${limits.maxOps}`, { limit: limits.maxOps });
+  }
+}
+
+/** An error about one part of a transaction (`compare[1]`, `then[0]`): the same code, its place said. */
+export function atPart(part: string, e: unknown): unknown {
+  if (!(e instanceof CairnError)) return e;
+  return new CairnError(e.code, `${part}: ${e.message}`, { ...e.details, part });
+}
+
 /** What a List or a Watch selects: the store's list query without the owner. */
 export type ListFilter = Omit<ListQuery, 'ownerUid'>;
 
@@ -350,12 +418,15 @@ export interface ResourceServiceOptions {
   readonly quotaBytes?: number;
   /** Access control (docs/security.md "Tokens and roles"). Absent: off, every caller may do everything. */
   readonly access?: AccessControl;
+  /** Limits on one transaction (`--txn-max-ops` sets both counts). Default TXN_LIMITS_DEFAULT. */
+  readonly txnLimits?: TxnLimits;
 }
 
 export class ResourceService {
   /** Access control (docs/security.md); off unless the node was given one. */
   readonly access: AccessControl;
   private readonly quotaBytes: number | undefined;
+  readonly txnLimits: TxnLimits;
   private readonly paging: Required<PagingOptions>;
   /** Snapshots serving the later pages of unfinished paged lists (paging.ts). */
   private readonly snapshots: SnapshotCache;
@@ -368,6 +439,7 @@ export class ResourceService {
   ) {
     this.access = opts.access ?? new AccessControl({ enabled: false, clock });
     this.quotaBytes = opts.quotaBytes;
+    this.txnLimits = opts.txnLimits ?? TXN_LIMITS_DEFAULT;
     this.paging = pagingLimits({ maxPageItems: opts.maxPageItems, maxPageBytes: opts.maxPageBytes, maxSnapshots: opts.maxSnapshots, snapshotTtlMs: opts.snapshotTtlMs });
     this.snapshots = new SnapshotCache(clock, this.paging.maxSnapshots, this.paging.snapshotTtlMs);
   }
@@ -529,12 +601,14 @@ export class ResourceService {
    * `write`, answering the stored resource itself (frozen, one object per version): the gRPC
    * front end encodes it once per version and answers from those bytes (`encodedResource`).
    */
-  async writeStored(req: WriteRequest, ctx: CallContext = {}): Promise<Resource> {
+  /** A write request's checks before anything is read or proposed (`writeStored`, a transaction's write ops). */
+  private checkWriteRequest(req: WriteRequest) {
     const t = this.registry.resolve(req.type);
     const tenancy = normalizeTenancy(t, req.partition, req.namespace);
     const name = checkDnsLabel(req.name, 'name');
     if (req.data === undefined) throw invalid('data is required');
-    if (checkJson(req.data, 'data') > LIMITS.dataBytes) throw new CairnError(ErrorCode.TOO_LARGE, `data is over ${LIMITS.dataBytes} bytes`);
+    const dataBytes = checkJson(req.data, 'data');
+    if (dataBytes > LIMITS.dataBytes) throw new CairnError(ErrorCode.TOO_LARGE, `data is over ${LIMITS.dataBytes} bytes`);
     const metadata = req.metadata === undefined ? undefined : checkMetadata(req.metadata);
     const finalizers = req.finalizers === undefined ? undefined : checkFinalizers(req.finalizers);
     const owner = this.resolveOwner(req.owner);
@@ -542,6 +616,11 @@ export class ResourceService {
     const expected = parseVersion(req.version);
     if (req.uid !== undefined && typeof req.uid !== 'string') throw invalid('uid must be a string');
     const uid = req.uid === undefined || req.uid === '' ? undefined : req.uid;
+    return { t, tenancy, name, dataBytes, metadata, finalizers, owner, status, expected, uid };
+  }
+
+  async writeStored(req: WriteRequest, ctx: CallContext = {}): Promise<Resource> {
+    const { t, tenancy, name, metadata, finalizers, owner, status, expected, uid } = this.checkWriteRequest(req);
     let c: Coordinator;
     [c, ctx] = await this.coord(ctx);
     const identity = await this.identify(c, ctx);
@@ -667,6 +746,235 @@ export class ResourceService {
     }
   }
 
+  /**
+   * A transaction (docs/api.md "Transactions"): one `Txn` entry (0x15) whose comparisons are
+   * evaluated, and whose then or else branch is applied all or nothing, by the state machine at
+   * that log position, at one revision. Before proposing, each part gets the checks of its
+   * single operation (names, tenancy, limits, data, owner, finalizers, conditions, versions),
+   * the request its limits, and the caller its grants: `read` on every compared resource and
+   * the op's verb (write, delete, write-status) on every op's, in both branches (either may
+   * apply); any denied part denies the whole request, naming the part. Writes run their type's
+   * hooks at apply, as unconditional writes do (with their version checked when they carry
+   * one). A restricted caller's deletes and finalizer-clearing writes carry the cascade it may
+   * delete (docs/security.md "Cascades"), re-checked (bounded) when the cascade grew.
+   *
+   * The ACL types are refused as ops (their writes are admin actions the audit log records one
+   * by one, through /v1/acl or single writes).
+   */
+  async txn(req: TxnRequest, ctx: CallContext = {}): Promise<TxnAnswer> {
+    const compareReqs = req.compare ?? [];
+    const thenReqs = req.then ?? [];
+    const elseReqs = req.else ?? [];
+    for (const [what, v] of [['compare', compareReqs], ['then', thenReqs], ['else', elseReqs]] as const) {
+      if (!Array.isArray(v)) throw invalid(`${what} must be an array`);
+    }
+    checkTxnSize(this.txnLimits, compareReqs.length, thenReqs.length, elseReqs.length);
+    const compares: Array<{ t: RegisteredType; cmp: TxnCompare }> = compareReqs.map((r, i) => {
+      try {
+        return this.checkCompareRequest(r);
+      } catch (e) {
+        throw atPart(`compare[${i}]`, e);
+      }
+    });
+    type Checked =
+      | { op: 'write'; t: RegisteredType; w: ReturnType<ResourceService['checkWriteRequest']>; data: unknown }
+      | { op: 'delete'; t: RegisteredType; d: ReturnType<ResourceService['checkDeleteRequest']> }
+      | { op: 'status'; t: RegisteredType; s: ReturnType<ResourceService['checkStatusRequest']>; req: WriteStatusRequest };
+    let dataBytes = 0;
+    const checkBranch = (branch: 'then' | 'else', reqs: readonly TxnOpRequest[]): Checked[] => {
+      const seen = new Set<string>();
+      return reqs.map((r, i) => {
+        try {
+          if (typeof r !== 'object' || r === null) throw invalid('an op must be an object');
+          let c: Checked;
+          switch (r.op) {
+            case 'write': {
+              const w = this.checkWriteRequest(r);
+              dataBytes += w.dataBytes;
+              c = { op: 'write', t: w.t, w, data: r.data };
+              break;
+            }
+            case 'delete': {
+              const d = this.checkDeleteRequest(r);
+              c = { op: 'delete', t: d.t, d };
+              break;
+            }
+            case 'status': {
+              const st = this.checkStatusRequest(r);
+              c = { op: 'status', t: st.t, s: st, req: r };
+              break;
+            }
+            default:
+              throw invalid(`op must be write, delete or status, got ${JSON.stringify((r as { op?: unknown }).op)}`);
+          }
+          if (isAclType(c.t.group, c.t.kind)) throw invalid(`${c.t.group}.${c.t.kind} cannot be changed in a transaction (ACL changes are audited one by one: use /v1/acl or a single write)`);
+          const ten = c.op === 'write' ? c.w.tenancy : c.op === 'delete' ? c.d.tenancy : c.s.tenancy;
+          const name = c.op === 'write' ? c.w.name : c.op === 'delete' ? c.d.name : c.s.name;
+          const key = JSON.stringify([c.t.group, c.t.kind, ten.partition, ten.namespace, name]);
+          if (seen.has(key)) throw invalid(`${c.t.group}.${c.t.kind} ${name} is named by an earlier op of the ${branch} branch (a resource may appear once per branch)`);
+          seen.add(key);
+          return c;
+        } catch (e) {
+          throw atPart(`${branch}[${i}]`, e);
+        }
+      });
+    };
+    const thenOps = checkBranch('then', thenReqs);
+    const elseOps = checkBranch('else', elseReqs);
+    if (dataBytes > this.txnLimits.maxDataBytes) {
+      throw new CairnError(ErrorCode.TOO_LARGE, `the transaction's writes carry ${dataBytes} bytes of data; at most ${this.txnLimits.maxDataBytes}`, { limit: this.txnLimits.maxDataBytes });
+    }
+    let c: Coordinator;
+    [c, ctx] = await this.coord(ctx);
+    const identity = await this.identify(c, ctx);
+    compares.forEach(({ t, cmp }, i) => {
+      try {
+        this.authorize(identity, t, 'read', { ...cmp.id.tenancy, name: cmp.id.name }, ctx);
+      } catch (e) {
+        throw atPart(`compare[${i}]`, e);
+      }
+    });
+    for (const [branch, ops] of [['then', thenOps], ['else', elseOps]] as const) {
+      ops.forEach((o, i) => {
+        try {
+          if (o.op === 'write') this.authorize(identity, o.t, 'write', { ...o.w.tenancy, name: o.w.name }, ctx);
+          else if (o.op === 'delete') this.authorize(identity, o.t, 'delete', { ...o.d.tenancy, name: o.d.name }, ctx);
+          else this.authorize(identity, o.t, 'status', { ...o.s.tenancy, name: o.s.name }, ctx);
+        } catch (e) {
+          throw atPart(`${branch}[${i}]`, e);
+        }
+      });
+    }
+    const header = this.header(ctx, identity);
+    const restricted = this.restricted(identity);
+    for (let attempt = 0; ; attempt++) {
+      // The cascades a restricted caller may make, read in one step (docs/security.md "Cascades").
+      const build = (branch: 'then' | 'else', ops: readonly Checked[], s: StoreReader): TxnOp[] =>
+        ops.map((o, i): TxnOp => {
+          try {
+            return this.txnOp(o, identity, restricted, s);
+          } catch (e) {
+            throw atPart(`${branch}[${i}]`, e);
+          }
+        });
+      const branches = (await c.read(attempt === 0 ? 'stale' : 'linearizable', (s) => ({ then: build('then', thenOps, s), else: build('else', elseOps, s) }))).value;
+      const cmd: TxnCommand = { ...header, compare: compares.map((x) => x.cmp), then: branches.then, else: branches.else };
+      const r = await c.propose(CommandType.Txn, cmd, ctx.timeoutMs);
+      if (!r.ok && r.error.details['cascade_changed'] === true && attempt + 1 < LIMITS.casRetries) {
+        header.requestId = `${header.requestId}.${attempt + 1}`;
+        continue;
+      }
+      if (!r.ok) throw fromApplyError(r);
+      if (r.kind !== 'txn') throw reusedRequestId(r.kind, 'transaction');
+      return {
+        succeeded: r.succeeded,
+        revision: r.revision,
+        ...(r.failedComparison !== undefined ? { failedComparison: r.failedComparison } : {}),
+        results: r.results.map((x): TxnOpAnswer => (x.kind === 'write' ? { op: 'write', resource: x.resource, changed: x.changed } : x.kind === 'delete' ? { op: 'delete', deleted: x.deleted, resource: x.resource } : { op: 'status', resource: x.resource })),
+      };
+    }
+  }
+
+  private checkCompareRequest(r: TxnCompareRequest): { t: RegisteredType; cmp: TxnCompare } {
+    if (typeof r !== 'object' || r === null) throw invalid('a comparison must be an object');
+    if (typeof r.type !== 'string') throw invalid('type must be a string');
+    const t = this.registry.resolve(r.type);
+    const id = { type: this.typeRef(t), tenancy: normalizeTenancy(t, r.partition, r.namespace), name: checkDnsLabel(r.name, 'name') };
+    const unused = (field: 'version' | 'uid'): void => {
+      if (r[field] !== undefined && r[field] !== '') throw invalid(`${field} is only for a ${field} comparison (target ${JSON.stringify(r.target)})`);
+    };
+    switch (r.target) {
+      case 'version': {
+        unused('uid');
+        const version = parseVersion(r.version);
+        if (version === undefined) throw invalid('a version comparison needs version (a decimal string; "0" means absent)');
+        return { t, cmp: { target: 'version', id, version } };
+      }
+      case 'uid':
+        unused('version');
+        if (typeof r.uid !== 'string' || r.uid === '') throw invalid('a uid comparison needs uid');
+        checkToken(r.uid, 'uid', 128);
+        return { t, cmp: { target: 'uid', id, uid: r.uid } };
+      case 'exists':
+      case 'absent':
+        unused('version');
+        unused('uid');
+        return { t, cmp: { target: r.target, id } };
+      default:
+        throw invalid(`target must be version, exists, absent or uid, got ${JSON.stringify(r.target)}`);
+    }
+  }
+
+  /** One checked op as the command carries it; `s` is the state a restricted caller's cascade is checked against. */
+  private txnOp(
+    o:
+      | { op: 'write'; t: RegisteredType; w: ReturnType<ResourceService['checkWriteRequest']>; data: unknown }
+      | { op: 'delete'; t: RegisteredType; d: ReturnType<ResourceService['checkDeleteRequest']> }
+      | { op: 'status'; t: RegisteredType; s: ReturnType<ResourceService['checkStatusRequest']>; req: WriteStatusRequest },
+    identity: Identity,
+    restricted: boolean,
+    s: StoreReader,
+  ): TxnOp {
+    switch (o.op) {
+      case 'write': {
+        const w = o.w;
+        const key = { group: o.t.group, kind: o.t.kind, tenancy: w.tenancy, name: w.name };
+        let cascadeAllowed: string[] | undefined;
+        if (restricted && w.finalizers !== undefined && w.finalizers.length === 0) {
+          // As `put`: all of the current cascade when being deleted, else what the caller may delete.
+          const current = s.get(key);
+          cascadeAllowed =
+            current === undefined
+              ? []
+              : current.deletionTimestamp !== null
+                ? (this.checkCascade(identity, s, current) ?? [])
+                : s
+                    .cascadeOf(current)
+                    .filter((r) => {
+                      const target = targetOf(r);
+                      return authorize(identity, aclVerb(target.group, target.kind, 'delete'), target);
+                    })
+                    .map((r) => r.id.uid);
+        }
+        return {
+          op: 'write',
+          id: { type: this.typeRef(o.t), tenancy: w.tenancy, name: w.name, ...(w.uid !== undefined ? { uid: w.uid } : {}) },
+          // Non-plain values (a Date, a class instance) become their JSON form, as for single writes.
+          data: isPlainJson(o.data) ? (o.data as JsonValue) : copyJson(o.data),
+          ...(w.metadata !== undefined ? { metadata: w.metadata } : {}),
+          ...(w.owner !== undefined ? { owner: w.owner } : {}),
+          ...(w.finalizers !== undefined ? { finalizers: w.finalizers } : {}),
+          ...(w.status !== undefined ? { status: w.status } : {}),
+          ...(w.expected !== undefined ? { expectedVersion: w.expected } : {}),
+          ...(cascadeAllowed !== undefined ? { cascadeAllowed } : {}),
+        };
+      }
+      case 'delete': {
+        const d = o.d;
+        let cascadeAllowed: string[] | undefined;
+        if (restricted) {
+          const stored = s.get({ group: o.t.group, kind: o.t.kind, tenancy: d.tenancy, name: d.name });
+          cascadeAllowed = stored === undefined || stored.finalizers.length > 0 ? [] : this.checkCascade(identity, s, stored);
+        }
+        return {
+          op: 'delete',
+          id: { type: this.typeRef(o.t), tenancy: d.tenancy, name: d.name, ...(d.uid !== undefined ? { uid: d.uid } : {}) },
+          ...(d.expectedVersion !== undefined ? { expectedVersion: d.expectedVersion } : {}),
+          ...(cascadeAllowed !== undefined ? { cascadeAllowed } : {}),
+        };
+      }
+      case 'status':
+        return {
+          op: 'status',
+          id: { type: this.typeRef(o.t), tenancy: o.s.tenancy, name: o.s.name, uid: o.req.uid },
+          key: o.req.key,
+          observedGeneration: o.req.observedGeneration,
+          conditions: o.s.conditions,
+          ...(o.s.expectedVersion !== undefined ? { expectedVersion: o.s.expectedVersion } : {}),
+        };
+    }
+  }
+
   async read(req: ReadRequest, ctx: CallContext = {}): Promise<ReadResult> {
     const r = await this.readStored(req, ctx);
     return { resource: resourceToJson(r.resource), revision: r.revision, lastLeaderContactMs: r.lastLeaderContactMs };
@@ -685,12 +993,18 @@ export class ResourceService {
     return { resource: out.value.value, revision: out.revision, lastLeaderContactMs: out.lastLeaderContactMs };
   }
 
-  async delete(req: DeleteRequest, ctx: CallContext = {}): Promise<{ deleted: boolean; resource: ResourceJson | null }> {
+  private checkDeleteRequest(req: DeleteRequest) {
     const t = this.registry.resolve(req.type);
     const tenancy = normalizeTenancy(t, req.partition, req.namespace);
     const name = checkDnsLabel(req.name, 'name');
     const expectedVersion = parseVersion(req.version);
+    if (req.uid !== undefined && typeof req.uid !== 'string') throw invalid('uid must be a string');
     const uid = req.uid === undefined || req.uid === '' ? undefined : req.uid;
+    return { t, tenancy, name, expectedVersion, uid };
+  }
+
+  async delete(req: DeleteRequest, ctx: CallContext = {}): Promise<{ deleted: boolean; resource: ResourceJson | null }> {
+    const { t, tenancy, name, expectedVersion, uid } = this.checkDeleteRequest(req);
     let c: Coordinator;
     [c, ctx] = await this.coord(ctx);
     const identity = await this.identify(c, ctx);
@@ -730,7 +1044,7 @@ export class ResourceService {
   }
 
   /** `writeStatus`, answering the stored resource itself (as `writeStored`). */
-  async writeStatusStored(req: WriteStatusRequest, ctx: CallContext = {}): Promise<Resource> {
+  private checkStatusRequest(req: WriteStatusRequest) {
     const t = this.registry.resolve(req.type);
     const tenancy = normalizeTenancy(t, req.partition, req.namespace);
     const name = checkDnsLabel(req.name, 'name');
@@ -739,6 +1053,11 @@ export class ResourceService {
     if (typeof req.observedGeneration !== 'string') throw invalid('observed_generation must be a string');
     const conditions = checkConditions(req.conditions);
     const expectedVersion = req.version !== undefined && req.version !== '' ? (parseVersion(req.version) as Revision) : undefined;
+    return { t, tenancy, name, conditions, expectedVersion };
+  }
+
+  async writeStatusStored(req: WriteStatusRequest, ctx: CallContext = {}): Promise<Resource> {
+    const { t, tenancy, name, conditions, expectedVersion } = this.checkStatusRequest(req);
     let c: Coordinator;
     [c, ctx] = await this.coord(ctx);
     const identity = await this.identify(c, ctx);
@@ -791,17 +1110,65 @@ export class ResourceService {
 
   private checkForwardedContent(command: Exclude<DecodedCommand, { kind: 'restore' }>, store: StoreReader, protectData: boolean): void {
     const cmd = command.cmd;
-    const typeName = formatTypeRef(cmd.id.type);
-    const t = this.registry.resolve(typeName);
-    const tenancy = normalizeTenancy(t, cmd.id.tenancy.partition, cmd.id.tenancy.namespace);
-    if (tenancy.partition !== cmd.id.tenancy.partition || tenancy.namespace !== cmd.id.tenancy.namespace) {
-      throw invalid(`tenancy ${JSON.stringify(cmd.id.tenancy)} of ${typeName} is not in normal form (${JSON.stringify(tenancy)})`);
-    }
-    const name = checkDnsLabel(cmd.id.name, 'name');
     if (cmd.requestId !== undefined) checkToken(cmd.requestId, 'the request id', 160);
     checkToken(cmd.uid, 'the command uid', 128);
     checkToken(cmd.generation, 'the command generation', 128);
     if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/.test(cmd.time) || Number.isNaN(Date.parse(cmd.time))) throw invalid(`the command time ${JSON.stringify(cmd.time)} is not an ISO 8601 UTC timestamp`);
+    if (command.kind === 'txn') {
+      this.checkForwardedTxn(command.cmd);
+      return;
+    }
+    this.checkForwardedOp(command, store, protectData);
+  }
+
+  /**
+   * A forwarded transaction: this leader's limits (`TxnLimits`), every compared resource's
+   * type, tenancy and name, and each op as the single command of its kind (a write as an
+   * unconditional write: its hooks run at apply), and no resource named twice in a branch.
+   */
+  private checkForwardedTxn(cmd: TxnCommand): void {
+    checkTxnSize(this.txnLimits, cmd.compare.length, cmd.then.length, cmd.else.length);
+    cmd.compare.forEach((c, i) => {
+      try {
+        const typeName = formatTypeRef(c.id.type);
+        this.checkNormalId(this.registry.resolve(typeName), typeName, c.id);
+        if (c.uid !== undefined) checkToken(c.uid, 'uid', 128);
+      } catch (e) {
+        throw atPart(`compare[${i}]`, e);
+      }
+    });
+    for (const [branch, ops] of [['then', cmd.then], ['else', cmd.else]] as const) {
+      const seen = new Set<string>();
+      ops.forEach((op, i) => {
+        try {
+          const key = JSON.stringify([op.id.type.group, op.id.type.kind, op.id.tenancy.partition, op.id.tenancy.namespace, op.id.name]);
+          if (seen.has(key)) throw invalid(`it names ${op.id.name}, which an earlier op of the branch names (a resource may appear once per branch)`);
+          seen.add(key);
+          const body = { ...op, time: cmd.time, uid: cmd.uid, generation: cmd.generation };
+          if (op.op === 'write') this.checkForwardedOp({ type: CommandType.ResourcePut, kind: 'put', cmd: body as PutCommand }, undefined, false);
+          else if (op.op === 'delete') this.checkForwardedOp({ type: CommandType.ResourceDelete, kind: 'delete', cmd: body as DeleteCommand }, undefined, false);
+          else this.checkForwardedOp({ type: CommandType.ResourceStatus, kind: 'status', cmd: body as WriteStatusCommand }, undefined, false);
+        } catch (e) {
+          throw atPart(`${branch}[${i}]`, e);
+        }
+      });
+    }
+  }
+
+  /** A command's id names a registered type, a tenancy in normal form and a DNS-label name. */
+  private checkNormalId(t: RegisteredType, typeName: string, id: { readonly tenancy: Tenancy; readonly name: string }): { tenancy: Tenancy; name: string } {
+    const tenancy = normalizeTenancy(t, id.tenancy.partition, id.tenancy.namespace);
+    if (tenancy.partition !== id.tenancy.partition || tenancy.namespace !== id.tenancy.namespace) {
+      throw invalid(`tenancy ${JSON.stringify(id.tenancy)} of ${typeName} is not in normal form (${JSON.stringify(tenancy)})`);
+    }
+    return { tenancy, name: checkDnsLabel(id.name, 'name') };
+  }
+
+  private checkForwardedOp(command: Exclude<DecodedCommand, { kind: 'restore' | 'txn' }>, store: StoreReader | undefined, protectData: boolean): void {
+    const cmd = command.cmd;
+    const typeName = formatTypeRef(cmd.id.type);
+    const t = this.registry.resolve(typeName);
+    const { tenancy, name } = this.checkNormalId(t, typeName, cmd.id);
     if (cmd.id.uid !== undefined) checkToken(cmd.id.uid, 'uid', 128);
     switch (command.kind) {
       case 'delete':
@@ -837,7 +1204,7 @@ export class ResourceService {
           }
         }
         // An unconditional write's hooks run at apply, against the state at its log position.
-        if (command.kind === 'put') return;
+        if (command.kind === 'put' || store === undefined) return;
         const current = store.get({ group: t.group, kind: t.kind, tenancy, name });
         const proposed: ProposedResource = { type: this.typeRef(t), partition: tenancy.partition, namespace: tenancy.namespace, name, data: protectData ? copyJson(c.data) : c.data, metadata };
         // The hook judges the state the write is meant for; against another, the CAS refuses it at apply.

@@ -15,6 +15,7 @@ import { registerResourceCommands } from './resource.js';
 import { registerSnapshotCommands } from './snapshot.js';
 import { registerStreamingCommands } from './streaming.js';
 import { registerTlsCommands } from './tls.js';
+import { registerTxnCommand } from './txn.js';
 
 function packageVersion(): string {
   try {
@@ -55,6 +56,7 @@ export function buildProgram(io: CliIo, agentDeps: () => Promise<AgentDeps>, set
   registerInfoCommand(program, io);
   registerSnapshotCommands(program, io);
   registerResourceCommands(program, io);
+  registerTxnCommand(program, io);
   registerStreamingCommands(program, io);
   registerTlsCommands(program, io);
   registerAclCommands(program, io);

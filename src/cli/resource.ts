@@ -54,7 +54,7 @@ function onProcessInterrupt(stop: () => void): () => void {
   };
 }
 
-const PROCESS_DEPS: ResourceDeps = { readStdin: readProcessStdin, onInterrupt: onProcessInterrupt };
+export const PROCESS_DEPS: ResourceDeps = { readStdin: readProcessStdin, onInterrupt: onProcessInterrupt };
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -174,7 +174,7 @@ function stringField(o: Record<string, unknown>, key: string, what: string, requ
   return v;
 }
 
-function onlyKeys(o: Record<string, unknown>, allowed: readonly string[], what: string): void {
+export function onlyKeys(o: Record<string, unknown>, allowed: readonly string[], what: string): void {
   for (const k of Object.keys(o)) {
     if (!allowed.includes(k)) throw usageError(`unknown field '${k}' in ${what} (allowed: ${allowed.join(', ')})`);
   }
@@ -236,7 +236,7 @@ export function parseCondition(v: string): Condition {
   return { type: v.slice(0, eq), state: parseState(state, what), reason, message: message.join(':') };
 }
 
-function parseConditionObject(v: unknown, what: string): Condition {
+export function parseConditionObject(v: unknown, what: string): Condition {
   if (!isRecord(v)) throw usageError(`${what} must be an object {type, state, reason, message}`);
   onlyKeys(v, ['type', 'state', 'reason', 'message'], what);
   return {
@@ -290,7 +290,7 @@ export interface BodyDocument {
   status?: Record<string, Status>;
 }
 
-const BODY_FIELDS = ['data', 'metadata', 'owner', 'finalizers', 'version', 'status'] as const;
+export const BODY_FIELDS = ['data', 'metadata', 'owner', 'finalizers', 'version', 'status'] as const;
 
 /**
  * A write body from a file: JSON when the text starts with `{`, YAML otherwise. Unknown fields
@@ -307,7 +307,15 @@ export function parseBodyDocument(text: string, source: string): BodyDocument {
     throw usageError(`${source} is not valid ${json ? 'JSON' : 'YAML'}: ${first}`);
   }
   if (!isRecord(doc)) throw usageError(`${source} must hold an object {data, metadata?, owner?, finalizers?, version?, status?}`);
-  onlyKeys(doc, BODY_FIELDS, source);
+  return bodyDocumentOf(doc, BODY_FIELDS, source);
+}
+
+/**
+ * The write body fields of an object (a body file, a transaction's write op): `allowed` are
+ * the fields it may have (the body's and, for an op, the op's own); the rest is an error.
+ */
+export function bodyDocumentOf(doc: Record<string, unknown>, allowed: readonly string[], source: string): BodyDocument {
+  onlyKeys(doc, allowed, source);
   const out: BodyDocument = {};
   if ('data' in doc) out.data = doc['data'];
   if (doc['metadata'] !== undefined) out.metadata = parseMetadataMap(doc['metadata'], `${source}: metadata`);

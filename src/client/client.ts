@@ -31,6 +31,7 @@ import type {
 } from './types.js';
 import { SharedInformerFactory, Informer } from './informer.js';
 import { MaterializedView, type ViewOptions } from './view.js';
+import { TxnBuilder, txnRequestMsg, txnResultFromMsg, writeMsg } from './txn.js';
 import { WatchStream, type WatchOptions, type WatchSpec, type WatchTransport } from './watch.js';
 import type { CacheSpec } from './feed.js';
 import {
@@ -41,7 +42,6 @@ import {
   optionalUint64,
   refToMsg,
   resourceFromMsg,
-  statusToMsg,
   watchListBatchedMethod,
   watchListMethod,
   type AttemptFailure,
@@ -319,30 +319,18 @@ export class CairnClient {
    * compare-and-swap). Returns the stored resource.
    */
   async write<D = unknown>(ref: ResourceRef, body: WriteBody<D>, opts: MutationOptions = {}): Promise<Resource<D>> {
-    let dataJson: string | undefined;
-    try {
-      dataJson = JSON.stringify(body.data);
-    } catch (e) {
-      throw invalidOption(`data is not JSON-serializable: ${e instanceof Error ? e.message : String(e)}`);
-    }
-    if (dataJson === undefined) throw invalidOption('data is required and must be JSON-serializable');
-    const status: Record<string, ReturnType<typeof statusToMsg>> = {};
-    for (const [k, s] of Object.entries(body.status ?? {})) status[k] = statusToMsg(s);
-    const res = await this.invoke(
-      methods.write,
-      {
-        id: refToMsg(ref),
-        dataJson,
-        metadata: body.metadata === undefined ? null : { entries: { ...body.metadata } },
-        owner: body.owner === undefined ? null : refToMsg(body.owner),
-        finalizers: body.finalizers === undefined ? null : { items: [...body.finalizers] },
-        version: body.version ?? '',
-        status,
-        requestId: opts.requestId ?? ulid(),
-      },
-      opts,
-    );
+    const res = await this.invoke(methods.write, { ...writeMsg(ref, body), requestId: opts.requestId ?? ulid() }, opts);
     return resourceFromMsg<D>(res.resource);
+  }
+
+  /**
+   * A transaction (docs/api.md "Transactions"): `client.txn().if(...).then(...).else(...).commit()`.
+   * The comparisons (`Compare`) are evaluated at the transaction's place in the log; the then
+   * ops (`Op`) apply if all hold, else the else ops; all of the branch or none, at one revision.
+   * One call with one request id: retried across failovers, it applies at most once.
+   */
+  txn(): TxnBuilder {
+    return new TxnBuilder(async (spec, opts) => txnResultFromMsg(await this.invoke(methods.txn, txnRequestMsg(spec, opts.requestId ?? ulid()), opts)));
   }
 
   /** Sets one status key (usually the controller's name). `ref.uid` is required. */

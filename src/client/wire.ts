@@ -60,6 +60,7 @@ export const methods = {
   delete: method('Delete', true, pb.DeleteRequest, pb.DeleteResponse),
   list: method('List', false, pb.ListRequest, pb.ListResponse),
   listByOwner: method('ListByOwner', false, pb.ListByOwnerRequest, pb.ListByOwnerResponse),
+  txn: method('Txn', true, pb.TxnRequest, pb.TxnResponse),
 } as const;
 
 /**

@@ -67,3 +67,51 @@ export interface WriteStatusCommand extends CommandHeader {
   readonly conditions: readonly Condition[];
   readonly expectedVersion?: Revision;
 }
+
+/**
+ * What a transaction's comparison looks at (envelope `Txn`, 0x15; docs/api.md "Transactions"),
+ * evaluated against the state at the entry's log position:
+ * - `version`: the stored version equals `version` (an absent resource has version 0);
+ * - `exists` / `absent`: a resource of that name is stored / is not;
+ * - `uid`: a resource of that name is stored and its uid is `uid`.
+ * Resources are named by identity (the group version of `type` is not compared).
+ */
+export type TxnCompareTarget = 'version' | 'exists' | 'absent' | 'uid';
+
+export interface TxnCompare {
+  readonly target: TxnCompareTarget;
+  readonly id: { readonly type: TypeRef; readonly tenancy: Tenancy; readonly name: string };
+  /** For `version`. */
+  readonly version?: Revision;
+  /** For `uid`. */
+  readonly uid?: string;
+}
+
+/**
+ * One operation of a transaction's branch. A write runs the type's hooks at apply, as an
+ * unconditional write (0x14) does, against the state at that position, then applies with its
+ * `expectedVersion` when it has one (a compare-and-swap, as 0x10): one path for both. A
+ * write that creates a resource gives it the uid `<command uid>-<op index>` (deterministic,
+ * unique: the command's uid is a fresh ULID). Every op of a branch shares the command's time
+ * and generation.
+ */
+export type TxnOp =
+  | ({ readonly op: 'write' } & Pick<WriteCommand, 'id' | 'owner' | 'metadata' | 'finalizers' | 'data' | 'status' | 'expectedVersion' | 'cascadeAllowed'>)
+  | ({ readonly op: 'delete' } & Pick<DeleteCommand, 'id' | 'expectedVersion' | 'cascadeAllowed'>)
+  | ({ readonly op: 'status' } & Pick<WriteStatusCommand, 'id' | 'key' | 'observedGeneration' | 'conditions' | 'expectedVersion'>);
+
+/**
+ * A transaction (envelope `Txn`, 0x15): every comparison is evaluated against the state at the
+ * entry's position; if all hold, the `then` ops apply, else the `else` ops; all of the branch
+ * or none of it, at one revision (the entry's index).
+ */
+export interface TxnCommand extends CommandHeader {
+  readonly compare: readonly TxnCompare[];
+  readonly then: readonly TxnOp[];
+  readonly else: readonly TxnOp[];
+}
+
+/** The uid a transaction's write op `index` gives a resource it creates. */
+export function txnOpUid(commandUid: string, index: number): string {
+  return `${commandUid}-${index}`;
+}

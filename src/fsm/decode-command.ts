@@ -1,8 +1,8 @@
 import { CairnError, ErrorCode } from '../base/index.js';
-import type { DeleteCommand, PutCommand, WriteCommand, WriteStatusCommand } from './commands.js';
+import type { DeleteCommand, PutCommand, TxnCommand, WriteCommand, WriteStatusCommand } from './commands.js';
 import { CommandType, decodeBody } from './envelope.js';
 import { readSnapshotFrames } from './snapshot-format.js';
-import { validateDelete, validatePut, validateWrite, validateWriteStatus } from './validate.js';
+import { validateDelete, validatePut, validateTxn, validateWrite, validateWriteStatus } from './validate.js';
 
 /** An envelope decoded as the FSM will decode it when it applies the entry. */
 export type DecodedCommand =
@@ -10,6 +10,7 @@ export type DecodedCommand =
   | { readonly type: typeof CommandType.ResourcePut; readonly kind: 'put'; readonly cmd: PutCommand }
   | { readonly type: typeof CommandType.ResourceDelete; readonly kind: 'delete'; readonly cmd: DeleteCommand }
   | { readonly type: typeof CommandType.ResourceStatus; readonly kind: 'status'; readonly cmd: WriteStatusCommand }
+  | { readonly type: typeof CommandType.Txn; readonly kind: 'txn'; readonly cmd: TxnCommand }
   | { readonly type: typeof CommandType.Restore; readonly kind: 'restore'; readonly snapshotBytes: number };
 
 function refuse(why: string): CairnError {
@@ -30,7 +31,7 @@ export function decodeCommand(envelope: Uint8Array): DecodedCommand {
   if (type === undefined) throw refuse('it is empty (no type byte)');
   const hex = `0x${type.toString(16).padStart(2, '0')}`;
   if (type === CommandType.Noop || type === CommandType.Config) throw refuse(`type ${hex} belongs to Raft and is never proposed as a command`);
-  if (type !== CommandType.ResourceWrite && type !== CommandType.ResourcePut && type !== CommandType.ResourceDelete && type !== CommandType.ResourceStatus && type !== CommandType.Restore) {
+  if (type !== CommandType.ResourceWrite && type !== CommandType.ResourcePut && type !== CommandType.ResourceDelete && type !== CommandType.ResourceStatus && type !== CommandType.Txn && type !== CommandType.Restore) {
     throw refuse(`type ${hex} is not a command type this version knows`);
   }
   let body: unknown;
@@ -59,6 +60,11 @@ export function decodeCommand(envelope: Uint8Array): DecodedCommand {
       const c = validateWriteStatus(body);
       if (typeof c === 'string' || c.kind !== 'status') throw refuse(`malformed status command: ${String(c)}`);
       return { type, kind: 'status', cmd: c.cmd };
+    }
+    case CommandType.Txn: {
+      const c = validateTxn(body);
+      if (typeof c === 'string' || c.kind !== 'txn') throw refuse(`malformed txn command: ${String(c)}`);
+      return { type, kind: 'txn', cmd: c.cmd };
     }
     case CommandType.Restore: {
       const o = body as { snapshot?: unknown } | null;

@@ -17,11 +17,16 @@ import { AssertionError } from '../base/index.js';
  * | 0x12 | ResourceStatus  | fsm   | CommandHeader & WriteStatusBody        |
  * | 0x13 | Restore         | fsm   | CommandHeader & { snapshot: bin }      |
  * | 0x14 | ResourcePut     | fsm   | CommandHeader & WriteBody, no version  |
+ * | 0x15 | Txn             | fsm   | CommandHeader & { compare, then, else } |
  *
  * 0x14 is an unconditional write whose type hooks run at apply (`PutCommand`, `WriteHooks`).
  * It is a new type rather than a flag on 0x10 so that an older node, which would apply it
  * without the hooks and diverge, stops with "unknown command type" instead; and every 0x10
  * entry already in a log keeps applying exactly as before (no hooks at apply).
+ *
+ * 0x15 is a transaction (`TxnCommand`): comparisons, then one of two branches of writes, status
+ * writes and deletes, applied all or nothing at one revision. Not ignorable: an older node
+ * that skipped it would diverge, so it stops on it instead.
  *
  * `CommandHeader` (commands.ts) includes the optional `quotaBytes` of writes, deletes and
  * status writes (docs/security.md "Quotas"); a body without it is an older entry: no quota.
@@ -36,6 +41,8 @@ export const CommandType = {
   Restore: 0x13,
   /** An unconditional write: the type's hooks run at apply, against the state at that position. */
   ResourcePut: 0x14,
+  /** A transaction: comparisons, then one branch of ops, all or nothing, at one revision (`TxnCommand`). */
+  Txn: 0x15,
 } as const;
 export type CommandType = (typeof CommandType)[keyof typeof CommandType];
 

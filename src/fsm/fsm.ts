@@ -1,14 +1,31 @@
-import { AssertionError, CairnError, ErrorCode, type LogIndex, type Revision } from '../base/index.js';
+import { AssertionError, CairnError, ErrorCode, err, ok, type LogIndex, type Result, type Revision } from '../base/index.js';
 import { EntryType, type Entry, type SnapshotMeta } from '../raft/index.js';
-import { ResourceStore, lowWaterBytes, type ApplyContext, type ChangeRecord, type Resource } from '../store/index.js';
-import type { DeleteCommand, PutCommand, WriteCommand, WriteStatusCommand } from './commands.js';
+import { ResourceStore, formatName, lowWaterBytes, type ApplyContext, type ChangeRecord, type Resource, type Tenancy } from '../store/index.js';
+import { txnOpUid, type DeleteCommand, type PutCommand, type TxnCommand, type TxnCompare, type TxnOp, type WriteCommand, type WriteStatusCommand } from './commands.js';
 import { MissingWriteHooksError, type WriteHooks } from './hooks.js';
 import { decodeBody, envelopeType, IGNORABLE_FLAG, CommandType } from './envelope.js';
 import { readSnapshotFrames, writeSnapshotFrames } from './snapshot-format.js';
-import { validateDelete, validatePut, validateWrite, validateWriteStatus } from './validate.js';
+import { validateDelete, validatePut, validateTxn, validateWrite, validateWriteStatus } from './validate.js';
+
+/** What one op of an applied transaction branch did (the op's single-command result, without `ok`). */
+export type TxnOpResult =
+  | { readonly kind: 'write'; readonly resource: Resource; readonly changed: boolean }
+  | { readonly kind: 'delete'; readonly deleted: boolean; readonly resource: Resource | null }
+  | { readonly kind: 'status'; readonly resource: Resource };
 
 /** What the proposer learns from applying its entry. Plain data, so it can be forwarded. */
 export type ApplyResult =
+  | {
+      readonly ok: true;
+      readonly kind: 'txn';
+      /** Whether every comparison held (the `then` branch applied; otherwise `else`). */
+      readonly succeeded: boolean;
+      /** When not: the index of the first comparison that did not hold. */
+      readonly failedComparison?: number;
+      /** One per op of the branch that applied, in order. */
+      readonly results: readonly TxnOpResult[];
+      readonly revision: Revision;
+    }
   | { readonly ok: true; readonly kind: 'write'; readonly resource: Resource; readonly changed: boolean }
   | { readonly ok: true; readonly kind: 'delete'; readonly deleted: boolean; readonly resource: Resource | null }
   | { readonly ok: true; readonly kind: 'status'; readonly resource: Resource }
@@ -102,6 +119,7 @@ export class Fsm {
       case CommandType.ResourcePut:
       case CommandType.ResourceDelete:
       case CommandType.ResourceStatus:
+      case CommandType.Txn:
         return this.applyCommand(type, entry);
       default:
         if (type & IGNORABLE_FLAG) {
@@ -129,7 +147,9 @@ export class Fsm {
           ? validatePut(body)
           : type === CommandType.ResourceDelete
             ? validateDelete(body)
-            : validateWriteStatus(body);
+            : type === CommandType.Txn
+              ? validateTxn(body)
+              : validateWriteStatus(body);
     if (typeof checked === 'string') return this.malformed(type, entry, checked);
     const cmd = checked.cmd;
     if (cmd.requestId !== undefined) {
@@ -178,6 +198,12 @@ export class Fsm {
         } else result = failure(r.error);
         break;
       }
+      case 'txn': {
+        const r = this.applyTxn(checked.cmd, ctx, entry.index);
+        result = r.result;
+        changes = r.changes;
+        break;
+      }
     }
     if (cmd.requestId !== undefined) this.remember(cmd.requestId, result, entry.data.length);
     if (cmd.quotaBytes !== undefined) this.evaluateNoSpace(cmd.quotaBytes, result);
@@ -195,7 +221,7 @@ export class Fsm {
    * any write. The result is a write result: the stored resource, `changed` false when the
    * write changed nothing (no new version).
    */
-  private applyPut(cmd: PutCommand, ctx: ApplyContext, index: LogIndex): ReturnType<ResourceStore['write']> {
+  private applyPut(cmd: PutCommand, ctx: ApplyContext, index: LogIndex, expectedVersion?: Revision): ReturnType<ResourceStore['write']> {
     const hooks = this.opts.writeHooks;
     const typeName = `${cmd.id.type.group}.${cmd.id.type.groupVersion}.${cmd.id.type.kind}`;
     const current = this.store.get({ group: cmd.id.type.group, kind: cmd.id.type.kind, tenancy: cmd.id.tenancy, name: cmd.id.name });
@@ -209,7 +235,96 @@ export class Fsm {
     if (!prepared.ok) return { ok: false, error: prepared.error };
     // As a read-then-CAS write sent it: metadata when the client gave some or the hooks left some.
     const metadata = cmd.metadata !== undefined || Object.keys(prepared.metadata).length > 0 ? prepared.metadata : undefined;
-    return this.store.write(toStoreWrite({ ...cmd, data: prepared.data, ...(metadata !== undefined ? { metadata } : {}) }), ctx);
+    // A transaction's write may carry a version: checked by the store, as for 0x10.
+    return this.store.write(toStoreWrite({ ...cmd, data: prepared.data, ...(metadata !== undefined ? { metadata } : {}), ...(expectedVersion !== undefined ? { expectedVersion } : {}) }), ctx);
+  }
+
+  /**
+   * A transaction (0x15; docs/api.md "Transactions"). The comparisons are evaluated in order
+   * against the state at this log position; the first that does not hold picks the `else`
+   * branch (and is reported). The branch's ops then apply in order, each through the same
+   * store call as its single command (a write through the type's hooks, as 0x14, with its
+   * version precondition when it has one), all inside `ResourceStore.atomically`: the first op
+   * that fails (CAS, uid, validation, hooks, quota, cascade guard), names a resource an earlier
+   * op of the branch named, or changes a resource an earlier op changed (through a cascade),
+   * undoes the whole branch, and the answer is that op's error with its place (`branch`,
+   * `failedOp`). Every change record carries this entry's revision, so watchers see the branch
+   * as one revision.
+   */
+  private applyTxn(cmd: TxnCommand, ctx: ApplyContext, index: LogIndex): { result: ApplyResult; changes: readonly ChangeRecord[] } {
+    let failedComparison: number | undefined;
+    for (let i = 0; i < cmd.compare.length; i++) {
+      if (!this.holds(cmd.compare[i] as TxnCompare)) {
+        failedComparison = i;
+        break;
+      }
+    }
+    const branchName = failedComparison === undefined ? 'then' : 'else';
+    const branch = failedComparison === undefined ? cmd.then : cmd.else;
+    const changes: ChangeRecord[] = [];
+    const results: TxnOpResult[] = [];
+    const applied = this.store.atomically((): Result<undefined, CairnError> => {
+      const named = new Set<string>();
+      const changed = new Set<string>();
+      for (let i = 0; i < branch.length; i++) {
+        const op = branch[i] as TxnOp;
+        const at = (e: CairnError): Result<undefined, CairnError> => err(txnOpError(branchName, i, op, e));
+        const key = identityKey(op.id);
+        if (named.has(key)) return at(new CairnError(ErrorCode.INVALID_ARGUMENT, 'it names a resource an earlier op of the branch names (a resource may appear once per branch)'));
+        named.add(key);
+        const r = this.applyTxnOp(op, { ...ctx, newUid: txnOpUid(cmd.uid, i) }, index);
+        if (!r.ok) return at(r.error);
+        for (const c of r.value.changes) {
+          const k = identityKey(c.resource.id);
+          if (changed.has(k)) return at(new CairnError(ErrorCode.INVALID_ARGUMENT, `it changes ${formatName(c.resource.id.type, c.resource.id.tenancy, c.resource.id.name)}, which an earlier op of the branch changed (through a cascade)`));
+          changed.add(k);
+          changes.push(c);
+        }
+        results.push(r.value.result);
+      }
+      return ok(undefined);
+    });
+    if (!applied.ok) return { result: failure(applied.error), changes: [] };
+    const result: ApplyResult = {
+      ok: true,
+      kind: 'txn',
+      succeeded: failedComparison === undefined,
+      ...(failedComparison !== undefined ? { failedComparison } : {}),
+      results,
+      revision: ctx.revision,
+    };
+    return { result, changes };
+  }
+
+  private holds(c: TxnCompare): boolean {
+    const stored = this.store.get({ group: c.id.type.group, kind: c.id.type.kind, tenancy: c.id.tenancy, name: c.id.name });
+    switch (c.target) {
+      case 'exists':
+        return stored !== undefined;
+      case 'absent':
+        return stored === undefined;
+      case 'version':
+        return (stored?.version ?? 0) === c.version;
+      case 'uid':
+        return stored !== undefined && stored.id.uid === c.uid;
+    }
+  }
+
+  private applyTxnOp(op: TxnOp, ctx: ApplyContext, index: LogIndex): Result<{ result: TxnOpResult; changes: readonly ChangeRecord[] }, CairnError> {
+    switch (op.op) {
+      case 'write': {
+        const r = this.applyPut({ ...op, ...HEADERLESS }, ctx, index, op.expectedVersion);
+        return r.ok ? ok({ result: { kind: 'write', resource: r.value.resource, changed: r.value.changed }, changes: r.value.changes }) : r;
+      }
+      case 'delete': {
+        const r = this.store.delete(toStoreDelete({ ...op, ...HEADERLESS }), ctx);
+        return r.ok ? ok({ result: { kind: 'delete', deleted: r.value.deleted, resource: r.value.resource }, changes: r.value.changes }) : r;
+      }
+      case 'status': {
+        const r = this.store.writeStatus(toStoreStatus({ ...op, ...HEADERLESS }), ctx);
+        return r.ok ? ok({ result: { kind: 'status', resource: r.value.resource }, changes: r.value.changes }) : r;
+      }
+    }
   }
 
   /**
@@ -302,6 +417,20 @@ export class Fsm {
     this.noSpace = Array.isArray(header.alarms) && header.alarms.includes(Alarm.NO_SPACE);
     this.applied = meta.index;
   }
+}
+
+/** Header fields an op borrows to reuse the single commands' conversions (they read none of them). */
+const HEADERLESS = { time: '', uid: '', generation: '' } as const;
+
+/** A resource's identity (no group version, no uid), as the store keys it. */
+function identityKey(id: { readonly type: { readonly group: string; readonly kind: string }; readonly tenancy: Tenancy; readonly name: string }): string {
+  return JSON.stringify([id.type.group, id.type.kind, id.tenancy.partition, id.tenancy.namespace, id.name]);
+}
+
+/** The error of a transaction op, saying which op and why; the op's own code and details, plus `branch` and `failedOp`. */
+function txnOpError(branch: 'then' | 'else', i: number, op: TxnOp, e: CairnError): CairnError {
+  const what = `${op.op === 'status' ? 'status write' : op.op} of ${formatName(op.id.type, op.id.tenancy, op.id.name)}`;
+  return new CairnError(e.code, `transaction ${branch}[${i}] (${what}) failed, so none of the ${branch} branch applied: ${e.message}`, { ...e.details, branch, failedOp: i });
 }
 
 function failure(e: CairnError): ApplyResult {

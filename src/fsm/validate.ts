@@ -1,6 +1,6 @@
 import type { Revision } from '../base/index.js';
 import type { Condition, JsonValue, ResourceId, StatusEntry, Tenancy, TypeRef } from '../store/index.js';
-import type { DeleteCommand, NameRef, PutCommand, WriteCommand, WriteStatusCommand } from './commands.js';
+import type { DeleteCommand, NameRef, PutCommand, TxnCommand, TxnCompare, TxnOp, WriteCommand, WriteStatusCommand } from './commands.js';
 
 /**
  * Structural checks of decoded command bodies. The API layer validated the content before
@@ -11,7 +11,8 @@ type Checked =
   | { readonly kind: 'write'; readonly cmd: WriteCommand }
   | { readonly kind: 'put'; readonly cmd: PutCommand }
   | { readonly kind: 'delete'; readonly cmd: DeleteCommand }
-  | { readonly kind: 'status'; readonly cmd: WriteStatusCommand };
+  | { readonly kind: 'status'; readonly cmd: WriteStatusCommand }
+  | { readonly kind: 'txn'; readonly cmd: TxnCommand };
 
 class Invalid extends Error {}
 
@@ -225,5 +226,81 @@ export function validateWriteStatus(body: unknown): Checked | string {
     cmd.conditions = conditions(o['conditions']);
     if (expectedVersion !== undefined) cmd.expectedVersion = expectedVersion;
     return { kind: 'status', cmd: cmd as WriteStatusCommand };
+  });
+}
+
+function keyId(v: unknown, what: string): TxnCompare['id'] {
+  const o = rec(v, what);
+  return { type: typeRef(o['type']), tenancy: tenancy(o['tenancy']), name: str(o['name'], `${what}.name`) };
+}
+
+function txnCompare(v: unknown, i: number): TxnCompare {
+  const what = `compare[${i}]`;
+  const o = rec(v, what);
+  const id = keyId(o['id'], `${what}.id`);
+  const target = o['target'];
+  switch (target) {
+    case 'version': {
+      const version = optVersion(o['version']);
+      if (version === undefined) throw new Invalid(`${what}: a version comparison needs a version`);
+      return { target, id, version };
+    }
+    case 'uid':
+      return { target, id, uid: str(o['uid'], `${what}.uid`) };
+    case 'exists':
+    case 'absent':
+      return { target, id };
+    default:
+      throw new Invalid(`${what}.target must be version, exists, absent or uid`);
+  }
+}
+
+/** One op of a branch: the body of the single command of its kind, without the header. */
+function txnOp(v: unknown, what: string): TxnOp {
+  const o = rec(v, what);
+  const op = o['op'];
+  // The single-command checks, given the header fields they need and then dropped.
+  const withHeader = { ...o, time: '', uid: '', generation: '' };
+  let c: Checked | string;
+  switch (op) {
+    case 'write':
+      c = validateWrite(withHeader);
+      break;
+    case 'delete':
+      c = validateDelete(withHeader);
+      break;
+    case 'status':
+      c = validateWriteStatus(withHeader);
+      break;
+    default:
+      throw new Invalid(`${what}.op must be write, delete or status`);
+  }
+  if (typeof c === 'string') throw new Invalid(`${what}: ${c}`);
+  if (c.kind === 'txn' || 'requestId' in c.cmd || 'quotaBytes' in c.cmd) throw new Invalid(`${what} carries header fields (requestId, quotaBytes): they belong to the transaction`);
+  const { time: _t, uid: _u, generation: _g, ...body } = c.cmd;
+  return { op, ...body } as TxnOp;
+}
+
+function txnOps(v: unknown, what: string): TxnOp[] {
+  if (!Array.isArray(v)) throw new Invalid(`${what} must be an array`);
+  return v.map((x, i) => txnOp(x, `${what}[${i}]`));
+}
+
+/**
+ * A transaction (0x15): the header, `compare`, `then` and `else` (arrays, possibly empty).
+ * Only the structure is checked here; limits on their length are the API layer's (they are
+ * settings of the node that proposes), and a name given twice in one branch is refused when
+ * the branch applies (so the verdict is part of the answer, the same on every replica).
+ */
+export function validateTxn(body: unknown): Checked | string {
+  return guard(() => {
+    const o = rec(body, 'txn command');
+    const cmd = header(o) as Record<string, unknown>;
+    const compare = o['compare'];
+    if (!Array.isArray(compare)) throw new Invalid('compare must be an array');
+    cmd['compare'] = compare.map((c, i) => txnCompare(c, i));
+    cmd['then'] = txnOps(o['then'], 'then');
+    cmd['else'] = txnOps(o['else'], 'else');
+    return { kind: 'txn', cmd: cmd as unknown as TxnCommand };
   });
 }

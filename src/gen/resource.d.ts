@@ -54,6 +54,9 @@ export namespace cairn {
 
                 /** Calls WatchListBatched. */
                 watchListBatched: cairn.resource.v1.ResourceService.WatchListBatched;
+
+                /** Calls Txn. */
+                txn: cairn.resource.v1.ResourceService.Txn;
             }
 
             namespace ResourceService {
@@ -208,6 +211,25 @@ export namespace cairn {
                   readonly responseType: "WatchEventBatch";
                   readonly requestStream: undefined;
                   readonly responseStream: true;
+                };
+
+                /**
+                 * Callback as used by {@link cairn.resource.v1.ResourceService#txn}.
+                 * @param error Error, if any
+                 * @param [response] TxnResponse
+                 */
+                type TxnCallback = (error: (Error|null), response?: cairn.resource.v1.TxnResponse) => void;
+
+                /** Calls Txn. */
+                type Txn = {
+                  (request: cairn.resource.v1.ITxnRequest, callback: cairn.resource.v1.ResourceService.TxnCallback): void;
+                  (request: cairn.resource.v1.ITxnRequest): Promise<cairn.resource.v1.TxnResponse>;
+                  readonly name: "Txn";
+                  readonly path: "/cairn.resource.v1.ResourceService/Txn";
+                  readonly requestType: "TxnRequest";
+                  readonly responseType: "TxnResponse";
+                  readonly requestStream: undefined;
+                  readonly responseStream: undefined;
                 };
             }
 
@@ -3417,6 +3439,726 @@ export namespace cairn {
 
                 /** Shape of an Empty. */
                 type $Shape = cairn.resource.v1.Empty.$Properties;
+            }
+
+            /**
+             * Properties of a TxnCompare.
+             * @deprecated Use cairn.resource.v1.TxnCompare.$Properties instead.
+             */
+            interface ITxnCompare extends cairn.resource.v1.TxnCompare.$Properties {
+            }
+
+            /** Represents a TxnCompare. */
+            class TxnCompare {
+
+                /**
+                 * Constructs a new TxnCompare.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.TxnCompare.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** TxnCompare id. */
+                id?: (cairn.resource.v1.ResourceId.$Properties|null);
+
+                /** TxnCompare target. */
+                target: cairn.resource.v1.TxnCompare.Target;
+
+                /** TxnCompare version. */
+                version: string;
+
+                /** TxnCompare uid. */
+                uid: string;
+
+                /**
+                 * Creates a new TxnCompare instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns TxnCompare instance
+                 */
+                static create(properties: cairn.resource.v1.TxnCompare.$Shape): cairn.resource.v1.TxnCompare & cairn.resource.v1.TxnCompare.$Shape;
+                static create(properties?: cairn.resource.v1.TxnCompare.$Properties): cairn.resource.v1.TxnCompare;
+
+                /**
+                 * Encodes the specified TxnCompare message. Does not implicitly {@link cairn.resource.v1.TxnCompare.verify|verify} messages.
+                 * @param m TxnCompare message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.TxnCompare.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified TxnCompare message, length delimited. Does not implicitly {@link cairn.resource.v1.TxnCompare.verify|verify} messages.
+                 * @param message TxnCompare message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.TxnCompare.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a TxnCompare message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.TxnCompare & cairn.resource.v1.TxnCompare.$Shape} TxnCompare
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.TxnCompare & cairn.resource.v1.TxnCompare.$Shape;
+
+                /**
+                 * Decodes a TxnCompare message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.TxnCompare & cairn.resource.v1.TxnCompare.$Shape} TxnCompare
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.TxnCompare & cairn.resource.v1.TxnCompare.$Shape;
+
+                /**
+                 * Verifies a TxnCompare message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a TxnCompare message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns TxnCompare
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.TxnCompare;
+
+                /**
+                 * Creates a plain object from a TxnCompare message. Also converts values to other types if specified.
+                 * @param m TxnCompare
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.TxnCompare, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this TxnCompare to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for TxnCompare
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace TxnCompare {
+
+                /** Properties of a TxnCompare. */
+                interface $Properties {
+
+                    /** TxnCompare id */
+                    id?: (cairn.resource.v1.ResourceId.$Properties|null);
+
+                    /** TxnCompare target */
+                    target?: (cairn.resource.v1.TxnCompare.Target|null);
+
+                    /** TxnCompare version */
+                    version?: (string|null);
+
+                    /** TxnCompare uid */
+                    uid?: (string|null);
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a TxnCompare. */
+                type $Shape = cairn.resource.v1.TxnCompare.$Properties;
+
+                /** Target enum. */
+                enum Target {
+
+                    /** TARGET_UNSPECIFIED value */
+                    TARGET_UNSPECIFIED = 0,
+
+                    /** TARGET_VERSION value */
+                    TARGET_VERSION = 1,
+
+                    /** TARGET_EXISTS value */
+                    TARGET_EXISTS = 2,
+
+                    /** TARGET_ABSENT value */
+                    TARGET_ABSENT = 3,
+
+                    /** TARGET_UID value */
+                    TARGET_UID = 4
+                }
+            }
+
+            /**
+             * Properties of a TxnOp.
+             * @deprecated Use cairn.resource.v1.TxnOp.$Properties instead.
+             */
+            interface ITxnOp extends cairn.resource.v1.TxnOp.$Properties {
+            }
+
+            /** Represents a TxnOp. */
+            class TxnOp {
+
+                /**
+                 * Constructs a new TxnOp.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.TxnOp.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** TxnOp write. */
+                write?: (cairn.resource.v1.WriteRequest.$Properties|null);
+
+                /** TxnOp delete. */
+                delete?: (cairn.resource.v1.DeleteRequest.$Properties|null);
+
+                /** TxnOp writeStatus. */
+                writeStatus?: (cairn.resource.v1.WriteStatusRequest.$Properties|null);
+
+                /** TxnOp op. */
+                op?: ("write"|"delete"|"writeStatus");
+
+                /**
+                 * Creates a new TxnOp instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns TxnOp instance
+                 */
+                static create(properties: cairn.resource.v1.TxnOp.$Shape): cairn.resource.v1.TxnOp & cairn.resource.v1.TxnOp.$Shape;
+                static create(properties?: cairn.resource.v1.TxnOp.$Properties): cairn.resource.v1.TxnOp;
+
+                /**
+                 * Encodes the specified TxnOp message. Does not implicitly {@link cairn.resource.v1.TxnOp.verify|verify} messages.
+                 * @param m TxnOp message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.TxnOp.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified TxnOp message, length delimited. Does not implicitly {@link cairn.resource.v1.TxnOp.verify|verify} messages.
+                 * @param message TxnOp message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.TxnOp.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a TxnOp message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.TxnOp & cairn.resource.v1.TxnOp.$Shape} TxnOp
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.TxnOp & cairn.resource.v1.TxnOp.$Shape;
+
+                /**
+                 * Decodes a TxnOp message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.TxnOp & cairn.resource.v1.TxnOp.$Shape} TxnOp
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.TxnOp & cairn.resource.v1.TxnOp.$Shape;
+
+                /**
+                 * Verifies a TxnOp message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a TxnOp message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns TxnOp
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.TxnOp;
+
+                /**
+                 * Creates a plain object from a TxnOp message. Also converts values to other types if specified.
+                 * @param m TxnOp
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.TxnOp, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this TxnOp to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for TxnOp
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace TxnOp {
+
+                /** Properties of a TxnOp. */
+                interface $Properties {
+
+                    /** TxnOp write */
+                    write?: (cairn.resource.v1.WriteRequest.$Properties|null);
+
+                    /** TxnOp delete */
+                    "delete"?: (cairn.resource.v1.DeleteRequest.$Properties|null);
+
+                    /** TxnOp writeStatus */
+                    writeStatus?: (cairn.resource.v1.WriteStatusRequest.$Properties|null);
+
+                    /** TxnOp op */
+                    op?: ("write"|"delete"|"writeStatus");
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Narrowed shape of a TxnOp. */
+                type $Shape = {
+                  write?: cairn.resource.v1.WriteRequest.$Shape|null;
+                  "delete"?: cairn.resource.v1.DeleteRequest.$Shape|null;
+                  writeStatus?: cairn.resource.v1.WriteStatusRequest.$Shape|null;
+                  $unknowns?: Uint8Array[];
+                } & (
+                  ({ op?: undefined; write?: null; "delete"?: null; writeStatus?: null }|{ op?: "write"; write: cairn.resource.v1.WriteRequest.$Shape; "delete"?: null; writeStatus?: null }|{ op?: "delete"; write?: null; "delete": cairn.resource.v1.DeleteRequest.$Shape; writeStatus?: null }|{ op?: "writeStatus"; write?: null; "delete"?: null; writeStatus: cairn.resource.v1.WriteStatusRequest.$Shape })
+                );
+            }
+
+            /**
+             * Properties of a TxnRequest.
+             * @deprecated Use cairn.resource.v1.TxnRequest.$Properties instead.
+             */
+            interface ITxnRequest extends cairn.resource.v1.TxnRequest.$Properties {
+            }
+
+            /** Represents a TxnRequest. */
+            class TxnRequest {
+
+                /**
+                 * Constructs a new TxnRequest.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.TxnRequest.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** TxnRequest compare. */
+                compare: cairn.resource.v1.TxnCompare.$Properties[];
+
+                /** TxnRequest thenOps. */
+                thenOps: cairn.resource.v1.TxnOp.$Properties[];
+
+                /** TxnRequest elseOps. */
+                elseOps: cairn.resource.v1.TxnOp.$Properties[];
+
+                /** TxnRequest requestId. */
+                requestId: string;
+
+                /**
+                 * Creates a new TxnRequest instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns TxnRequest instance
+                 */
+                static create(properties: cairn.resource.v1.TxnRequest.$Shape): cairn.resource.v1.TxnRequest & cairn.resource.v1.TxnRequest.$Shape;
+                static create(properties?: cairn.resource.v1.TxnRequest.$Properties): cairn.resource.v1.TxnRequest;
+
+                /**
+                 * Encodes the specified TxnRequest message. Does not implicitly {@link cairn.resource.v1.TxnRequest.verify|verify} messages.
+                 * @param m TxnRequest message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.TxnRequest.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified TxnRequest message, length delimited. Does not implicitly {@link cairn.resource.v1.TxnRequest.verify|verify} messages.
+                 * @param message TxnRequest message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.TxnRequest.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a TxnRequest message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.TxnRequest & cairn.resource.v1.TxnRequest.$Shape} TxnRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.TxnRequest & cairn.resource.v1.TxnRequest.$Shape;
+
+                /**
+                 * Decodes a TxnRequest message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.TxnRequest & cairn.resource.v1.TxnRequest.$Shape} TxnRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.TxnRequest & cairn.resource.v1.TxnRequest.$Shape;
+
+                /**
+                 * Verifies a TxnRequest message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a TxnRequest message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns TxnRequest
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.TxnRequest;
+
+                /**
+                 * Creates a plain object from a TxnRequest message. Also converts values to other types if specified.
+                 * @param m TxnRequest
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.TxnRequest, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this TxnRequest to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for TxnRequest
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace TxnRequest {
+
+                /** Properties of a TxnRequest. */
+                interface $Properties {
+
+                    /** TxnRequest compare */
+                    compare?: (cairn.resource.v1.TxnCompare.$Properties[]|null);
+
+                    /** TxnRequest thenOps */
+                    thenOps?: (cairn.resource.v1.TxnOp.$Properties[]|null);
+
+                    /** TxnRequest elseOps */
+                    elseOps?: (cairn.resource.v1.TxnOp.$Properties[]|null);
+
+                    /** TxnRequest requestId */
+                    requestId?: (string|null);
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a TxnRequest. */
+                type $Shape = {
+                  compare?: cairn.resource.v1.TxnCompare.$Shape[]|null;
+                  thenOps?: cairn.resource.v1.TxnOp.$Shape[]|null;
+                  elseOps?: cairn.resource.v1.TxnOp.$Shape[]|null;
+                  requestId?: string|null;
+                  $unknowns?: Uint8Array[];
+                };
+            }
+
+            /**
+             * Properties of a TxnOpResult.
+             * @deprecated Use cairn.resource.v1.TxnOpResult.$Properties instead.
+             */
+            interface ITxnOpResult extends cairn.resource.v1.TxnOpResult.$Properties {
+            }
+
+            /** Represents a TxnOpResult. */
+            class TxnOpResult {
+
+                /**
+                 * Constructs a new TxnOpResult.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.TxnOpResult.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** TxnOpResult write. */
+                write?: (cairn.resource.v1.WriteResponse.$Properties|null);
+
+                /** TxnOpResult delete. */
+                delete?: (cairn.resource.v1.DeleteResponse.$Properties|null);
+
+                /** TxnOpResult writeStatus. */
+                writeStatus?: (cairn.resource.v1.WriteStatusResponse.$Properties|null);
+
+                /** TxnOpResult result. */
+                result?: ("write"|"delete"|"writeStatus");
+
+                /**
+                 * Creates a new TxnOpResult instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns TxnOpResult instance
+                 */
+                static create(properties: cairn.resource.v1.TxnOpResult.$Shape): cairn.resource.v1.TxnOpResult & cairn.resource.v1.TxnOpResult.$Shape;
+                static create(properties?: cairn.resource.v1.TxnOpResult.$Properties): cairn.resource.v1.TxnOpResult;
+
+                /**
+                 * Encodes the specified TxnOpResult message. Does not implicitly {@link cairn.resource.v1.TxnOpResult.verify|verify} messages.
+                 * @param m TxnOpResult message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.TxnOpResult.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified TxnOpResult message, length delimited. Does not implicitly {@link cairn.resource.v1.TxnOpResult.verify|verify} messages.
+                 * @param message TxnOpResult message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.TxnOpResult.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a TxnOpResult message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.TxnOpResult & cairn.resource.v1.TxnOpResult.$Shape} TxnOpResult
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.TxnOpResult & cairn.resource.v1.TxnOpResult.$Shape;
+
+                /**
+                 * Decodes a TxnOpResult message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.TxnOpResult & cairn.resource.v1.TxnOpResult.$Shape} TxnOpResult
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.TxnOpResult & cairn.resource.v1.TxnOpResult.$Shape;
+
+                /**
+                 * Verifies a TxnOpResult message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a TxnOpResult message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns TxnOpResult
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.TxnOpResult;
+
+                /**
+                 * Creates a plain object from a TxnOpResult message. Also converts values to other types if specified.
+                 * @param m TxnOpResult
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.TxnOpResult, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this TxnOpResult to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for TxnOpResult
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace TxnOpResult {
+
+                /** Properties of a TxnOpResult. */
+                interface $Properties {
+
+                    /** TxnOpResult write */
+                    write?: (cairn.resource.v1.WriteResponse.$Properties|null);
+
+                    /** TxnOpResult delete */
+                    "delete"?: (cairn.resource.v1.DeleteResponse.$Properties|null);
+
+                    /** TxnOpResult writeStatus */
+                    writeStatus?: (cairn.resource.v1.WriteStatusResponse.$Properties|null);
+
+                    /** TxnOpResult result */
+                    result?: ("write"|"delete"|"writeStatus");
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Narrowed shape of a TxnOpResult. */
+                type $Shape = {
+                  write?: cairn.resource.v1.WriteResponse.$Shape|null;
+                  "delete"?: cairn.resource.v1.DeleteResponse.$Shape|null;
+                  writeStatus?: cairn.resource.v1.WriteStatusResponse.$Shape|null;
+                  $unknowns?: Uint8Array[];
+                } & (
+                  ({ result?: undefined; write?: null; "delete"?: null; writeStatus?: null }|{ result?: "write"; write: cairn.resource.v1.WriteResponse.$Shape; "delete"?: null; writeStatus?: null }|{ result?: "delete"; write?: null; "delete": cairn.resource.v1.DeleteResponse.$Shape; writeStatus?: null }|{ result?: "writeStatus"; write?: null; "delete"?: null; writeStatus: cairn.resource.v1.WriteStatusResponse.$Shape })
+                );
+            }
+
+            /**
+             * Properties of a TxnResponse.
+             * @deprecated Use cairn.resource.v1.TxnResponse.$Properties instead.
+             */
+            interface ITxnResponse extends cairn.resource.v1.TxnResponse.$Properties {
+            }
+
+            /** Represents a TxnResponse. */
+            class TxnResponse {
+
+                /**
+                 * Constructs a new TxnResponse.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.TxnResponse.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** TxnResponse succeeded. */
+                succeeded: boolean;
+
+                /** TxnResponse revision. */
+                revision: string;
+
+                /** TxnResponse failedComparison. */
+                failedComparison?: (number|null);
+
+                /** TxnResponse results. */
+                results: cairn.resource.v1.TxnOpResult.$Properties[];
+
+                /**
+                 * Creates a new TxnResponse instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns TxnResponse instance
+                 */
+                static create(properties: cairn.resource.v1.TxnResponse.$Shape): cairn.resource.v1.TxnResponse & cairn.resource.v1.TxnResponse.$Shape;
+                static create(properties?: cairn.resource.v1.TxnResponse.$Properties): cairn.resource.v1.TxnResponse;
+
+                /**
+                 * Encodes the specified TxnResponse message. Does not implicitly {@link cairn.resource.v1.TxnResponse.verify|verify} messages.
+                 * @param m TxnResponse message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.TxnResponse.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified TxnResponse message, length delimited. Does not implicitly {@link cairn.resource.v1.TxnResponse.verify|verify} messages.
+                 * @param message TxnResponse message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.TxnResponse.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a TxnResponse message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.TxnResponse & cairn.resource.v1.TxnResponse.$Shape} TxnResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.TxnResponse & cairn.resource.v1.TxnResponse.$Shape;
+
+                /**
+                 * Decodes a TxnResponse message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.TxnResponse & cairn.resource.v1.TxnResponse.$Shape} TxnResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.TxnResponse & cairn.resource.v1.TxnResponse.$Shape;
+
+                /**
+                 * Verifies a TxnResponse message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a TxnResponse message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns TxnResponse
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.TxnResponse;
+
+                /**
+                 * Creates a plain object from a TxnResponse message. Also converts values to other types if specified.
+                 * @param m TxnResponse
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.TxnResponse, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this TxnResponse to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for TxnResponse
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace TxnResponse {
+
+                /** Properties of a TxnResponse. */
+                interface $Properties {
+
+                    /** TxnResponse succeeded */
+                    succeeded?: (boolean|null);
+
+                    /** TxnResponse revision */
+                    revision?: (string|null);
+
+                    /** TxnResponse failedComparison */
+                    failedComparison?: (number|null);
+
+                    /** TxnResponse results */
+                    results?: (cairn.resource.v1.TxnOpResult.$Properties[]|null);
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a TxnResponse. */
+                type $Shape = {
+                  succeeded?: boolean|null;
+                  revision?: string|null;
+                  failedComparison?: number|null;
+                  results?: cairn.resource.v1.TxnOpResult.$Shape[]|null;
+                  $unknowns?: Uint8Array[];
+                };
             }
         }
     }

@@ -396,6 +396,47 @@ export const cairn = $root.cairn = (() => {
                     responseStream: { value: true }
                 });
 
+                /**
+                 * Callback as used by {@link cairn.resource.v1.ResourceService#txn}.
+                 * @memberof cairn.resource.v1.ResourceService
+                 * @typedef TxnCallback
+                 * @type {function}
+                 * @param {Error|null} error Error, if any
+                 * @param {cairn.resource.v1.TxnResponse} [response] TxnResponse
+                 */
+
+                /**
+                 * Calls Txn.
+                 * @memberof cairn.resource.v1.ResourceService
+                 * @typedef Txn
+                 * @type {{
+                 *   (request: cairn.resource.v1.ITxnRequest, callback: cairn.resource.v1.ResourceService.TxnCallback): void;
+                 *   (request: cairn.resource.v1.ITxnRequest): Promise<cairn.resource.v1.TxnResponse>;
+                 *   readonly name: "Txn";
+                 *   readonly path: "/cairn.resource.v1.ResourceService/Txn";
+                 *   readonly requestType: "TxnRequest";
+                 *   readonly responseType: "TxnResponse";
+                 *   readonly requestStream: undefined;
+                 *   readonly responseStream: undefined;
+                 * }}
+                 */
+
+                /**
+                 * Calls Txn.
+                 * @name cairn.resource.v1.ResourceService#txn
+                 * @type {cairn.resource.v1.ResourceService.Txn}
+                 */
+                $Object.defineProperties(ResourceService.prototype.txn = function(request, callback) {
+                    return $protobuf.rpc.Service.prototype.rpcCall.call(this, ResourceService.prototype.txn, $root.cairn.resource.v1.TxnRequest, $root.cairn.resource.v1.TxnResponse, request, callback);
+                }, {
+                    name: { value: "Txn" },
+                    path: { value: "/cairn.resource.v1.ResourceService/Txn" },
+                    requestType: { value: "TxnRequest" },
+                    responseType: { value: "TxnResponse" },
+                    requestStream: { value: $undefined },
+                    responseStream: { value: $undefined }
+                });
+
                 return ResourceService;
             })();
 
@@ -9627,6 +9668,2035 @@ export const cairn = $root.cairn = (() => {
                 };
 
                 return Empty;
+            })();
+
+            v1.TxnCompare = (function() {
+
+                /**
+                 * Properties of a TxnCompare.
+                 * @typedef {Object} cairn.resource.v1.TxnCompare.$Properties
+                 * @property {cairn.resource.v1.ResourceId.$Properties|null} [id] TxnCompare id
+                 * @property {cairn.resource.v1.TxnCompare.Target|null} [target] TxnCompare target
+                 * @property {string|null} [version] TxnCompare version
+                 * @property {string|null} [uid] TxnCompare uid
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a TxnCompare.
+                 * @memberof cairn.resource.v1
+                 * @interface ITxnCompare
+                 * @augments cairn.resource.v1.TxnCompare.$Properties
+                 * @deprecated Use cairn.resource.v1.TxnCompare.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a TxnCompare.
+                 * @typedef {cairn.resource.v1.TxnCompare.$Properties} cairn.resource.v1.TxnCompare.$Shape
+                 */
+
+                /**
+                 * Constructs a new TxnCompare.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a TxnCompare.
+                 * @constructor
+                 * @param {cairn.resource.v1.TxnCompare.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const TxnCompare = function (p) {
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * TxnCompare id.
+                 * @member {cairn.resource.v1.ResourceId.$Properties|null|undefined} id
+                 * @memberof cairn.resource.v1.TxnCompare
+                 * @instance
+                 */
+                TxnCompare.prototype.id = null;
+
+                /**
+                 * TxnCompare target.
+                 * @member {cairn.resource.v1.TxnCompare.Target} target
+                 * @memberof cairn.resource.v1.TxnCompare
+                 * @instance
+                 */
+                TxnCompare.prototype.target = 0;
+
+                /**
+                 * TxnCompare version.
+                 * @member {string} version
+                 * @memberof cairn.resource.v1.TxnCompare
+                 * @instance
+                 */
+                TxnCompare.prototype.version = "";
+
+                /**
+                 * TxnCompare uid.
+                 * @member {string} uid
+                 * @memberof cairn.resource.v1.TxnCompare
+                 * @instance
+                 */
+                TxnCompare.prototype.uid = "";
+
+                /**
+                 * Creates a new TxnCompare instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.TxnCompare
+                 * @static
+                 * @param {cairn.resource.v1.TxnCompare.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.TxnCompare} TxnCompare instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.TxnCompare.$Shape): cairn.resource.v1.TxnCompare & cairn.resource.v1.TxnCompare.$Shape;
+                 *   (properties?: cairn.resource.v1.TxnCompare.$Properties): cairn.resource.v1.TxnCompare;
+                 * }}
+                 */
+                TxnCompare.create = function(properties) {
+                    return new TxnCompare(properties);
+                };
+
+                /**
+                 * Encodes the specified TxnCompare message. Does not implicitly {@link cairn.resource.v1.TxnCompare.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.TxnCompare
+                 * @static
+                 * @param {cairn.resource.v1.TxnCompare.$Properties} m TxnCompare message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                TxnCompare.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id"))
+                        $root.cairn.resource.v1.ResourceId.encode(m.id, w.uint32(/* id 1, wireType 2 =*/10).fork(), q + 1).ldelim();
+                    if (m.target != null && $Object.hasOwnProperty.call(m, "target") && m.target !== 0)
+                        w.uint32(/* id 2, wireType 0 =*/16).int32(m.target);
+                    if (m.version != null && $Object.hasOwnProperty.call(m, "version") && m.version !== "")
+                        w.uint32(/* id 3, wireType 2 =*/26).string(m.version);
+                    if (m.uid != null && $Object.hasOwnProperty.call(m, "uid") && m.uid !== "")
+                        w.uint32(/* id 4, wireType 2 =*/34).string(m.uid);
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified TxnCompare message, length delimited. Does not implicitly {@link cairn.resource.v1.TxnCompare.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.TxnCompare
+                 * @static
+                 * @param {cairn.resource.v1.TxnCompare.$Properties} message TxnCompare message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                TxnCompare.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a TxnCompare message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.TxnCompare
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.TxnCompare & cairn.resource.v1.TxnCompare.$Shape} TxnCompare
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                TxnCompare.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m, v;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.TxnCompare();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 2)
+                                    break;
+                                m.id = $root.cairn.resource.v1.ResourceId.decode(r, r.size(), $undefined, q + 1, m.id);
+                                continue;
+                            }
+                        case 2: {
+                                if (u !== 0)
+                                    break;
+                                if (v = r.int32())
+                                    m.target = v;
+                                else
+                                    delete m.target;
+                                continue;
+                            }
+                        case 3: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.version = v;
+                                else
+                                    delete m.version;
+                                continue;
+                            }
+                        case 4: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.uid = v;
+                                else
+                                    delete m.uid;
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a TxnCompare message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.TxnCompare
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.TxnCompare & cairn.resource.v1.TxnCompare.$Shape} TxnCompare
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                TxnCompare.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a TxnCompare message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.TxnCompare
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                TxnCompare.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        {
+                            var e = $root.cairn.resource.v1.ResourceId.verify(m.id, q + 1);
+                            if (e)
+                                return "id." + e;
+                        }
+                    }
+                    if (m.target != null && $Object.hasOwnProperty.call(m, "target")) {
+                        if (typeof m.target !== "number" || (m.target | 0) !== m.target)
+                            return "target: enum value expected";
+                    }
+                    if (m.version != null && $Object.hasOwnProperty.call(m, "version")) {
+                        if (!$util.isString(m.version))
+                            return "version: string expected";
+                    }
+                    if (m.uid != null && $Object.hasOwnProperty.call(m, "uid")) {
+                        if (!$util.isString(m.uid))
+                            return "uid: string expected";
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a TxnCompare message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.TxnCompare
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.TxnCompare} TxnCompare
+                 */
+                TxnCompare.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.TxnCompare)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.TxnCompare: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.TxnCompare();
+                    if (d.id != null) {
+                        if (!$util.isObject(d.id))
+                            throw $TypeError(".cairn.resource.v1.TxnCompare.id: object expected");
+                        m.id = $root.cairn.resource.v1.ResourceId.fromObject(d.id, q + 1);
+                    }
+                    if (d.target !== 0 && (typeof d.target !== "string" || $root.cairn.resource.v1.TxnCompare.Target[d.target] !== 0)) {
+                        switch (d.target) {
+                        case "TARGET_UNSPECIFIED":
+                        case 0:
+                            m.target = 0;
+                            break;
+                        case "TARGET_VERSION":
+                        case 1:
+                            m.target = 1;
+                            break;
+                        case "TARGET_EXISTS":
+                        case 2:
+                            m.target = 2;
+                            break;
+                        case "TARGET_ABSENT":
+                        case 3:
+                            m.target = 3;
+                            break;
+                        case "TARGET_UID":
+                        case 4:
+                            m.target = 4;
+                            break;
+                        default:
+                            if (typeof d.target === "number" && (d.target | 0) === d.target)
+                                m.target = d.target;
+                        }
+                    }
+                    if (d.version != null) {
+                        if (typeof d.version !== "string" || d.version.length) {
+                            m.version = $String(d.version);
+                        }
+                    }
+                    if (d.uid != null) {
+                        if (typeof d.uid !== "string" || d.uid.length) {
+                            m.uid = $String(d.uid);
+                        }
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a TxnCompare message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.TxnCompare
+                 * @static
+                 * @param {cairn.resource.v1.TxnCompare} m TxnCompare
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                TxnCompare.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.defaults) {
+                        d.id = null;
+                        d.target = o.enums === $String ? "TARGET_UNSPECIFIED" : 0;
+                        d.version = "";
+                        d.uid = "";
+                    }
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        d.id = $root.cairn.resource.v1.ResourceId.toObject(m.id, o, q + 1);
+                    }
+                    if (m.target != null && $Object.hasOwnProperty.call(m, "target")) {
+                        d.target = o.enums === $String ? $root.cairn.resource.v1.TxnCompare.Target[m.target] === $undefined ? m.target : $root.cairn.resource.v1.TxnCompare.Target[m.target] : m.target;
+                    }
+                    if (m.version != null && $Object.hasOwnProperty.call(m, "version")) {
+                        d.version = m.version;
+                    }
+                    if (m.uid != null && $Object.hasOwnProperty.call(m, "uid")) {
+                        d.uid = m.uid;
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this TxnCompare to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.TxnCompare
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                TxnCompare.prototype.toJSON = function() {
+                    return TxnCompare.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for TxnCompare
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.TxnCompare
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                TxnCompare.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.TxnCompare";
+                };
+
+                /**
+                 * Target enum.
+                 * @name cairn.resource.v1.TxnCompare.Target
+                 * @enum {number}
+                 * @property {number} TARGET_UNSPECIFIED=0 TARGET_UNSPECIFIED value
+                 * @property {number} TARGET_VERSION=1 TARGET_VERSION value
+                 * @property {number} TARGET_EXISTS=2 TARGET_EXISTS value
+                 * @property {number} TARGET_ABSENT=3 TARGET_ABSENT value
+                 * @property {number} TARGET_UID=4 TARGET_UID value
+                 */
+                TxnCompare.Target = (function() {
+                    const valuesById = $Object.create(null), values = $Object.create(valuesById);
+                    values[valuesById[0] = "TARGET_UNSPECIFIED"] = 0;
+                    values[valuesById[1] = "TARGET_VERSION"] = 1;
+                    values[valuesById[2] = "TARGET_EXISTS"] = 2;
+                    values[valuesById[3] = "TARGET_ABSENT"] = 3;
+                    values[valuesById[4] = "TARGET_UID"] = 4;
+                    return values;
+                })();
+
+                return TxnCompare;
+            })();
+
+            v1.TxnOp = (function() {
+
+                /**
+                 * Properties of a TxnOp.
+                 * @typedef {Object} cairn.resource.v1.TxnOp.$Properties
+                 * @property {cairn.resource.v1.WriteRequest.$Properties|null} [write] TxnOp write
+                 * @property {cairn.resource.v1.DeleteRequest.$Properties|null} ["delete"] TxnOp delete
+                 * @property {cairn.resource.v1.WriteStatusRequest.$Properties|null} [writeStatus] TxnOp writeStatus
+                 * @property {"write"|"delete"|"writeStatus"} [op] TxnOp op
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a TxnOp.
+                 * @memberof cairn.resource.v1
+                 * @interface ITxnOp
+                 * @augments cairn.resource.v1.TxnOp.$Properties
+                 * @deprecated Use cairn.resource.v1.TxnOp.$Properties instead.
+                 */
+
+                /**
+                 * Narrowed shape of a TxnOp.
+                 * @typedef {{
+                 *   write?: cairn.resource.v1.WriteRequest.$Shape|null;
+                 *   "delete"?: cairn.resource.v1.DeleteRequest.$Shape|null;
+                 *   writeStatus?: cairn.resource.v1.WriteStatusRequest.$Shape|null;
+                 *   $unknowns?: Array.<Uint8Array>;
+                 * } & (
+                 *   ({ op?: undefined; write?: null; "delete"?: null; writeStatus?: null }|{ op?: "write"; write: cairn.resource.v1.WriteRequest.$Shape; "delete"?: null; writeStatus?: null }|{ op?: "delete"; write?: null; "delete": cairn.resource.v1.DeleteRequest.$Shape; writeStatus?: null }|{ op?: "writeStatus"; write?: null; "delete"?: null; writeStatus: cairn.resource.v1.WriteStatusRequest.$Shape })
+                 * )} cairn.resource.v1.TxnOp.$Shape
+                 */
+
+                /**
+                 * Constructs a new TxnOp.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a TxnOp.
+                 * @constructor
+                 * @param {cairn.resource.v1.TxnOp.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const TxnOp = function (p) {
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * TxnOp write.
+                 * @member {cairn.resource.v1.WriteRequest.$Properties|null|undefined} write
+                 * @memberof cairn.resource.v1.TxnOp
+                 * @instance
+                 */
+                TxnOp.prototype.write = null;
+
+                /**
+                 * TxnOp delete.
+                 * @member {cairn.resource.v1.DeleteRequest.$Properties|null|undefined} delete
+                 * @memberof cairn.resource.v1.TxnOp
+                 * @instance
+                 */
+                TxnOp.prototype["delete"] = null;
+
+                /**
+                 * TxnOp writeStatus.
+                 * @member {cairn.resource.v1.WriteStatusRequest.$Properties|null|undefined} writeStatus
+                 * @memberof cairn.resource.v1.TxnOp
+                 * @instance
+                 */
+                TxnOp.prototype.writeStatus = null;
+
+                // OneOf field names bound to virtual getters and setters
+                let $oneOfFields;
+
+                /**
+                 * TxnOp op.
+                 * @member {"write"|"delete"|"writeStatus"|undefined} op
+                 * @memberof cairn.resource.v1.TxnOp
+                 * @instance
+                 */
+                $Object.defineProperty(TxnOp.prototype, "op", {
+                    get: $util.oneOfGetter($oneOfFields = ["write", "delete", "writeStatus"]),
+                    set: $util.oneOfSetter($oneOfFields)
+                });
+
+                /**
+                 * Creates a new TxnOp instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.TxnOp
+                 * @static
+                 * @param {cairn.resource.v1.TxnOp.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.TxnOp} TxnOp instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.TxnOp.$Shape): cairn.resource.v1.TxnOp & cairn.resource.v1.TxnOp.$Shape;
+                 *   (properties?: cairn.resource.v1.TxnOp.$Properties): cairn.resource.v1.TxnOp;
+                 * }}
+                 */
+                TxnOp.create = function(properties) {
+                    return new TxnOp(properties);
+                };
+
+                /**
+                 * Encodes the specified TxnOp message. Does not implicitly {@link cairn.resource.v1.TxnOp.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.TxnOp
+                 * @static
+                 * @param {cairn.resource.v1.TxnOp.$Properties} m TxnOp message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                TxnOp.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.write != null && $Object.hasOwnProperty.call(m, "write"))
+                        $root.cairn.resource.v1.WriteRequest.encode(m.write, w.uint32(/* id 1, wireType 2 =*/10).fork(), q + 1).ldelim();
+                    if (m["delete"] != null && $Object.hasOwnProperty.call(m, "delete"))
+                        $root.cairn.resource.v1.DeleteRequest.encode(m["delete"], w.uint32(/* id 2, wireType 2 =*/18).fork(), q + 1).ldelim();
+                    if (m.writeStatus != null && $Object.hasOwnProperty.call(m, "writeStatus"))
+                        $root.cairn.resource.v1.WriteStatusRequest.encode(m.writeStatus, w.uint32(/* id 3, wireType 2 =*/26).fork(), q + 1).ldelim();
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified TxnOp message, length delimited. Does not implicitly {@link cairn.resource.v1.TxnOp.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.TxnOp
+                 * @static
+                 * @param {cairn.resource.v1.TxnOp.$Properties} message TxnOp message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                TxnOp.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a TxnOp message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.TxnOp
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.TxnOp & cairn.resource.v1.TxnOp.$Shape} TxnOp
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                TxnOp.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.TxnOp();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 2)
+                                    break;
+                                m.write = $root.cairn.resource.v1.WriteRequest.decode(r, r.size(), $undefined, q + 1, m.write);
+                                m.op = "write";
+                                continue;
+                            }
+                        case 2: {
+                                if (u !== 2)
+                                    break;
+                                m["delete"] = $root.cairn.resource.v1.DeleteRequest.decode(r, r.size(), $undefined, q + 1, m["delete"]);
+                                m.op = "delete";
+                                continue;
+                            }
+                        case 3: {
+                                if (u !== 2)
+                                    break;
+                                m.writeStatus = $root.cairn.resource.v1.WriteStatusRequest.decode(r, r.size(), $undefined, q + 1, m.writeStatus);
+                                m.op = "writeStatus";
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a TxnOp message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.TxnOp
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.TxnOp & cairn.resource.v1.TxnOp.$Shape} TxnOp
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                TxnOp.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a TxnOp message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.TxnOp
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                TxnOp.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    var p = {};
+                    if (m.write != null && $Object.hasOwnProperty.call(m, "write")) {
+                        p.op = 1;
+                        {
+                            var e = $root.cairn.resource.v1.WriteRequest.verify(m.write, q + 1);
+                            if (e)
+                                return "write." + e;
+                        }
+                    }
+                    if (m["delete"] != null && $Object.hasOwnProperty.call(m, "delete")) {
+                        if (p.op === 1)
+                            return "op: multiple values";
+                        p.op = 1;
+                        {
+                            var e = $root.cairn.resource.v1.DeleteRequest.verify(m["delete"], q + 1);
+                            if (e)
+                                return "delete." + e;
+                        }
+                    }
+                    if (m.writeStatus != null && $Object.hasOwnProperty.call(m, "writeStatus")) {
+                        if (p.op === 1)
+                            return "op: multiple values";
+                        p.op = 1;
+                        {
+                            var e = $root.cairn.resource.v1.WriteStatusRequest.verify(m.writeStatus, q + 1);
+                            if (e)
+                                return "writeStatus." + e;
+                        }
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a TxnOp message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.TxnOp
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.TxnOp} TxnOp
+                 */
+                TxnOp.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.TxnOp)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.TxnOp: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.TxnOp();
+                    if (d.write != null) {
+                        if (!$util.isObject(d.write))
+                            throw $TypeError(".cairn.resource.v1.TxnOp.write: object expected");
+                        m.write = $root.cairn.resource.v1.WriteRequest.fromObject(d.write, q + 1);
+                    }
+                    if (d["delete"] != null) {
+                        if (!$util.isObject(d["delete"]))
+                            throw $TypeError(".cairn.resource.v1.TxnOp.delete: object expected");
+                        m["delete"] = $root.cairn.resource.v1.DeleteRequest.fromObject(d["delete"], q + 1);
+                    }
+                    if (d.writeStatus != null) {
+                        if (!$util.isObject(d.writeStatus))
+                            throw $TypeError(".cairn.resource.v1.TxnOp.writeStatus: object expected");
+                        m.writeStatus = $root.cairn.resource.v1.WriteStatusRequest.fromObject(d.writeStatus, q + 1);
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a TxnOp message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.TxnOp
+                 * @static
+                 * @param {cairn.resource.v1.TxnOp} m TxnOp
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                TxnOp.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (m.write != null && $Object.hasOwnProperty.call(m, "write")) {
+                        d.write = $root.cairn.resource.v1.WriteRequest.toObject(m.write, o, q + 1);
+                        if (o.oneofs)
+                            d.op = "write";
+                    }
+                    if (m["delete"] != null && $Object.hasOwnProperty.call(m, "delete")) {
+                        d["delete"] = $root.cairn.resource.v1.DeleteRequest.toObject(m["delete"], o, q + 1);
+                        if (o.oneofs)
+                            d.op = "delete";
+                    }
+                    if (m.writeStatus != null && $Object.hasOwnProperty.call(m, "writeStatus")) {
+                        d.writeStatus = $root.cairn.resource.v1.WriteStatusRequest.toObject(m.writeStatus, o, q + 1);
+                        if (o.oneofs)
+                            d.op = "writeStatus";
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this TxnOp to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.TxnOp
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                TxnOp.prototype.toJSON = function() {
+                    return TxnOp.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for TxnOp
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.TxnOp
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                TxnOp.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.TxnOp";
+                };
+
+                return TxnOp;
+            })();
+
+            v1.TxnRequest = (function() {
+
+                /**
+                 * Properties of a TxnRequest.
+                 * @typedef {Object} cairn.resource.v1.TxnRequest.$Properties
+                 * @property {Array.<cairn.resource.v1.TxnCompare.$Properties>|null} [compare] TxnRequest compare
+                 * @property {Array.<cairn.resource.v1.TxnOp.$Properties>|null} [thenOps] TxnRequest thenOps
+                 * @property {Array.<cairn.resource.v1.TxnOp.$Properties>|null} [elseOps] TxnRequest elseOps
+                 * @property {string|null} [requestId] TxnRequest requestId
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a TxnRequest.
+                 * @memberof cairn.resource.v1
+                 * @interface ITxnRequest
+                 * @augments cairn.resource.v1.TxnRequest.$Properties
+                 * @deprecated Use cairn.resource.v1.TxnRequest.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a TxnRequest.
+                 * @typedef {{
+                 *   compare?: Array.<cairn.resource.v1.TxnCompare.$Shape>|null;
+                 *   thenOps?: Array.<cairn.resource.v1.TxnOp.$Shape>|null;
+                 *   elseOps?: Array.<cairn.resource.v1.TxnOp.$Shape>|null;
+                 *   requestId?: string|null;
+                 *   $unknowns?: Array.<Uint8Array>;
+                 * }} cairn.resource.v1.TxnRequest.$Shape
+                 */
+
+                /**
+                 * Constructs a new TxnRequest.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a TxnRequest.
+                 * @constructor
+                 * @param {cairn.resource.v1.TxnRequest.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const TxnRequest = function (p) {
+                    this.compare = [];
+                    this.thenOps = [];
+                    this.elseOps = [];
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * TxnRequest compare.
+                 * @member {Array.<cairn.resource.v1.TxnCompare.$Properties>} compare
+                 * @memberof cairn.resource.v1.TxnRequest
+                 * @instance
+                 */
+                TxnRequest.prototype.compare = $util.emptyArray;
+
+                /**
+                 * TxnRequest thenOps.
+                 * @member {Array.<cairn.resource.v1.TxnOp.$Properties>} thenOps
+                 * @memberof cairn.resource.v1.TxnRequest
+                 * @instance
+                 */
+                TxnRequest.prototype.thenOps = $util.emptyArray;
+
+                /**
+                 * TxnRequest elseOps.
+                 * @member {Array.<cairn.resource.v1.TxnOp.$Properties>} elseOps
+                 * @memberof cairn.resource.v1.TxnRequest
+                 * @instance
+                 */
+                TxnRequest.prototype.elseOps = $util.emptyArray;
+
+                /**
+                 * TxnRequest requestId.
+                 * @member {string} requestId
+                 * @memberof cairn.resource.v1.TxnRequest
+                 * @instance
+                 */
+                TxnRequest.prototype.requestId = "";
+
+                /**
+                 * Creates a new TxnRequest instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.TxnRequest
+                 * @static
+                 * @param {cairn.resource.v1.TxnRequest.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.TxnRequest} TxnRequest instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.TxnRequest.$Shape): cairn.resource.v1.TxnRequest & cairn.resource.v1.TxnRequest.$Shape;
+                 *   (properties?: cairn.resource.v1.TxnRequest.$Properties): cairn.resource.v1.TxnRequest;
+                 * }}
+                 */
+                TxnRequest.create = function(properties) {
+                    return new TxnRequest(properties);
+                };
+
+                /**
+                 * Encodes the specified TxnRequest message. Does not implicitly {@link cairn.resource.v1.TxnRequest.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.TxnRequest
+                 * @static
+                 * @param {cairn.resource.v1.TxnRequest.$Properties} m TxnRequest message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                TxnRequest.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.compare != null && m.compare.length) {
+                        for (var i = 0; i < m.compare.length; ++i)
+                            $root.cairn.resource.v1.TxnCompare.encode(m.compare[i], w.uint32(/* id 1, wireType 2 =*/10).fork(), q + 1).ldelim();
+                    }
+                    if (m.thenOps != null && m.thenOps.length) {
+                        for (var i = 0; i < m.thenOps.length; ++i)
+                            $root.cairn.resource.v1.TxnOp.encode(m.thenOps[i], w.uint32(/* id 2, wireType 2 =*/18).fork(), q + 1).ldelim();
+                    }
+                    if (m.elseOps != null && m.elseOps.length) {
+                        for (var i = 0; i < m.elseOps.length; ++i)
+                            $root.cairn.resource.v1.TxnOp.encode(m.elseOps[i], w.uint32(/* id 3, wireType 2 =*/26).fork(), q + 1).ldelim();
+                    }
+                    if (m.requestId != null && $Object.hasOwnProperty.call(m, "requestId") && m.requestId !== "")
+                        w.uint32(/* id 4, wireType 2 =*/34).string(m.requestId);
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified TxnRequest message, length delimited. Does not implicitly {@link cairn.resource.v1.TxnRequest.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.TxnRequest
+                 * @static
+                 * @param {cairn.resource.v1.TxnRequest.$Properties} message TxnRequest message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                TxnRequest.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a TxnRequest message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.TxnRequest
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.TxnRequest & cairn.resource.v1.TxnRequest.$Shape} TxnRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                TxnRequest.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m, v;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.TxnRequest();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 2)
+                                    break;
+                                if (!(m.compare && m.compare.length))
+                                    m.compare = [];
+                                m.compare.push($root.cairn.resource.v1.TxnCompare.decode(r, r.size(), $undefined, q + 1));
+                                continue;
+                            }
+                        case 2: {
+                                if (u !== 2)
+                                    break;
+                                if (!(m.thenOps && m.thenOps.length))
+                                    m.thenOps = [];
+                                m.thenOps.push($root.cairn.resource.v1.TxnOp.decode(r, r.size(), $undefined, q + 1));
+                                continue;
+                            }
+                        case 3: {
+                                if (u !== 2)
+                                    break;
+                                if (!(m.elseOps && m.elseOps.length))
+                                    m.elseOps = [];
+                                m.elseOps.push($root.cairn.resource.v1.TxnOp.decode(r, r.size(), $undefined, q + 1));
+                                continue;
+                            }
+                        case 4: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.requestId = v;
+                                else
+                                    delete m.requestId;
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a TxnRequest message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.TxnRequest
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.TxnRequest & cairn.resource.v1.TxnRequest.$Shape} TxnRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                TxnRequest.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a TxnRequest message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.TxnRequest
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                TxnRequest.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    if (m.compare != null && $Object.hasOwnProperty.call(m, "compare")) {
+                        if (!$Array.isArray(m.compare))
+                            return "compare: array expected";
+                        for (var i = 0; i < m.compare.length; ++i) {
+                            {
+                                var e = $root.cairn.resource.v1.TxnCompare.verify(m.compare[i], q + 1);
+                                if (e)
+                                    return "compare." + e;
+                            }
+                        }
+                    }
+                    if (m.thenOps != null && $Object.hasOwnProperty.call(m, "thenOps")) {
+                        if (!$Array.isArray(m.thenOps))
+                            return "thenOps: array expected";
+                        for (var i = 0; i < m.thenOps.length; ++i) {
+                            {
+                                var e = $root.cairn.resource.v1.TxnOp.verify(m.thenOps[i], q + 1);
+                                if (e)
+                                    return "thenOps." + e;
+                            }
+                        }
+                    }
+                    if (m.elseOps != null && $Object.hasOwnProperty.call(m, "elseOps")) {
+                        if (!$Array.isArray(m.elseOps))
+                            return "elseOps: array expected";
+                        for (var i = 0; i < m.elseOps.length; ++i) {
+                            {
+                                var e = $root.cairn.resource.v1.TxnOp.verify(m.elseOps[i], q + 1);
+                                if (e)
+                                    return "elseOps." + e;
+                            }
+                        }
+                    }
+                    if (m.requestId != null && $Object.hasOwnProperty.call(m, "requestId")) {
+                        if (!$util.isString(m.requestId))
+                            return "requestId: string expected";
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a TxnRequest message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.TxnRequest
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.TxnRequest} TxnRequest
+                 */
+                TxnRequest.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.TxnRequest)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.TxnRequest: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.TxnRequest();
+                    if (d.compare) {
+                        if (!$Array.isArray(d.compare))
+                            throw $TypeError(".cairn.resource.v1.TxnRequest.compare: array expected");
+                        m.compare = $Array(d.compare.length);
+                        for (var i = 0; i < d.compare.length; ++i) {
+                            if (!$util.isObject(d.compare[i]))
+                                throw $TypeError(".cairn.resource.v1.TxnRequest.compare: object expected");
+                            m.compare[i] = $root.cairn.resource.v1.TxnCompare.fromObject(d.compare[i], q + 1);
+                        }
+                    }
+                    if (d.thenOps) {
+                        if (!$Array.isArray(d.thenOps))
+                            throw $TypeError(".cairn.resource.v1.TxnRequest.thenOps: array expected");
+                        m.thenOps = $Array(d.thenOps.length);
+                        for (var i = 0; i < d.thenOps.length; ++i) {
+                            if (!$util.isObject(d.thenOps[i]))
+                                throw $TypeError(".cairn.resource.v1.TxnRequest.thenOps: object expected");
+                            m.thenOps[i] = $root.cairn.resource.v1.TxnOp.fromObject(d.thenOps[i], q + 1);
+                        }
+                    }
+                    if (d.elseOps) {
+                        if (!$Array.isArray(d.elseOps))
+                            throw $TypeError(".cairn.resource.v1.TxnRequest.elseOps: array expected");
+                        m.elseOps = $Array(d.elseOps.length);
+                        for (var i = 0; i < d.elseOps.length; ++i) {
+                            if (!$util.isObject(d.elseOps[i]))
+                                throw $TypeError(".cairn.resource.v1.TxnRequest.elseOps: object expected");
+                            m.elseOps[i] = $root.cairn.resource.v1.TxnOp.fromObject(d.elseOps[i], q + 1);
+                        }
+                    }
+                    if (d.requestId != null) {
+                        if (typeof d.requestId !== "string" || d.requestId.length) {
+                            m.requestId = $String(d.requestId);
+                        }
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a TxnRequest message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.TxnRequest
+                 * @static
+                 * @param {cairn.resource.v1.TxnRequest} m TxnRequest
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                TxnRequest.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.arrays || o.defaults) {
+                        d.compare = [];
+                        d.thenOps = [];
+                        d.elseOps = [];
+                    }
+                    if (o.defaults) {
+                        d.requestId = "";
+                    }
+                    if (m.compare && m.compare.length) {
+                        d.compare = $Array(m.compare.length);
+                        for (var j = 0; j < m.compare.length; ++j) {
+                            d.compare[j] = $root.cairn.resource.v1.TxnCompare.toObject(m.compare[j], o, q + 1);
+                        }
+                    }
+                    if (m.thenOps && m.thenOps.length) {
+                        d.thenOps = $Array(m.thenOps.length);
+                        for (var j = 0; j < m.thenOps.length; ++j) {
+                            d.thenOps[j] = $root.cairn.resource.v1.TxnOp.toObject(m.thenOps[j], o, q + 1);
+                        }
+                    }
+                    if (m.elseOps && m.elseOps.length) {
+                        d.elseOps = $Array(m.elseOps.length);
+                        for (var j = 0; j < m.elseOps.length; ++j) {
+                            d.elseOps[j] = $root.cairn.resource.v1.TxnOp.toObject(m.elseOps[j], o, q + 1);
+                        }
+                    }
+                    if (m.requestId != null && $Object.hasOwnProperty.call(m, "requestId")) {
+                        d.requestId = m.requestId;
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this TxnRequest to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.TxnRequest
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                TxnRequest.prototype.toJSON = function() {
+                    return TxnRequest.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for TxnRequest
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.TxnRequest
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                TxnRequest.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.TxnRequest";
+                };
+
+                return TxnRequest;
+            })();
+
+            v1.TxnOpResult = (function() {
+
+                /**
+                 * Properties of a TxnOpResult.
+                 * @typedef {Object} cairn.resource.v1.TxnOpResult.$Properties
+                 * @property {cairn.resource.v1.WriteResponse.$Properties|null} [write] TxnOpResult write
+                 * @property {cairn.resource.v1.DeleteResponse.$Properties|null} ["delete"] TxnOpResult delete
+                 * @property {cairn.resource.v1.WriteStatusResponse.$Properties|null} [writeStatus] TxnOpResult writeStatus
+                 * @property {"write"|"delete"|"writeStatus"} [result] TxnOpResult result
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a TxnOpResult.
+                 * @memberof cairn.resource.v1
+                 * @interface ITxnOpResult
+                 * @augments cairn.resource.v1.TxnOpResult.$Properties
+                 * @deprecated Use cairn.resource.v1.TxnOpResult.$Properties instead.
+                 */
+
+                /**
+                 * Narrowed shape of a TxnOpResult.
+                 * @typedef {{
+                 *   write?: cairn.resource.v1.WriteResponse.$Shape|null;
+                 *   "delete"?: cairn.resource.v1.DeleteResponse.$Shape|null;
+                 *   writeStatus?: cairn.resource.v1.WriteStatusResponse.$Shape|null;
+                 *   $unknowns?: Array.<Uint8Array>;
+                 * } & (
+                 *   ({ result?: undefined; write?: null; "delete"?: null; writeStatus?: null }|{ result?: "write"; write: cairn.resource.v1.WriteResponse.$Shape; "delete"?: null; writeStatus?: null }|{ result?: "delete"; write?: null; "delete": cairn.resource.v1.DeleteResponse.$Shape; writeStatus?: null }|{ result?: "writeStatus"; write?: null; "delete"?: null; writeStatus: cairn.resource.v1.WriteStatusResponse.$Shape })
+                 * )} cairn.resource.v1.TxnOpResult.$Shape
+                 */
+
+                /**
+                 * Constructs a new TxnOpResult.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a TxnOpResult.
+                 * @constructor
+                 * @param {cairn.resource.v1.TxnOpResult.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const TxnOpResult = function (p) {
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * TxnOpResult write.
+                 * @member {cairn.resource.v1.WriteResponse.$Properties|null|undefined} write
+                 * @memberof cairn.resource.v1.TxnOpResult
+                 * @instance
+                 */
+                TxnOpResult.prototype.write = null;
+
+                /**
+                 * TxnOpResult delete.
+                 * @member {cairn.resource.v1.DeleteResponse.$Properties|null|undefined} delete
+                 * @memberof cairn.resource.v1.TxnOpResult
+                 * @instance
+                 */
+                TxnOpResult.prototype["delete"] = null;
+
+                /**
+                 * TxnOpResult writeStatus.
+                 * @member {cairn.resource.v1.WriteStatusResponse.$Properties|null|undefined} writeStatus
+                 * @memberof cairn.resource.v1.TxnOpResult
+                 * @instance
+                 */
+                TxnOpResult.prototype.writeStatus = null;
+
+                // OneOf field names bound to virtual getters and setters
+                let $oneOfFields;
+
+                /**
+                 * TxnOpResult result.
+                 * @member {"write"|"delete"|"writeStatus"|undefined} result
+                 * @memberof cairn.resource.v1.TxnOpResult
+                 * @instance
+                 */
+                $Object.defineProperty(TxnOpResult.prototype, "result", {
+                    get: $util.oneOfGetter($oneOfFields = ["write", "delete", "writeStatus"]),
+                    set: $util.oneOfSetter($oneOfFields)
+                });
+
+                /**
+                 * Creates a new TxnOpResult instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.TxnOpResult
+                 * @static
+                 * @param {cairn.resource.v1.TxnOpResult.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.TxnOpResult} TxnOpResult instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.TxnOpResult.$Shape): cairn.resource.v1.TxnOpResult & cairn.resource.v1.TxnOpResult.$Shape;
+                 *   (properties?: cairn.resource.v1.TxnOpResult.$Properties): cairn.resource.v1.TxnOpResult;
+                 * }}
+                 */
+                TxnOpResult.create = function(properties) {
+                    return new TxnOpResult(properties);
+                };
+
+                /**
+                 * Encodes the specified TxnOpResult message. Does not implicitly {@link cairn.resource.v1.TxnOpResult.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.TxnOpResult
+                 * @static
+                 * @param {cairn.resource.v1.TxnOpResult.$Properties} m TxnOpResult message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                TxnOpResult.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.write != null && $Object.hasOwnProperty.call(m, "write"))
+                        $root.cairn.resource.v1.WriteResponse.encode(m.write, w.uint32(/* id 1, wireType 2 =*/10).fork(), q + 1).ldelim();
+                    if (m["delete"] != null && $Object.hasOwnProperty.call(m, "delete"))
+                        $root.cairn.resource.v1.DeleteResponse.encode(m["delete"], w.uint32(/* id 2, wireType 2 =*/18).fork(), q + 1).ldelim();
+                    if (m.writeStatus != null && $Object.hasOwnProperty.call(m, "writeStatus"))
+                        $root.cairn.resource.v1.WriteStatusResponse.encode(m.writeStatus, w.uint32(/* id 3, wireType 2 =*/26).fork(), q + 1).ldelim();
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified TxnOpResult message, length delimited. Does not implicitly {@link cairn.resource.v1.TxnOpResult.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.TxnOpResult
+                 * @static
+                 * @param {cairn.resource.v1.TxnOpResult.$Properties} message TxnOpResult message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                TxnOpResult.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a TxnOpResult message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.TxnOpResult
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.TxnOpResult & cairn.resource.v1.TxnOpResult.$Shape} TxnOpResult
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                TxnOpResult.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.TxnOpResult();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 2)
+                                    break;
+                                m.write = $root.cairn.resource.v1.WriteResponse.decode(r, r.size(), $undefined, q + 1, m.write);
+                                m.result = "write";
+                                continue;
+                            }
+                        case 2: {
+                                if (u !== 2)
+                                    break;
+                                m["delete"] = $root.cairn.resource.v1.DeleteResponse.decode(r, r.size(), $undefined, q + 1, m["delete"]);
+                                m.result = "delete";
+                                continue;
+                            }
+                        case 3: {
+                                if (u !== 2)
+                                    break;
+                                m.writeStatus = $root.cairn.resource.v1.WriteStatusResponse.decode(r, r.size(), $undefined, q + 1, m.writeStatus);
+                                m.result = "writeStatus";
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a TxnOpResult message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.TxnOpResult
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.TxnOpResult & cairn.resource.v1.TxnOpResult.$Shape} TxnOpResult
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                TxnOpResult.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a TxnOpResult message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.TxnOpResult
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                TxnOpResult.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    var p = {};
+                    if (m.write != null && $Object.hasOwnProperty.call(m, "write")) {
+                        p.result = 1;
+                        {
+                            var e = $root.cairn.resource.v1.WriteResponse.verify(m.write, q + 1);
+                            if (e)
+                                return "write." + e;
+                        }
+                    }
+                    if (m["delete"] != null && $Object.hasOwnProperty.call(m, "delete")) {
+                        if (p.result === 1)
+                            return "result: multiple values";
+                        p.result = 1;
+                        {
+                            var e = $root.cairn.resource.v1.DeleteResponse.verify(m["delete"], q + 1);
+                            if (e)
+                                return "delete." + e;
+                        }
+                    }
+                    if (m.writeStatus != null && $Object.hasOwnProperty.call(m, "writeStatus")) {
+                        if (p.result === 1)
+                            return "result: multiple values";
+                        p.result = 1;
+                        {
+                            var e = $root.cairn.resource.v1.WriteStatusResponse.verify(m.writeStatus, q + 1);
+                            if (e)
+                                return "writeStatus." + e;
+                        }
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a TxnOpResult message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.TxnOpResult
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.TxnOpResult} TxnOpResult
+                 */
+                TxnOpResult.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.TxnOpResult)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.TxnOpResult: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.TxnOpResult();
+                    if (d.write != null) {
+                        if (!$util.isObject(d.write))
+                            throw $TypeError(".cairn.resource.v1.TxnOpResult.write: object expected");
+                        m.write = $root.cairn.resource.v1.WriteResponse.fromObject(d.write, q + 1);
+                    }
+                    if (d["delete"] != null) {
+                        if (!$util.isObject(d["delete"]))
+                            throw $TypeError(".cairn.resource.v1.TxnOpResult.delete: object expected");
+                        m["delete"] = $root.cairn.resource.v1.DeleteResponse.fromObject(d["delete"], q + 1);
+                    }
+                    if (d.writeStatus != null) {
+                        if (!$util.isObject(d.writeStatus))
+                            throw $TypeError(".cairn.resource.v1.TxnOpResult.writeStatus: object expected");
+                        m.writeStatus = $root.cairn.resource.v1.WriteStatusResponse.fromObject(d.writeStatus, q + 1);
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a TxnOpResult message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.TxnOpResult
+                 * @static
+                 * @param {cairn.resource.v1.TxnOpResult} m TxnOpResult
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                TxnOpResult.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (m.write != null && $Object.hasOwnProperty.call(m, "write")) {
+                        d.write = $root.cairn.resource.v1.WriteResponse.toObject(m.write, o, q + 1);
+                        if (o.oneofs)
+                            d.result = "write";
+                    }
+                    if (m["delete"] != null && $Object.hasOwnProperty.call(m, "delete")) {
+                        d["delete"] = $root.cairn.resource.v1.DeleteResponse.toObject(m["delete"], o, q + 1);
+                        if (o.oneofs)
+                            d.result = "delete";
+                    }
+                    if (m.writeStatus != null && $Object.hasOwnProperty.call(m, "writeStatus")) {
+                        d.writeStatus = $root.cairn.resource.v1.WriteStatusResponse.toObject(m.writeStatus, o, q + 1);
+                        if (o.oneofs)
+                            d.result = "writeStatus";
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this TxnOpResult to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.TxnOpResult
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                TxnOpResult.prototype.toJSON = function() {
+                    return TxnOpResult.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for TxnOpResult
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.TxnOpResult
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                TxnOpResult.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.TxnOpResult";
+                };
+
+                return TxnOpResult;
+            })();
+
+            v1.TxnResponse = (function() {
+
+                /**
+                 * Properties of a TxnResponse.
+                 * @typedef {Object} cairn.resource.v1.TxnResponse.$Properties
+                 * @property {boolean|null} [succeeded] TxnResponse succeeded
+                 * @property {string|null} [revision] TxnResponse revision
+                 * @property {number|null} [failedComparison] TxnResponse failedComparison
+                 * @property {Array.<cairn.resource.v1.TxnOpResult.$Properties>|null} [results] TxnResponse results
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a TxnResponse.
+                 * @memberof cairn.resource.v1
+                 * @interface ITxnResponse
+                 * @augments cairn.resource.v1.TxnResponse.$Properties
+                 * @deprecated Use cairn.resource.v1.TxnResponse.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a TxnResponse.
+                 * @typedef {{
+                 *   succeeded?: boolean|null;
+                 *   revision?: string|null;
+                 *   failedComparison?: number|null;
+                 *   results?: Array.<cairn.resource.v1.TxnOpResult.$Shape>|null;
+                 *   $unknowns?: Array.<Uint8Array>;
+                 * }} cairn.resource.v1.TxnResponse.$Shape
+                 */
+
+                /**
+                 * Constructs a new TxnResponse.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a TxnResponse.
+                 * @constructor
+                 * @param {cairn.resource.v1.TxnResponse.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const TxnResponse = function (p) {
+                    this.results = [];
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * TxnResponse succeeded.
+                 * @member {boolean} succeeded
+                 * @memberof cairn.resource.v1.TxnResponse
+                 * @instance
+                 */
+                TxnResponse.prototype.succeeded = false;
+
+                /**
+                 * TxnResponse revision.
+                 * @member {string} revision
+                 * @memberof cairn.resource.v1.TxnResponse
+                 * @instance
+                 */
+                TxnResponse.prototype.revision = "";
+
+                /**
+                 * TxnResponse failedComparison.
+                 * @member {number|null|undefined} failedComparison
+                 * @memberof cairn.resource.v1.TxnResponse
+                 * @instance
+                 */
+                TxnResponse.prototype.failedComparison = null;
+
+                /**
+                 * TxnResponse results.
+                 * @member {Array.<cairn.resource.v1.TxnOpResult.$Properties>} results
+                 * @memberof cairn.resource.v1.TxnResponse
+                 * @instance
+                 */
+                TxnResponse.prototype.results = $util.emptyArray;
+
+                // OneOf field names bound to virtual getters and setters
+                let $oneOfFields;
+
+                // Virtual OneOf for proto3 optional field
+                $Object.defineProperty(TxnResponse.prototype, "_failedComparison", {
+                    get: $util.oneOfGetter($oneOfFields = ["failedComparison"]),
+                    set: $util.oneOfSetter($oneOfFields)
+                });
+
+                /**
+                 * Creates a new TxnResponse instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.TxnResponse
+                 * @static
+                 * @param {cairn.resource.v1.TxnResponse.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.TxnResponse} TxnResponse instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.TxnResponse.$Shape): cairn.resource.v1.TxnResponse & cairn.resource.v1.TxnResponse.$Shape;
+                 *   (properties?: cairn.resource.v1.TxnResponse.$Properties): cairn.resource.v1.TxnResponse;
+                 * }}
+                 */
+                TxnResponse.create = function(properties) {
+                    return new TxnResponse(properties);
+                };
+
+                /**
+                 * Encodes the specified TxnResponse message. Does not implicitly {@link cairn.resource.v1.TxnResponse.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.TxnResponse
+                 * @static
+                 * @param {cairn.resource.v1.TxnResponse.$Properties} m TxnResponse message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                TxnResponse.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.succeeded != null && $Object.hasOwnProperty.call(m, "succeeded") && m.succeeded !== false)
+                        w.uint32(/* id 1, wireType 0 =*/8).bool(m.succeeded);
+                    if (m.revision != null && $Object.hasOwnProperty.call(m, "revision") && m.revision !== "")
+                        w.uint32(/* id 2, wireType 2 =*/18).string(m.revision);
+                    if (m.failedComparison != null && $Object.hasOwnProperty.call(m, "failedComparison"))
+                        w.uint32(/* id 3, wireType 0 =*/24).uint32(m.failedComparison);
+                    if (m.results != null && m.results.length) {
+                        for (var i = 0; i < m.results.length; ++i)
+                            $root.cairn.resource.v1.TxnOpResult.encode(m.results[i], w.uint32(/* id 4, wireType 2 =*/34).fork(), q + 1).ldelim();
+                    }
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified TxnResponse message, length delimited. Does not implicitly {@link cairn.resource.v1.TxnResponse.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.TxnResponse
+                 * @static
+                 * @param {cairn.resource.v1.TxnResponse.$Properties} message TxnResponse message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                TxnResponse.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a TxnResponse message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.TxnResponse
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.TxnResponse & cairn.resource.v1.TxnResponse.$Shape} TxnResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                TxnResponse.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m, v;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.TxnResponse();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 0)
+                                    break;
+                                if (v = r.bool())
+                                    m.succeeded = v;
+                                else
+                                    delete m.succeeded;
+                                continue;
+                            }
+                        case 2: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.revision = v;
+                                else
+                                    delete m.revision;
+                                continue;
+                            }
+                        case 3: {
+                                if (u !== 0)
+                                    break;
+                                m.failedComparison = r.uint32();
+                                m._failedComparison = "failedComparison";
+                                continue;
+                            }
+                        case 4: {
+                                if (u !== 2)
+                                    break;
+                                if (!(m.results && m.results.length))
+                                    m.results = [];
+                                m.results.push($root.cairn.resource.v1.TxnOpResult.decode(r, r.size(), $undefined, q + 1));
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a TxnResponse message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.TxnResponse
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.TxnResponse & cairn.resource.v1.TxnResponse.$Shape} TxnResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                TxnResponse.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a TxnResponse message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.TxnResponse
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                TxnResponse.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    var p = {};
+                    if (m.succeeded != null && $Object.hasOwnProperty.call(m, "succeeded")) {
+                        if (typeof m.succeeded !== "boolean")
+                            return "succeeded: boolean expected";
+                    }
+                    if (m.revision != null && $Object.hasOwnProperty.call(m, "revision")) {
+                        if (!$util.isString(m.revision))
+                            return "revision: string expected";
+                    }
+                    if (m.failedComparison != null && $Object.hasOwnProperty.call(m, "failedComparison")) {
+                        p._failedComparison = 1;
+                        if (!$util.isInteger(m.failedComparison))
+                            return "failedComparison: integer expected";
+                    }
+                    if (m.results != null && $Object.hasOwnProperty.call(m, "results")) {
+                        if (!$Array.isArray(m.results))
+                            return "results: array expected";
+                        for (var i = 0; i < m.results.length; ++i) {
+                            {
+                                var e = $root.cairn.resource.v1.TxnOpResult.verify(m.results[i], q + 1);
+                                if (e)
+                                    return "results." + e;
+                            }
+                        }
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a TxnResponse message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.TxnResponse
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.TxnResponse} TxnResponse
+                 */
+                TxnResponse.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.TxnResponse)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.TxnResponse: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.TxnResponse();
+                    if (d.succeeded != null) {
+                        if (d.succeeded) {
+                            m.succeeded = $Boolean(d.succeeded);
+                        }
+                    }
+                    if (d.revision != null) {
+                        if (typeof d.revision !== "string" || d.revision.length) {
+                            m.revision = $String(d.revision);
+                        }
+                    }
+                    if (d.failedComparison != null) {
+                        m.failedComparison = d.failedComparison >>> 0;
+                    }
+                    if (d.results) {
+                        if (!$Array.isArray(d.results))
+                            throw $TypeError(".cairn.resource.v1.TxnResponse.results: array expected");
+                        m.results = $Array(d.results.length);
+                        for (var i = 0; i < d.results.length; ++i) {
+                            if (!$util.isObject(d.results[i]))
+                                throw $TypeError(".cairn.resource.v1.TxnResponse.results: object expected");
+                            m.results[i] = $root.cairn.resource.v1.TxnOpResult.fromObject(d.results[i], q + 1);
+                        }
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a TxnResponse message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.TxnResponse
+                 * @static
+                 * @param {cairn.resource.v1.TxnResponse} m TxnResponse
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                TxnResponse.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.arrays || o.defaults) {
+                        d.results = [];
+                    }
+                    if (o.defaults) {
+                        d.succeeded = false;
+                        d.revision = "";
+                    }
+                    if (m.succeeded != null && $Object.hasOwnProperty.call(m, "succeeded")) {
+                        d.succeeded = m.succeeded;
+                    }
+                    if (m.revision != null && $Object.hasOwnProperty.call(m, "revision")) {
+                        d.revision = m.revision;
+                    }
+                    if (m.failedComparison != null && $Object.hasOwnProperty.call(m, "failedComparison")) {
+                        d.failedComparison = m.failedComparison;
+                    }
+                    if (m.results && m.results.length) {
+                        d.results = $Array(m.results.length);
+                        for (var j = 0; j < m.results.length; ++j) {
+                            d.results[j] = $root.cairn.resource.v1.TxnOpResult.toObject(m.results[j], o, q + 1);
+                        }
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this TxnResponse to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.TxnResponse
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                TxnResponse.prototype.toJSON = function() {
+                    return TxnResponse.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for TxnResponse
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.TxnResponse
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                TxnResponse.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.TxnResponse";
+                };
+
+                return TxnResponse;
             })();
 
             return v1;

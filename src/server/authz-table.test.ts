@@ -226,6 +226,30 @@ const HTTP_TABLE: Record<string, Case> = {
     await deniedFor(t, ['anonymous', 'reader', 'scoped'], 'PUT', '/v1/resource/cairn.v1.ACLRole/team-a', { data: { rules: [{ verbs: ['admin'], types: ['*'] }] } });
     await deniedFor(t, ['anonymous', 'reader', 'scoped'], 'PUT', '/v1/resource/cairn.v1.ACLToken/evil', { data: { secret_hash: `sha256:${'0'.repeat(64)}`, roles: ['global-management'] } });
   },
+  'POST /v1/txn': async (t) => {
+    const cmp = (name: string, namespace: string): object => ({ target: 'exists', type: ARTIST, namespace, name });
+    const wr = (name: string, namespace: string): object => ({ op: 'write', type: ARTIST, namespace, name, data: { name } });
+    const ok = { compare: [cmp('a1', 'team-a')], then: [wr('t-a', 'team-a')] };
+    await deniedFor(t, ['anonymous', 'reader'], 'POST', '/v1/txn', ok);
+    const reader = await req('reader', 'POST', '/v1/txn', ok);
+    t.match((reader.json as { error: { message: string } }).error.message, /^then\[0\]: /, 'reader: the denied part is named');
+    status(t, 'scoped', await req('scoped', 'POST', '/v1/txn', ok), 200, 'a transaction in team-a');
+    // A denied part denies the whole transaction: a comparison it may not read, an op of either branch it may not do.
+    for (const [what, body, part] of [
+      ['compare team-b', { compare: [cmp('a1', 'team-a'), cmp('b1', 'team-b')], then: [wr('t-a2', 'team-a')] }, /^compare\[1\]: /],
+      ['an else op in team-b', { compare: [cmp('a1', 'team-a')], then: [wr('t-a3', 'team-a')], else: [wr('t-b', 'team-b')] }, /^else\[0\]: /],
+      ['a delete in team-b', { then: [wr('t-a4', 'team-a'), { op: 'delete', type: ARTIST, namespace: 'team-b', name: 'b1' }] }, /^then\[1\]: /],
+      // The cascade guard (docs/security.md "Cascades"): mixed (team-a) owns child-b in team-b.
+      ['a delete whose cascade reaches team-b', { then: [{ op: 'delete', type: ARTIST, namespace: 'team-a', name: 'mixed' }] }, /^then\[0\]: deleting mixed would also delete owned resources/],
+    ] as const) {
+      const before = await everything();
+      const a = await req('scoped', 'POST', '/v1/txn', body);
+      status(t, 'scoped', a, 403, what);
+      t.match((a.json as { error: { message: string } }).error.message, part, `scoped: ${what}: the denied part is named`);
+      t.equal(await everything(), before, `scoped: ${what} changed nothing`);
+    }
+    status(t, 'management', await req('management', 'POST', '/v1/txn', { compare: [cmp('b1', 'team-b')], then: [wr('t-m', 'team-b')] }), 200, 'a transaction anywhere');
+  },
   'GET /v1/resource/:type/:name': async (t) => {
     for (const w of ['reader', 'scoped', 'management'] as const) status(t, w, await req(w, 'GET', `/v1/resource/${ARTIST}/a1${ns('team-a')}`), 200, 'read team-a');
     status(t, 'anonymous', await req('anonymous', 'GET', `/v1/resource/${ARTIST}/a1${ns('team-a')}`), 401, 'read team-a');
@@ -446,6 +470,20 @@ const GRPC_TABLE: Record<string, Case> = {
     t.same(anon.names, [], 'anonymous sees nothing');
     const bad = await grpcUnary(node.grpc, 'ListByOwner', { ownerUid: owner.id.uid }, `cairn_${ids.scopedAccessor}_${'f'.repeat(64)}`);
     t.equal(bad.code, 16, 'a forged token is refused');
+  },
+  Txn: async (t) => {
+    const id = (n: string, space: string): object => ({ type: ARTIST, tenancy: { partition: 'default', namespace: space }, name: n });
+    const tx = (space: string, cmpSpace = space): object => ({ compare: [{ id: id('a1', cmpSpace), target: 'TARGET_EXISTS' }], thenOps: [{ write: { id: id('gt', space), dataJson: '{"name":"gt"}' } }] });
+    for (const who of ['anonymous', 'reader'] as const) {
+      const before = await everything();
+      grpcStatus(t, who, await grpcUnary(node.grpc, 'Txn', tx('team-a'), tok(who)), deniedGrpc(who), 'Txn team-a');
+      t.equal(await everything(), before);
+    }
+    const before = await everything();
+    grpcStatus(t, 'scoped', await grpcUnary(node.grpc, 'Txn', tx('team-b', 'team-a'), ids.scoped), 7, 'Txn writing team-b');
+    grpcStatus(t, 'scoped', await grpcUnary(node.grpc, 'Txn', tx('team-a', 'team-b'), ids.scoped), 7, 'Txn comparing team-b');
+    t.equal(await everything(), before, 'refused transactions changed nothing');
+    grpcStatus(t, 'scoped', await grpcUnary(node.grpc, 'Txn', tx('team-a'), ids.scoped), 0, 'Txn team-a');
   },
   WatchList: async (t) => watchDoor(t, 'WatchList'),
   WatchListBatched: async (t) => watchDoor(t, 'WatchListBatched'),

@@ -94,6 +94,8 @@ export interface AgentConfig {
   readonly watchBookmarkMs: number;
   /** Most resources in one List page; a larger `limit` is clamped to it, none means it (docs/api.md "Paging"). Default 1,000. */
   readonly listMaxPage: number;
+  /** Most comparisons, and most ops in each branch, of one transaction (docs/api.md "Transactions"). Default 128 (etcd's --max-txn-ops). */
+  readonly txnMaxOps: number;
   /** Most snapshots held for unfinished paged lists, one per revision; the oldest is dropped first. Default 64. */
   readonly listSnapshots: number;
   /** How long a paged list's snapshot serves its continue tokens, from its first page (ms). Default 300,000. */
@@ -262,6 +264,7 @@ export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertise
   watchBufferEvents: 10_000,
   watchBookmarkMs: 5_000,
   listMaxPage: 1_000, // PAGING_DEFAULTS of src/api
+  txnMaxOps: 128, // TXN_LIMITS_DEFAULT of src/api
   listSnapshots: 64,
   listSnapshotTtlMs: 300_000,
   httpAllowedHosts: [],

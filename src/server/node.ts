@@ -5,6 +5,7 @@ import {
   Metrics,
   RequestLimits,
   ResourceService,
+  TXN_LIMITS_DEFAULT,
   TypeRegistry,
   WatchService,
   createManagementToken,
@@ -228,6 +229,7 @@ export class Node implements ServedNode {
     this.resources = new ResourceService(this, this.registry, systemClock, {
       quotaBytes: config.quotaBytes,
       maxPageItems: config.listMaxPage,
+      txnLimits: { ...TXN_LIMITS_DEFAULT, maxCompares: config.txnMaxOps, maxOps: config.txnMaxOps },
       maxSnapshots: config.listSnapshots,
       snapshotTtlMs: config.listSnapshotTtlMs,
       access: new AccessControl({ enabled: config.acl, clock: systemClock, metricsAnonymous: config.metricsAnonymous, internalSecret: this.internalSecret }),

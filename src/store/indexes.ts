@@ -45,6 +45,16 @@ export class Indexes {
     return ix;
   }
 
+  /**
+   * An O(1) copy-on-write copy that may be written to: what a transaction keeps to go back to
+   * if a later op of its branch fails (`ResourceStore.atomically`).
+   */
+  clone(): Indexes {
+    const ix = new Indexes(this.byKey.clone(), this.byUid.clone(), this.byOwner.clone());
+    ix.bytes = this.bytes;
+    return ix;
+  }
+
   get size(): number {
     return this.byKey.size;
   }

@@ -98,6 +98,25 @@ export class ResourceStore extends IndexReader {
     return ResourceStore.restore(bytes);
   }
 
+  /**
+   * Runs `f` (writes, deletes, status writes of this store) all or nothing: if it answers an
+   * error, or throws, the store is as it was before (the indexes are put back to an O(1)
+   * copy-on-write clone taken first; the revision may have moved to the context's, which the
+   * FSM sets for every entry anyway). A transaction's branch (fsm `Txn`, 0x15) applies this way.
+   */
+  atomically<T>(f: () => Result<T, CairnError>): Result<T, CairnError> {
+    const saved = this.ix.clone();
+    let r: Result<T, CairnError>;
+    try {
+      r = f();
+    } catch (e) {
+      this.ix = saved;
+      throw e;
+    }
+    if (!r.ok) this.ix = saved;
+    return r;
+  }
+
   // ---- Write -------------------------------------------------------------------------------
 
   write(input: WriteInput, ctx: ApplyContext): Result<WriteResult, CairnError> {

@@ -140,6 +140,7 @@ const METHOD_MESSAGES: Record<string, [unknown, unknown]> = {
   Delete: [pb.DeleteRequest, pb.DeleteResponse],
   List: [pb.ListRequest, pb.ListResponse],
   ListByOwner: [pb.ListByOwnerRequest, pb.ListByOwnerResponse],
+  Txn: [pb.TxnRequest, pb.TxnResponse],
 };
 
 /** One unary call of cairn.resource.v1.ResourceService (method `Read`, `Write`, ...), request as a plain object, or raw bytes. */
