@@ -24,6 +24,10 @@
  * writes bench/results/scale-<date>-<HHMM>[-quick].json and .svg (a small chart per measure),
  * both again after every run so a run stopped part way keeps what it measured.
  * The data dirs are removed at the end unless --keep.
+ *
+ * BENCH_CAIRN_NODE_FLAGS adds `node` flags to every Cairn agent (e.g. "--cpu-prof
+ * --cpu-prof-dir=/tmp/p"), BENCH_CAIRN_AGENT_FLAGS adds agent flags (e.g. "--snapshot-entries
+ * 10000" to compare snapshot triggers), both as for compare.js.
  */
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -50,6 +54,9 @@ const say = (text: string): void => {
  */
 export const CAIRN_QUOTA_BYTES = 2 * 2 ** 30;
 
+const NODE_FLAGS = (process.env['BENCH_CAIRN_NODE_FLAGS'] ?? '').split(/\s+/).filter((f) => f !== '');
+const AGENT_FLAGS = (process.env['BENCH_CAIRN_AGENT_FLAGS'] ?? '').split(/\s+/).filter((f) => f !== '');
+
 const message = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 const NO_MEMORY: NodeMemory = { rssBytes: [], heapBytes: [] };
 
@@ -60,7 +67,7 @@ async function oneRun(system: ScaleSystem, n: number, base: string, inFlight: nu
   const errors: string[] = [];
   const label = `${system} ${num(n)}`;
   say(`${label}: starting a fresh 3-node cluster in ${dir}`);
-  const c: ScaleCluster = system === 'Cairn' ? { kind: 'Cairn', sys: await CairnSystem.start(dir, { agentFlags: ['--quota-bytes', String(CAIRN_QUOTA_BYTES)] }) } : { kind: 'etcd', sys: await EtcdSystem.start(dir) };
+  const c: ScaleCluster = system === 'Cairn' ? { kind: 'Cairn', sys: await CairnSystem.start(dir, { nodeFlags: NODE_FLAGS, agentFlags: ['--quota-bytes', String(CAIRN_QUOTA_BYTES), ...AGENT_FLAGS] }) } : { kind: 'etcd', sys: await EtcdSystem.start(dir) };
   let version = c.sys.version;
   let load = { ms: Number.NaN, perSecond: Number.NaN, requests: 0 };
   let memoryBefore = NO_MEMORY;
@@ -121,7 +128,7 @@ async function main(): Promise<void> {
   await mkdir(base, { recursive: true });
   if (args.dir === undefined && !args.keep) registerTempDir(base);
   const startedAt = new Date();
-  say(`bench-scale: scales ${args.scales.map((n) => num(n)).join(', ')}; systems ${args.systems.join(', ')}; data under ${base}; load average ${loadAvg().join(' ')}`);
+  say(`bench-scale: scales ${args.scales.map((n) => num(n)).join(', ')}; systems ${args.systems.join(', ')}; data under ${base}; load average ${loadAvg().join(' ')}` + (NODE_FLAGS.length > 0 ? `; Cairn node flags ${NODE_FLAGS.join(' ')}` : '') + (AGENT_FLAGS.length > 0 ? `; Cairn agent flags ${AGENT_FLAGS.join(' ')}` : ''));
   const runs: ScaleRun[] = [];
   const machine = await describeMachine(base, v8.getHeapStatistics().heap_size_limit);
   await mkdir(RESULTS_DIR, { recursive: true });

@@ -1,7 +1,8 @@
 /**
  * A node that comes back with an empty data dir rejoins through a snapshot. The cluster takes
- * snapshots every 50 entries (--snapshot-entries 50). A snapshot keeps the 1,000 entries before
- * it in the log (the replica's snapshotRetainEntries, which has no agent flag), so the leader
+ * snapshots every 50 entries (--snapshot-entries 50, --snapshot-log-percent 0: no byte trigger).
+ * A snapshot keeps the 1,000 entries before it in the log (--snapshot-retain-entries 1000; the
+ * default is 10,000), so the leader
  * can only no longer replicate from index 1 once its snapshot index is past ~1,050: the test
  * writes until the leader's snapshot index is past 1,100. Then a follower is stopped, removed
  * from the configuration
@@ -18,7 +19,7 @@ const SNAPSHOT_ENTRIES = 50;
 const COMPACTED_PAST = 1100;
 
 t.test('a wiped node rejoins through a snapshot and catches up', async (t) => {
-  const cluster = await Cluster.start(t, { size: 3, snapshotEntries: SNAPSHOT_ENTRIES });
+  const cluster = await Cluster.start(t, { size: 3, snapshotEntries: SNAPSHOT_ENTRIES, flags: ['--snapshot-log-percent', '0', '--snapshot-retain-entries', '1000'] });
   const load = new WriteLoad({ prefix: 'snap', workers: 4, targets: () => cluster.running() }).start();
   const { leader, followers } = await cluster.roles();
   const victim = followers[0] as ClusterNode;

@@ -246,6 +246,8 @@ async function openNode(dir: string, logger: Logger, snapshots: boolean, store: 
       // verify must leave the snapshot files as it found them (the test corrupts them).
       snapshotEveryEntries: snapshots ? SNAPSHOT_EVERY_ENTRIES : Number.MAX_SAFE_INTEGER,
       snapshotRetainEntries: SNAPSHOT_RETAIN_ENTRIES,
+      // Every 300 entries exactly, as the crash points were chosen for: no byte trigger.
+      snapshotLogRatio: 0,
       bootstrap: makeConfig([{ id, suffrage: 'voter', address: '127.0.0.1:7500' }]),
     }).catch(async (e: unknown) => {
       await logStore.close().catch(() => undefined);

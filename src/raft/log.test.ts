@@ -206,6 +206,31 @@ t.test('§7 compact drops the entries a snapshot covers and keeps the snapshot w
   t.throws(() => log3.compact(L(4), new Uint8Array()), AssertionError, 'not beyond the applied index');
 });
 
+t.test('§7 compact keeps at most `retain` entries behind the snapshot, and of them at most `retainBytes` of entry data', async (t) => {
+  // Entries of 10, 20, 30, 40, 50 and 60 bytes at 1..6.
+  const sized = (i: number): Entry => ({ index: logIndex(i), term: term(1), data: new Uint8Array(10 * i) });
+  const fresh = (): RaftLog => {
+    const log = new RaftLog(C1, undefined, [1, 2, 3, 4, 5, 6].map(sized), L(6));
+    log.appliedTo(L(6));
+    return log;
+  };
+  const a = fresh();
+  a.compact(L(5), new Uint8Array(), 4, 90);
+  t.same([a.firstIndex(), a.lastIndex()], [4, 6], 'entries 4 and 5 (90 B) fit 90 bytes, 3 more would not: 4 and 5 stay behind the snapshot');
+  const b = fresh();
+  b.compact(L(5), new Uint8Array(), 4, 89);
+  t.same([b.firstIndex(), b.lastIndex()], [5, 6], 'with 89 bytes only entry 5 stays (4 and 5 are 90 B)');
+  const c = fresh();
+  c.compact(L(5), new Uint8Array(), 4, 49);
+  t.same(c.firstIndex(), 6, 'an entry larger than the budget is not kept: nothing behind the snapshot');
+  const d = fresh();
+  d.compact(L(5), new Uint8Array(), 2, 1_000);
+  t.same(d.firstIndex(), 4, 'the entry count still bounds it when the bytes would allow more');
+  const e2 = fresh();
+  e2.compact(L(5), new Uint8Array(), 4);
+  t.same(e2.firstIndex(), 2, 'without a byte budget: the last 4 entries up to 5');
+});
+
 t.test('§7 restore replaces the log with a snapshot; nothing is applied from the log until the driver installs it', async (t) => {
   const log = new RaftLog(C1, undefined, terms(1, 1, 2, 2), L(2));
   log.appliedTo(L(2));

@@ -253,15 +253,29 @@ export class RaftLog {
   /**
    * The application snapshotted its state at `index` (<= applied and durable): keep that
    * snapshot to send to followers too far behind, and drop the entries it covers except the
-   * last `retain` of them, so followers slightly behind still catch up from the log.
+   * last `retain` of them, so followers slightly behind still catch up from the log. The
+   * retained entries are also bounded by their bytes (`retainBytes`, entry data): the newest
+   * entries up to `index` whose sizes add up to at most that many bytes are kept.
    */
-  compact(index: LogIndex, data: Uint8Array, retain = 0): Snapshot {
+  compact(index: LogIndex, data: Uint8Array, retain = 0, retainBytes = Number.POSITIVE_INFINITY): Snapshot {
     assert(index <= this.applied, () => `compact(${index}) beyond the applied index ${this.applied}`);
     assert(index <= this.stabled, () => `compact(${index}) beyond the durable index ${this.stabled}`);
     assert(index > this.prevIndex, () => `compact(${index}) is not after the current compaction point ${this.prevIndex}`);
     const t = this.term(index) as Term;
     const snapshot: Snapshot = { meta: { index, term: t, config: this.configAt(index) }, data };
-    const cut = Math.max(this.prevIndex, index - Math.max(0, retain)) as LogIndex;
+    let cut = Math.max(this.prevIndex, index - Math.max(0, retain)) as LogIndex;
+    if (retainBytes < Number.POSITIVE_INFINITY) {
+      // Walk back from `index`: keep entries while their bytes fit the budget.
+      let bytes = 0;
+      let keepFrom = index + 1;
+      while (keepFrom - 1 > cut) {
+        const e = this.entry(keepFrom - 1);
+        if (e === undefined || bytes + e.data.length > retainBytes) break;
+        bytes += e.data.length;
+        keepFrom--;
+      }
+      cut = (keepFrom - 1) as LogIndex;
+    }
     if (cut > this.prevIndex) {
       const cutTerm = this.term(cut) as Term;
       // Keep the config in force at the new compaction point as the base.

@@ -187,11 +187,12 @@ export class RawNode {
 
   /**
    * The application snapshotted its state at `index` (applied and durable). The core keeps it
-   * for followers that need it and drops log entries up to it, except the last `retain`.
+   * for followers that need it and drops log entries up to it, except the last `retain`
+   * (and at most `retainBytes` of entry data among them).
    * Returns the snapshot with its metadata (term and configuration at `index`).
    */
-  compact(index: LogIndex, data: Uint8Array, retain = 0): Snapshot {
-    return this.r.log.compact(index, data, retain);
+  compact(index: LogIndex, data: Uint8Array, retain = 0, retainBytes = Number.POSITIVE_INFINITY): Snapshot {
+    return this.r.log.compact(index, data, retain, retainBytes);
   }
 
   hasReady(): boolean {

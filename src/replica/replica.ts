@@ -22,10 +22,31 @@ export interface ReplicaOptions<Result, R = unknown> {
   readonly logger?: Logger;
   /** Milliseconds per Raft tick. Default 100 (election timeout 10 ticks = 1-2 s). */
   readonly tickMs?: number;
-  /** Take a snapshot after this many entries applied since the last one. Default 10,000. */
+  /**
+   * Take a snapshot once at least this many entries were applied since the last one (and the
+   * byte trigger below agrees). Default 10,000.
+   */
   readonly snapshotEveryEntries?: number;
-  /** Log entries kept behind a snapshot for followers slightly behind. Default 1,000. */
+  /**
+   * Also wait, before a snapshot, until the log applied since the last one holds at least this
+   * fraction of the last snapshot's size in bytes (entry data), capped at
+   * `snapshotMaxLogBytes`; each node stretches the figure by its own 0-50% (a hash of its id
+   * and the last snapshot index), so the nodes of a cluster do not all snapshot at once. A
+   * snapshot serializes the whole store: snapshotting every fixed number of entries costs each
+   * write a share that grows with the store, this keeps it at most 1/ratio bytes of snapshot
+   * per byte of log (src/replica/README.md, "Snapshots"). Default 0.25; 0 turns the byte
+   * trigger off (every `snapshotEveryEntries` entries, as before).
+   */
+  readonly snapshotLogRatio?: number;
+  /** The byte trigger's cap: the log since the last snapshot never needs to pass this (times the 1-1.5 stretch). Default 64 MiB. */
+  readonly snapshotMaxLogBytes?: number;
+  /**
+   * Log entries kept behind a snapshot for followers slightly behind (hashicorp/raft's
+   * TrailingLogs is 10,240; etcd keeps 5,000). Default 10,000.
+   */
   readonly snapshotRetainEntries?: number;
+  /** ... and at most this many bytes of them (entry data). Default 32 MiB. */
+  readonly snapshotRetainBytes?: number;
   /** A proposal not applied within this is answered TIMEOUT (outcome unknown). Default 10,000. */
   readonly proposalTimeoutMs?: number;
   /** A read index not confirmed within this fails with TIMEOUT. Default 5,000. */
@@ -176,6 +197,63 @@ function positive(name: string, v: number): number {
   return v;
 }
 
+function nonNegative(name: string, v: number): number {
+  if (Number.isNaN(v) || v < 0) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `replica option ${name} must be zero or more, got ${String(v)}`);
+  return v;
+}
+
+/** The snapshot trigger and retention, resolved (ReplicaOptions documents each). */
+export interface SnapshotPolicy {
+  readonly everyEntries: number;
+  readonly logRatio: number;
+  readonly maxLogBytes: number;
+  readonly retainEntries: number;
+  readonly retainBytes: number;
+}
+
+/** A snapshot's chunks are joined in pieces of this many bytes, with a yield between them. */
+const SNAPSHOT_COPY_BYTES = 4 * 2 ** 20;
+
+export const SNAPSHOT_DEFAULTS = {
+  everyEntries: 10_000,
+  logRatio: 0.25,
+  maxLogBytes: 64 * 2 ** 20,
+  retainEntries: 10_000,
+  retainBytes: 32 * 2 ** 20,
+} as const satisfies SnapshotPolicy;
+
+type SnapshotOptions = Pick<ReplicaOptions<unknown>, 'snapshotEveryEntries' | 'snapshotLogRatio' | 'snapshotMaxLogBytes' | 'snapshotRetainEntries' | 'snapshotRetainBytes'>;
+
+function snapshotPolicy(o: SnapshotOptions): SnapshotPolicy {
+  return {
+    everyEntries: positive('snapshotEveryEntries', o.snapshotEveryEntries ?? SNAPSHOT_DEFAULTS.everyEntries),
+    logRatio: nonNegative('snapshotLogRatio', o.snapshotLogRatio ?? SNAPSHOT_DEFAULTS.logRatio),
+    maxLogBytes: positive('snapshotMaxLogBytes', o.snapshotMaxLogBytes ?? SNAPSHOT_DEFAULTS.maxLogBytes),
+    retainEntries: nonNegative('snapshotRetainEntries', o.snapshotRetainEntries ?? SNAPSHOT_DEFAULTS.retainEntries),
+    retainBytes: nonNegative('snapshotRetainBytes', o.snapshotRetainBytes ?? SNAPSHOT_DEFAULTS.retainBytes),
+  };
+}
+
+/**
+ * The bytes of log a node lets pass before its next snapshot (with at least the policy's
+ * entries): `logRatio` of the last snapshot's size, capped at `maxLogBytes`, stretched by a
+ * per-node factor in [1, 1.5) that is a hash (FNV-1a) of the node id and the last snapshot
+ * index, so the members of a cluster, which reach the same index with the same snapshot size,
+ * spread their snapshots out (and the same node's next one moves too). Deterministic: no clock
+ * or random draw, so the simulator replays it.
+ */
+export function snapshotLogBytesDue(policy: SnapshotPolicy, id: string, lastSnapshotIndex: number, lastSnapshotBytes: number): number {
+  const base = Math.min(policy.logRatio * lastSnapshotBytes, policy.maxLogBytes);
+  if (base <= 0) return 0;
+  let h = 0x811c9dc5;
+  const key = `${id}:${String(lastSnapshotIndex)}`;
+  for (let i = 0; i < key.length; i++) {
+    h ^= key.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return Math.floor(base * (1 + 0.5 * (h / 2 ** 32)));
+}
+
 /**
  * The driver (etcd node.go's run loop, STYLE.md): owns the order of I/O around the pure Raft
  * core, one Ready at a time. The order (what goes before the Ready's disk write, what while it
@@ -199,6 +277,13 @@ export class Replica<Result = unknown, R = unknown> {
   /** A snapshot was asked for (snapshotNow) while a Ready was in progress: taken after its advance. */
   private snapshotWanted = false;
   private lastSnapshotIndex: LogIndex;
+  private readonly snapshotPolicy: SnapshotPolicy;
+  /** The size of the newest snapshot this node took, installed or opened (its data bytes). */
+  private lastSnapshotBytes = 0;
+  /** Bytes of entry data applied since this node opened (the byte trigger's clock). */
+  private appliedBytes = 0;
+  /** `appliedBytes` at the newest snapshot's index. */
+  private snapshotAppliedBytes = 0;
   private lastLeaderContact = 0;
   private readSeq = 0;
   /**
@@ -227,13 +312,15 @@ export class Replica<Result = unknown, R = unknown> {
   /** The term of the newest hard state known durable: a heartbeat answer in it vouches for nothing unwritten. */
   private durableTerm: Term;
 
-  private constructor(opts: ReplicaOptions<Result, R>, raw: RawNode, snapshotIndex: LogIndex) {
+  private constructor(opts: ReplicaOptions<Result, R>, raw: RawNode, snapshotIndex: LogIndex, snapshotBytes: number) {
     this.opts = opts;
+    this.snapshotPolicy = snapshotPolicy(opts);
     this.raw = raw;
     this.sm = opts.stateMachine;
     this.bugs = opts.plantedBugs;
     this.log = opts.logger ?? silentLogger;
     this.lastSnapshotIndex = snapshotIndex;
+    this.lastSnapshotBytes = snapshotBytes;
     this.durableTerm = raw.basicStatus().term;
     this.incarnation = Math.floor(opts.clock.nowMs()).toString(36);
     this.lastLeaderContact = opts.clock.monotonicMs();
@@ -275,7 +362,7 @@ export class Replica<Result = unknown, R = unknown> {
       { term: st.term, commit: st.commit, lastIndex: st.lastIndex, snapshotIndex: afterIndex, ms: Math.round(opts.clock.monotonicMs() - started) },
       'replica opened',
     );
-    const replica = new Replica<Result, R>(opts, raw, afterIndex);
+    const replica = new Replica<Result, R>(opts, raw, afterIndex, snapshot ? snapshot.data.length : 0);
     try {
       await replica.replay(st.commit);
     } catch (e) {
@@ -844,6 +931,8 @@ export class Replica<Result = unknown, R = unknown> {
     if (rd.snapshot) {
       this.sm.restore(rd.snapshot.meta, rd.snapshot.data);
       this.lastSnapshotIndex = rd.snapshot.meta.index;
+      this.lastSnapshotBytes = rd.snapshot.data.length;
+      this.snapshotAppliedBytes = this.appliedBytes;
       this.log.info({ index: rd.snapshot.meta.index, bytes: rd.snapshot.data.length }, 'installed snapshot from leader');
       this.publishReset(rd.snapshot.meta.index);
     }
@@ -871,6 +960,7 @@ export class Replica<Result = unknown, R = unknown> {
    * publisher port, then any `subscribe` listeners), then the proposal waiting on its index.
    */
   private applyEntry(e: Entry): void {
+    this.appliedBytes += e.data.length;
     const { result, changes, reset } = this.sm.apply(e);
     if (reset === true) this.publishReset(e.index);
     if (changes.length > 0) {
@@ -926,28 +1016,38 @@ export class Replica<Result = unknown, R = unknown> {
     return true;
   }
 
-  /** Snapshot when enough entries were applied (or one was asked for); serialization yields between chunks. */
+  /**
+   * Snapshot when enough was applied (or one was asked for): at least `snapshotEveryEntries`
+   * entries and the byte trigger's share of the last snapshot's size (`snapshotLogBytesDue`).
+   * Serialization yields between chunks.
+   */
   private maybeSnapshot(): void {
-    const every = this.opts.snapshotEveryEntries ?? 10_000;
-    if (this.snapshotting || (this.sm.appliedIndex - this.lastSnapshotIndex < every && !this.snapshotWanted)) return;
-    if (this.sm.appliedIndex <= this.lastSnapshotIndex) return;
+    if (this.snapshotting || this.sm.appliedIndex <= this.lastSnapshotIndex) return;
+    if (!this.snapshotWanted && !this.snapshotDue()) return;
     this.startSnapshot();
+  }
+
+  private snapshotDue(): boolean {
+    const p = this.snapshotPolicy;
+    if (this.sm.appliedIndex - this.lastSnapshotIndex < p.everyEntries) return false;
+    return this.appliedBytes - this.snapshotAppliedBytes >= snapshotLogBytesDue(p, this.opts.id, this.lastSnapshotIndex, this.lastSnapshotBytes);
   }
 
   private startSnapshot(): void {
     this.snapshotWanted = false;
     this.snapshotting = true;
-    const retain = this.opts.snapshotRetainEntries ?? 1_000;
-    void this.takeSnapshot(retain)
+    void this.takeSnapshot()
       .catch((e: unknown) => this.stop(e))
       .finally(() => {
         this.snapshotting = false;
       });
   }
 
-  private async takeSnapshot(retain: number): Promise<void> {
+  private async takeSnapshot(): Promise<void> {
     const started = this.opts.clock.monotonicMs();
     const view = this.sm.snapshot();
+    // Every entry up to view.index is applied (the view is taken between applies).
+    const appliedBytesAtView = this.appliedBytes;
     const parts: Uint8Array[] = [];
     let size = 0;
     for (const c of view.chunks()) {
@@ -955,20 +1055,38 @@ export class Replica<Result = unknown, R = unknown> {
       size += c.length;
       await this.opts.timers.yield();
     }
-    if (this.closed || this.failure) return;
-    if (this.raw.basicStatus().snapshotIndex >= view.index) return; // a newer snapshot arrived meanwhile
+    // The core keeps the snapshot as one array (it sends followers slices of it). Joining the
+    // chunks in one go blocked the event loop for 0.4-1 s at 100-200k resources (40-80 MB:
+    // copying into freshly mapped pages, each first touch a page fault), longer than an election
+    // timeout: a leader taking a snapshot lost its leadership, and writes stalled (docs/
+    // performance.md, "Scale of the data"). So the copy yields every SNAPSHOT_COPY_BYTES.
     const data = new Uint8Array(size);
     let pos = 0;
-    for (const p of parts) {
-      data.set(p, pos);
-      pos += p.length;
+    let sinceYield = 0;
+    for (let i = 0; i < parts.length; i++) {
+      const part = parts[i] as Uint8Array;
+      data.set(part, pos);
+      pos += part.length;
+      sinceYield += part.length;
+      if (sinceYield >= SNAPSHOT_COPY_BYTES) {
+        sinceYield = 0;
+        await this.opts.timers.yield();
+      }
     }
-    const snap = this.raw.compact(view.index, data, retain);
+    parts.length = 0;
+    if (this.closed || this.failure) return;
+    if (this.raw.basicStatus().snapshotIndex >= view.index) return; // a newer snapshot arrived meanwhile
+    const p = this.snapshotPolicy;
+    const snap = this.raw.compact(view.index, data, p.retainEntries, p.retainBytes);
+    // Where the core's log now begins: the retained entries (by count and bytes) follow it.
+    const kept = (this.raw.basicStatus().firstIndex - 1) as LogIndex;
     await this.opts.snapshotStore.save(snap);
     // The disk keeps the log back to the previous snapshot as well, so that if the newest
     // snapshot file is found corrupt at start-up the older one still joins up with the log.
-    await this.opts.logStore.compact(Math.max(0, Math.min(this.lastSnapshotIndex, view.index - retain)) as LogIndex);
+    await this.opts.logStore.compact(Math.max(0, Math.min(this.lastSnapshotIndex, kept)) as LogIndex);
     this.lastSnapshotIndex = view.index;
+    this.lastSnapshotBytes = size;
+    this.snapshotAppliedBytes = appliedBytesAtView;
     this.log.info({ index: view.index, bytes: size, ms: Math.round(this.opts.clock.monotonicMs() - started) }, 'took snapshot');
   }
 

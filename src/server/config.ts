@@ -62,8 +62,23 @@ export interface AgentConfig {
    * most up-to-date follower (ReplicaOptions.writeStallMs). Default 5,000; 0 = never.
    */
   readonly writeStallMs: number;
-  /** Entries applied between snapshots. Default 10,000. */
+  /**
+   * Entries applied between snapshots, at least (ReplicaOptions.snapshotEveryEntries). Default
+   * 10,000.
+   */
   readonly snapshotEntries: number;
+  /**
+   * A snapshot also waits until the log applied since the last one holds this percentage of
+   * the last snapshot's size in bytes, capped at `snapshotMaxLogBytes` (ReplicaOptions.
+   * snapshotLogRatio, as a percentage). Default 25; 0 = every `snapshotEntries` entries.
+   */
+  readonly snapshotLogPercent: number;
+  /** The cap of that byte trigger (ReplicaOptions.snapshotMaxLogBytes). Default 64 MiB. */
+  readonly snapshotMaxLogBytes: number;
+  /** Log entries kept behind a snapshot for followers a little behind. Default 10,000. */
+  readonly snapshotRetainEntries: number;
+  /** ... and at most this many bytes of them. Default 32 MiB. */
+  readonly snapshotRetainBytes: number;
   /**
    * The Raft log's store for a NEW data dir: `wal` (segment files, the default) or `level`
    * (LevelDB). A data dir that already has a log keeps the store it was made with (no
@@ -256,6 +271,10 @@ export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertise
   leaderLostTicks: 5,
   writeStallMs: 5_000,
   snapshotEntries: 10_000,
+  snapshotLogPercent: 25,
+  snapshotMaxLogBytes: 64 * 1024 * 1024,
+  snapshotRetainEntries: 10_000,
+  snapshotRetainBytes: 32 * 1024 * 1024,
   logStore: 'wal',
   walSegmentBytes: 64 * 1024 * 1024, // DEFAULT_SEGMENT_BYTES of src/platform (a test keeps them equal)
   watchWindowEvents: 100_000,

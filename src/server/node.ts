@@ -477,6 +477,10 @@ export class Node implements ServedNode {
       tickMs: config.tickMs,
       writeStallMs: config.writeStallMs,
       snapshotEveryEntries: config.snapshotEntries,
+      snapshotLogRatio: config.snapshotLogPercent / 100,
+      snapshotMaxLogBytes: config.snapshotMaxLogBytes,
+      snapshotRetainEntries: config.snapshotRetainEntries,
+      snapshotRetainBytes: config.snapshotRetainBytes,
       raft: {
         electionTimeoutTicks: config.electionTicks,
         heartbeatTimeoutTicks: config.heartbeatTicks,

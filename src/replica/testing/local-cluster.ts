@@ -26,6 +26,9 @@ export interface LocalClusterOptions {
   readonly tickMs?: number;
   readonly snapshotEveryEntries?: number;
   readonly snapshotRetainEntries?: number;
+  readonly snapshotLogRatio?: number;
+  readonly snapshotMaxLogBytes?: number;
+  readonly snapshotRetainBytes?: number;
   readonly proposalTimeoutMs?: number;
   /** Upper bound on the bytes of entries in one append (RaftOptions.maxAppendBytes). */
   readonly maxAppendBytes?: number;
@@ -79,6 +82,9 @@ export class LocalCluster {
       tickMs: o.tickMs ?? 10,
       ...(o.snapshotEveryEntries !== undefined ? { snapshotEveryEntries: o.snapshotEveryEntries } : {}),
       ...(o.snapshotRetainEntries !== undefined ? { snapshotRetainEntries: o.snapshotRetainEntries } : {}),
+      ...(o.snapshotLogRatio !== undefined ? { snapshotLogRatio: o.snapshotLogRatio } : {}),
+      ...(o.snapshotMaxLogBytes !== undefined ? { snapshotMaxLogBytes: o.snapshotMaxLogBytes } : {}),
+      ...(o.snapshotRetainBytes !== undefined ? { snapshotRetainBytes: o.snapshotRetainBytes } : {}),
       ...(o.proposalTimeoutMs !== undefined ? { proposalTimeoutMs: o.proposalTimeoutMs } : {}),
       ...(o.writeStallMs !== undefined ? { writeStallMs: o.writeStallMs } : {}),
       ...(bootstrap ? { bootstrap } : {}),

@@ -22,6 +22,8 @@ interface Stored {
 class Shelf {
   snapshots: Stored[] = []; // newest first
   saves = 0;
+  /** Every save, oldest first: its index and data size (for tests of the snapshot trigger). */
+  readonly history: { readonly index: number; readonly bytes: number }[] = [];
 }
 
 function nameOf(s: Snapshot): string {
@@ -53,6 +55,7 @@ export class MemorySnapshotStore implements SnapshotStore {
     rest.sort((a, b) => b.snapshot.meta.index - a.snapshot.meta.index || b.snapshot.meta.term - a.snapshot.meta.term);
     this.shelf.snapshots = rest.filter((s, k) => k < this.retain || s === stored);
     this.shelf.saves++;
+    this.shelf.history.push({ index: snapshot.meta.index, bytes: snapshot.data.length });
   }
 
   async loadNewest(): Promise<{ snapshot: Snapshot | undefined; skippedCorrupt: readonly string[] }> {
@@ -90,6 +93,11 @@ export class MemorySnapshotStore implements SnapshotStore {
 
   get saves(): number {
     return this.shelf.saves;
+  }
+
+  /** Every save so far, oldest first: index and data bytes. */
+  get history(): readonly { readonly index: number; readonly bytes: number }[] {
+    return this.shelf.history;
   }
 
   private checkOpen(operation: string): void {
