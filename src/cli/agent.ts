@@ -73,7 +73,7 @@ export const AGENT_FLAG_HELP: readonly (readonly [string, string])[] = [
   ['--wal-segment-bytes <n>', 'with the wal store: bytes per preallocated segment file, a multiple of 4096 (default 67108864; the first segment of a new log is at most 1 MiB)'],
   ['--watch-window-events <n>', 'change events kept for watch resumes; older resumes get COMPACTED (default 100000)'],
   ['--watch-window-bytes <n>', 'memory the change events kept for watch resumes may hold, each counted as twice its resource\'s size; the oldest go first (default a 128th of the V8 heap limit, 8-256 MiB: 32 MiB with Node\'s default limit; at least 1 MiB)'],
-  ['--heap-growing-percent <n>', "the V8 old generation may grow to (1 + n/100) times its live size before a full collection; 0 = V8's own (up to 4x); ignored if node was started with it (default 50; at most 300)"],
+  ['--heap-growing-percent <n>', "the V8 old generation may grow to (1 + n/100) times its live size before a full collection; 0 = V8's own (up to 4x); ignored if node was started with it (default 100, as Go's GOGC; at most 300)"],
   ['--quota-bytes <n>', 'the data quota: writes that would grow the stored data above it get NO_SPACE and raise the NO_SPACE alarm (default an eighth of the V8 heap limit; at least 1 MiB; docs/security.md "Quotas")'],
   ['--watch-buffer-events <n>', 'events queued for one watcher before it is ended with SLOW_CONSUMER (default 10000)'],
   ['--watch-bookmark-ms <ms>', 'a quiet watch stream gets a bookmark this often (default 5000)'],

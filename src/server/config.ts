@@ -199,9 +199,11 @@ export interface AgentConfig {
    * V8's heap growing factor for the `cairn agent` process, as a percentage above 1 (V8's
    * `--heap-growing-percent`, set at start by the process entry, not by `startAgent`): the old
    * generation may grow to (1 + n/100) times its live size before the next full collection.
-   * 0 = V8's own heuristic (up to 4x with a heap limit of 2 GiB or more). Default 50:
-   * docs/performance.md "Where a node's memory goes" (a leader under CAS load, 291 against
-   * 404 MiB). Ignored when `node` itself was started with `--heap-growing-percent`.
+   * 0 = V8's own heuristic (up to 4x with a heap limit of 2 GiB or more). Default 100, twice
+   * the live size, as Go's GOGC=100 gives etcd: docs/performance.md "Where a node's memory
+   * goes" (a leader after ten minutes of CAS load 318-344 MiB, against 522 MiB and climbing with
+   * V8's own; 50 saved another ~30 MiB but cost watch fan-out CPU). Ignored when `node` itself
+   * was started with `--heap-growing-percent`.
    */
   readonly heapGrowingPercent: number;
 }
@@ -308,7 +310,7 @@ export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertise
   rateLimitPerTokenBurst: 20_000,
   rateLimitMaxKeys: 100_000,
   auditLogMaxBytes: 64 * 1024 * 1024,
-  heapGrowingPercent: 50,
+  heapGrowingPercent: 100,
 };
 
 /** `auditLogFile` when not set: this file in the data dir. */

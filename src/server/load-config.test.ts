@@ -237,7 +237,7 @@ t.test('the data quota: an eighth of the heap limit by default, at least 1 MiB, 
   t.same(problems(t, [...BASE, '--quota-bytes', '1000']), ['--quota-bytes must be at least 1048576 (1 MiB: a resource at the size limit must fit), got 1000 (from the command line)']);
   t.same(problems(t, BASE, { CAIRN_QUOTA_BYTES: 'lots' }), ["--quota-bytes must be a positive integer, got 'lots' (from CAIRN_QUOTA_BYTES)"]);
   t.same(problems(t, [...BASE, '--heap-growing-percent', '301']), ["--heap-growing-percent must be from 0 (V8's own) to 300, got 301 (from the command line)"]);
-  t.equal(load(BASE).heapGrowingPercent, 50, 'the heap growing factor: 50% by default');
+  t.equal(load(BASE).heapGrowingPercent, 100, 'the heap growing factor: 100% (twice the live size) by default');
   t.same(problems(t, [...BASE, '--watch-window-bytes', '0']), ["--watch-window-bytes must be a positive integer, got '0' (from the command line)"]);
   t.same(problems(t, [...BASE, '--watch-window-bytes', '4096']), ['--watch-window-bytes must be at least 1048576 (1 MiB: an event of a resource at the size limit must fit), got 4096 (from the command line)']);
 });
