@@ -1,6 +1,6 @@
 import { ulid } from './ids.js';
 import { CairnError, ErrorCode, isCairnError, parseErrorCode, type Clock, type Revision } from '../base/index.js';
-import { CommandType, type ApplyResult, type DecodedCommand, type DeleteCommand, type PutCommand, type TxnCommand, type TxnCompare, type TxnOp, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
+import { CommandType, txnCompareHolds, type ApplyResult, type DecodedCommand, type DeleteCommand, type PutCommand, type TxnCommand, type TxnCompare, type TxnOp, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
 import type { Coordinator, Consistency } from '../replica/index.js';
 import { START_WAIT_DEFAULT_MS, type ServedNode } from './served-node.js';
 import { WILDCARD, type Page, type StoreReader, type Condition, type JsonValue, type ListQuery, type Resource, type ResourceId, type StatusEntry, type Tenancy, type TypeRef } from '../store/index.js';
@@ -347,6 +347,34 @@ export function checkTxnSize(limits: TxnLimits, compares: number, thenOps: numbe
   if (compares > limits.maxCompares) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `the transaction has ${compares} comparisons; at most ${limits.maxCompares}`, { limit: limits.maxCompares });
   for (const [branch, n] of [['then', thenOps], ['else', elseOps]] as const) {
     if (n > limits.maxOps) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `the transaction's ${branch} branch has ${n} ops; at most ${limits.maxOps}`, { limit: limits.maxOps });
+  }
+}
+
+/** What `checkTxnOps` needs of one op: its type, and the bytes of its data (0 for a delete or a status write). */
+export interface TxnOpShape {
+  readonly group: string;
+  readonly kind: string;
+  readonly dataBytes: number;
+}
+
+/**
+ * The checks of a transaction's ops as a whole, one function for a local request and a
+ * forwarded command alike: no op on the ACL types (their changes are admin actions the audit
+ * log records one by one), and the data of all the writes of both branches within
+ * `limits.maxDataBytes` (TOO_LARGE).
+ */
+export function checkTxnOps(limits: TxnLimits, then: readonly TxnOpShape[], otherwise: readonly TxnOpShape[]): void {
+  let dataBytes = 0;
+  for (const [branch, ops] of [['then', then], ['else', otherwise]] as const) {
+    ops.forEach((o, i) => {
+      if (isAclType(o.group, o.kind)) {
+        throw atPart(`${branch}[${i}]`, invalid(`${o.group}.${o.kind} cannot be changed in a transaction (ACL changes are audited one by one: use /v1/acl or a single write)`));
+      }
+      dataBytes += o.dataBytes;
+    });
+  }
+  if (dataBytes > limits.maxDataBytes) {
+    throw new CairnError(ErrorCode.TOO_LARGE, `the transaction's writes carry ${dataBytes} bytes of data; at most ${limits.maxDataBytes}`, { limit: limits.maxDataBytes });
   }
 }
 
@@ -780,7 +808,6 @@ export class ResourceService {
       | { op: 'write'; t: RegisteredType; w: ReturnType<ResourceService['checkWriteRequest']>; data: unknown }
       | { op: 'delete'; t: RegisteredType; d: ReturnType<ResourceService['checkDeleteRequest']> }
       | { op: 'status'; t: RegisteredType; s: ReturnType<ResourceService['checkStatusRequest']>; req: WriteStatusRequest };
-    let dataBytes = 0;
     const checkBranch = (branch: 'then' | 'else', reqs: readonly TxnOpRequest[]): Checked[] => {
       const seen = new Set<string>();
       return reqs.map((r, i) => {
@@ -790,7 +817,6 @@ export class ResourceService {
           switch (r.op) {
             case 'write': {
               const w = this.checkWriteRequest(r);
-              dataBytes += w.dataBytes;
               c = { op: 'write', t: w.t, w, data: r.data };
               break;
             }
@@ -807,7 +833,6 @@ export class ResourceService {
             default:
               throw invalid(`op must be write, delete or status, got ${JSON.stringify((r as { op?: unknown }).op)}`);
           }
-          if (isAclType(c.t.group, c.t.kind)) throw invalid(`${c.t.group}.${c.t.kind} cannot be changed in a transaction (ACL changes are audited one by one: use /v1/acl or a single write)`);
           const ten = c.op === 'write' ? c.w.tenancy : c.op === 'delete' ? c.d.tenancy : c.s.tenancy;
           const name = c.op === 'write' ? c.w.name : c.op === 'delete' ? c.d.name : c.s.name;
           const key = JSON.stringify([c.t.group, c.t.kind, ten.partition, ten.namespace, name]);
@@ -821,9 +846,8 @@ export class ResourceService {
     };
     const thenOps = checkBranch('then', thenReqs);
     const elseOps = checkBranch('else', elseReqs);
-    if (dataBytes > this.txnLimits.maxDataBytes) {
-      throw new CairnError(ErrorCode.TOO_LARGE, `the transaction's writes carry ${dataBytes} bytes of data; at most ${this.txnLimits.maxDataBytes}`, { limit: this.txnLimits.maxDataBytes });
-    }
+    const shape = (o: Checked): TxnOpShape => ({ group: o.t.group, kind: o.t.kind, dataBytes: o.op === 'write' ? o.w.dataBytes : 0 });
+    checkTxnOps(this.txnLimits, thenOps.map(shape), elseOps.map(shape));
     let c: Coordinator;
     [c, ctx] = await this.coord(ctx);
     const identity = await this.identify(c, ctx);
@@ -844,6 +868,14 @@ export class ResourceService {
           throw atPart(`${branch}[${i}]`, e);
         }
       });
+    }
+    if (thenOps.length === 0 && elseOps.length === 0) {
+      // No op can apply, whichever branch is chosen: the comparisons are answered by a
+      // linearizable read (as a single read is, through the read index) and nothing is
+      // proposed. A log entry would change nothing, yet cost every replica an entry and a
+      // place in the de-duplication table, which callers with no write grant could flood.
+      const out = await c.read('linearizable', (s) => compares.findIndex(({ cmp }) => !txnCompareHolds(cmp, s.get({ group: cmp.id.type.group, kind: cmp.id.type.kind, tenancy: cmp.id.tenancy, name: cmp.id.name }))));
+      return { succeeded: out.value < 0, revision: out.revision, ...(out.value >= 0 ? { failedComparison: out.value } : {}), results: [] };
     }
     const header = this.header(ctx, identity);
     const restricted = this.restricted(identity);
@@ -1128,6 +1160,16 @@ export class ResourceService {
    */
   private checkForwardedTxn(cmd: TxnCommand): void {
     checkTxnSize(this.txnLimits, cmd.compare.length, cmd.then.length, cmd.else.length);
+    // The same whole-request checks as a local transaction's (the ACL types, the data limit):
+    // the data is as the follower measured it, before the hooks that run at apply.
+    const shape = (branch: 'then' | 'else') => (op: TxnOp, i: number): TxnOpShape => {
+      try {
+        return { group: op.id.type.group, kind: op.id.type.kind, dataBytes: op.op === 'write' ? checkJson(op.data, 'data') : 0 };
+      } catch (e) {
+        throw atPart(`${branch}[${i}]`, e);
+      }
+    };
+    checkTxnOps(this.txnLimits, cmd.then.map(shape('then')), cmd.else.map(shape('else')));
     cmd.compare.forEach((c, i) => {
       try {
         const typeName = formatTypeRef(c.id.type);

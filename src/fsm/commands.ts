@@ -111,6 +111,25 @@ export interface TxnCommand extends CommandHeader {
   readonly else: readonly TxnOp[];
 }
 
+/**
+ * Whether comparison `c` holds for `stored` (the resource of that name, or undefined when none
+ * is stored). One rule for the state machine (at the entry's log position) and for a
+ * transaction with no ops, which the service answers with a linearizable read instead of a
+ * log entry (docs/api.md "Transactions").
+ */
+export function txnCompareHolds(c: TxnCompare, stored: { readonly version: Revision; readonly id: { readonly uid: string } } | undefined): boolean {
+  switch (c.target) {
+    case 'exists':
+      return stored !== undefined;
+    case 'absent':
+      return stored === undefined;
+    case 'version':
+      return (stored?.version ?? 0) === c.version;
+    case 'uid':
+      return stored !== undefined && stored.id.uid === c.uid;
+  }
+}
+
 /** The uid a transaction's write op `index` gives a resource it creates. */
 export function txnOpUid(commandUid: string, index: number): string {
   return `${commandUid}-${index}`;

@@ -1,7 +1,7 @@
 import { AssertionError, CairnError, ErrorCode, err, ok, type LogIndex, type Result, type Revision } from '../base/index.js';
 import { EntryType, type Entry, type SnapshotMeta } from '../raft/index.js';
 import { ResourceStore, formatName, lowWaterBytes, type ApplyContext, type ChangeRecord, type Resource, type Tenancy } from '../store/index.js';
-import { txnOpUid, type DeleteCommand, type PutCommand, type TxnCommand, type TxnCompare, type TxnOp, type WriteCommand, type WriteStatusCommand } from './commands.js';
+import { txnCompareHolds, txnOpUid, type DeleteCommand, type PutCommand, type TxnCommand, type TxnCompare, type TxnOp, type WriteCommand, type WriteStatusCommand } from './commands.js';
 import { MissingWriteHooksError, type WriteHooks } from './hooks.js';
 import { decodeBody, envelopeType, IGNORABLE_FLAG, CommandType } from './envelope.js';
 import { readSnapshotFrames, writeSnapshotFrames } from './snapshot-format.js';
@@ -298,16 +298,7 @@ export class Fsm {
 
   private holds(c: TxnCompare): boolean {
     const stored = this.store.get({ group: c.id.type.group, kind: c.id.type.kind, tenancy: c.id.tenancy, name: c.id.name });
-    switch (c.target) {
-      case 'exists':
-        return stored !== undefined;
-      case 'absent':
-        return stored === undefined;
-      case 'version':
-        return (stored?.version ?? 0) === c.version;
-      case 'uid':
-        return stored !== undefined && stored.id.uid === c.uid;
-    }
+    return txnCompareHolds(c, stored);
   }
 
   private applyTxnOp(op: TxnOp, ctx: ApplyContext, index: LogIndex): Result<{ result: TxnOpResult; changes: readonly ChangeRecord[] }, CairnError> {

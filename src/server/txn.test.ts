@@ -235,14 +235,23 @@ t.test('a transaction sent to a follower is forwarded to the leader and applied 
     ['a bad name', { ...head, compare: [], then: [op('Bad_Name')], else: [] }, /then\[0\]: name/],
     ['an unknown type', { ...head, compare: [{ target: 'exists', id: { type: { group: 'no', groupVersion: 'v1', kind: 'Such' }, tenancy: { partition: '', namespace: '' }, name: 'x' } }], then: [], else: [] }, /compare\[0\]/],
   ];
-  for (const [what, body, msg] of forwarded) {
+  // The leader's check is the local one (issue 19 review, item 2): the ACL types are refused
+  // as ops, and the writes' data is at most 4 MiB together (each write here within the
+  // single-write limit the leader allows a forwarded write, 2 MiB).
+  const aclOp = { op: 'delete', id: { type: { group: 'cairn', groupVersion: 'v1', kind: 'ACLToken' }, tenancy: { partition: '', namespace: '' }, name: 'evil' } };
+  const big = (name: string) => ({ ...op(name), op: 'write', data: { name: 'z'.repeat(1100 * 1024) } });
+  forwarded.push(['an ACL-type op', { ...head, compare: [], then: [op('x1')], else: [aclOp] }, /^else\[0\]: cairn\.ACLToken cannot be changed in a transaction/]);
+  const overData: [string, unknown, RegExp] = ['over the data limit', { ...head, compare: [], then: ['d1', 'd2', 'd3', 'd4'].map(big), else: [] }, /writes carry \d+ bytes of data; at most 4194304/];
+  for (const [what, body, msg] of [...forwarded, overData]) {
     const e = await fc.propose(CommandType.Txn, body).then(
       () => undefined,
       (x: unknown) => x as Error,
     );
-    t.ok(e !== undefined && (e as { code?: string }).code === 'INVALID_ARGUMENT', `${what}: the leader refuses it (${String(e?.message)})`);
+    const want = body === overData[1] ? 'TOO_LARGE' : 'INVALID_ARGUMENT';
+    t.ok(e !== undefined && (e as { code?: string }).code === want, `${what}: the leader refuses it, ${want} (${String(e?.message).slice(0, 200)})`);
     t.match(String(e?.message), msg, `${what}: says why`);
   }
+  t.equal(await version(leader, 'd1'), undefined, 'the transaction over the data limit applied nothing');
 });
 
 t.test('the client library: client.txn().if().then().else().commit()', async (t) => {
