@@ -350,6 +350,9 @@ export function checkTxnSize(limits: TxnLimits, compares: number, thenOps: numbe
   }
 }
 
+/** A ULID: 26 characters of Crockford's base32. */
+const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+
 /** What `checkTxnOps` needs of one op: its type, and the bytes of its data (0 for a delete or a status write). */
 export interface TxnOpShape {
   readonly group: string;
@@ -878,6 +881,8 @@ export class ResourceService {
       return { succeeded: out.value < 0, revision: out.revision, ...(out.value >= 0 ? { failedComparison: out.value } : {}), results: [] };
     }
     const header = this.header(ctx, identity);
+    // One ULID per op, made where the header's uid is (monotonic): a resource an op creates gets its op's.
+    const uids = { thenUids: thenOps.map(() => ulid()), elseUids: elseOps.map(() => ulid()) };
     const restricted = this.restricted(identity);
     for (let attempt = 0; ; attempt++) {
       // The cascades a restricted caller may make, read in one step (docs/security.md "Cascades").
@@ -890,7 +895,7 @@ export class ResourceService {
           }
         });
       const branches = (await c.read(attempt === 0 ? 'stale' : 'linearizable', (s) => ({ then: build('then', thenOps, s), else: build('else', elseOps, s) }))).value;
-      const cmd: TxnCommand = { ...header, compare: compares.map((x) => x.cmp), then: branches.then, else: branches.else };
+      const cmd: TxnCommand = { ...header, compare: compares.map((x) => x.cmp), then: branches.then, else: branches.else, ...uids };
       const r = await c.propose(CommandType.Txn, cmd, ctx.timeoutMs);
       if (!r.ok && r.error.details['cascade_changed'] === true && attempt + 1 < LIMITS.casRetries) {
         header.requestId = `${header.requestId}.${attempt + 1}`;
@@ -1193,6 +1198,14 @@ export class ResourceService {
         } catch (e) {
           throw atPart(`${branch}[${i}]`, e);
         }
+      });
+    }
+    // A resource an op creates gets its op's uid, which must be a ULID (the decoder checked the counts).
+    for (const [branch, key] of [['then', 'thenUids'], ['else', 'elseUids']] as const) {
+      const uids = cmd[key];
+      if (uids === undefined) throw invalid(`a forwarded transaction must carry ${key} (one ULID per op of the ${branch} branch)`);
+      uids.forEach((u, i) => {
+        if (!ULID.test(u)) throw invalid(`${key}[${i}] ${JSON.stringify(u.slice(0, 40))} is not a ULID`);
       });
     }
   }

@@ -263,7 +263,11 @@ export class Fsm {
     const branch = failedComparison === undefined ? cmd.then : cmd.else;
     const changes: ChangeRecord[] = [];
     const results: TxnOpResult[] = [];
+    // The quota is judged once, on the branch's net growth (below), not op by op: without the
+    // quota in their context the ops are not refused for space one at a time.
+    const { quota, ...opCtx } = ctx;
     const applied = this.store.atomically((): Result<undefined, CairnError> => {
+      const dataBytesBefore = this.store.dataBytes;
       const named = new Set<string>();
       const changed = new Set<string>();
       for (let i = 0; i < branch.length; i++) {
@@ -272,7 +276,7 @@ export class Fsm {
         const key = identityKey(op.id);
         if (named.has(key)) return at(new CairnError(ErrorCode.INVALID_ARGUMENT, 'it names a resource an earlier op of the branch names (a resource may appear once per branch)'));
         named.add(key);
-        const r = this.applyTxnOp(op, { ...ctx, newUid: txnOpUid(cmd.uid, i) }, index);
+        const r = this.applyTxnOp(op, { ...opCtx, newUid: (branchName === 'then' ? cmd.thenUids : cmd.elseUids)?.[i] ?? txnOpUid(cmd.uid, i) }, index);
         if (!r.ok) return at(r.error);
         for (const c of r.value.changes) {
           const k = identityKey(c.resource.id);
@@ -281,6 +285,12 @@ export class Fsm {
           changes.push(c);
         }
         results.push(r.value.result);
+      }
+      if (quota !== undefined) {
+        const full = this.store.checkNetGrowth(`transaction ${branchName} branch (${branch.length} ops)`, dataBytesBefore, { ...ctx, quota });
+        if (full !== undefined) {
+          return err(new CairnError(full.code, `${full.message}; none of the ${branchName} branch applied`, { ...full.details, branch: branchName }));
+        }
       }
       return ok(undefined);
     });

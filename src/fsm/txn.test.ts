@@ -183,6 +183,43 @@ t.test('the quota: a branch that would grow the data past it is refused whole wi
   t.same(fsm.alarms, ['NO_SPACE']);
 });
 
+t.test('the quota judges the branch as a whole: a write and a larger delete pass in either order, at a quota just above the data', async (t) => {
+  for (const order of ['write first', 'delete first'] as const) {
+    const fsm = seeded();
+    // b holds ~10 KB; the new write ~5 KB: the branch shrinks the data.
+    fsm.apply(entry(3, encodeEnvelope(CommandType.ResourcePut, { ...header(), id: id('b'), data: { partitions: 2, note: 'y'.repeat(10_000) } })));
+    const quotaBytes = fsm.store.dataBytes + 100;
+    const w = write('c', 1, { data: { partitions: 1, note: 'x'.repeat(5_000) } });
+    const ops = order === 'write first' ? [w, del('b')] : [del('b'), w];
+    const r = txnResult(fsm.apply(entry(4, txn({ then: ops }, { quotaBytes }))).result);
+    t.equal(r.succeeded, true, `${order}: applied`);
+    t.same(names(fsm), ['a@1', 'c@4'], `${order}: b deleted, c written`);
+    t.same(fsm.alarms, [], `${order}: no NO_SPACE alarm`);
+  }
+  // Net growth past the quota is refused, naming the branch, whatever the order.
+  const fsm = seeded();
+  const quotaBytes = fsm.store.dataBytes + 100;
+  const e = failed(fsm.apply(entry(3, txn({ then: [write('c', 1, { data: { partitions: 1, note: 'x'.repeat(5_000) } }), del('b')] }, { quotaBytes }))).result);
+  t.equal(e.code, ErrorCode.NO_SPACE);
+  t.equal(e.details['branch'], 'then');
+  t.match(e.message, /^transaction then branch \(2 ops\): it needs \d+ more bytes .* none of the then branch applied$/);
+});
+
+t.test('a created resource gets its op’s uid from thenUids / elseUids; the counts must match the branches', async (t) => {
+  const fsm = seeded();
+  const U = ['01JDQ0000000000000000000A1', '01JDQ0000000000000000000A2'];
+  t.equal(txnResult(fsm.apply(entry(3, txn({ then: [write('c', 1), write('d', 1)] }, { thenUids: U, elseUids: [] }))).result).succeeded, true);
+  t.same([...fsm.store.all()].filter((r) => r.version === 3).map((r) => r.id.uid), U, 'each created resource has its op’s ULID');
+  t.equal(txnResult(fsm.apply(entry(4, txn({ compare: [{ target: 'absent', id: id('a') }], else: [write('e', 1)] }, { thenUids: [], elseUids: ['01JDQ0000000000000000000B1'] }))).result).succeeded, false);
+  t.equal(fsm.store.get({ group: 'test', kind: 'Topic', tenancy, name: 'e' })?.id.uid, '01JDQ0000000000000000000B1', 'else ops use elseUids');
+  let index = 5;
+  for (const bad of [{ thenUids: ['01JDQ0000000000000000000C1'] }, { thenUids: 'x' }, { thenUids: [1, 2] }, { elseUids: ['01JDQ0000000000000000000C1'] }]) {
+    const e = failed(fsm.apply(entry(index++, txn({ then: [write('f', 1), write('g', 1)] }, bad))).result);
+    t.equal(e.code, ErrorCode.INTERNAL, `${JSON.stringify(bad)}: malformed`);
+    t.match(e.message, /Uids must be an array of \d+ non-empty strings/);
+  }
+});
+
 t.test('a cascade that reaches a resource another op of the branch changes is refused', async (t) => {
   const fsm = seeded();
   const a = fsm.store.get({ group: 'test', kind: 'Topic', tenancy, name: 'a' }) as Resource;

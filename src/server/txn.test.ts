@@ -220,6 +220,11 @@ t.test('a transaction sent to a follower is forwarded to the leader and applied 
     const names = await a.coordinator()?.read('stale', (s) => [...s.all()].filter((x) => x.version === rev).map((x) => x.id.name));
     t.same(names?.value, ['f1', 'f2'], `${a.nodeId} holds both at revision ${rev}`);
   }
+  // Each created resource's uid is a ULID of its own (API.md: a uid is a ULID).
+  const uids = (await leader.coordinator()?.read('stale', (s) => [...s.all()].filter((x) => x.version === rev).map((x) => x.id.uid)))?.value ?? [];
+  t.equal(uids.length, 2);
+  for (const u of uids) t.match(u, /^[0-9A-HJKMNP-TV-Z]{26}$/, `uid ${u} is a ULID`);
+  t.not(uids[0], uids[1], 'one ULID per op');
   // The follower's own checks apply first: --txn-max-ops 4, a name twice.
   const five = await txn(follower, { then: ['f3', 'f4', 'f5', 'f6', 'f7'].map((n) => w(n)) });
   t.equal(five.status, 400);
@@ -240,6 +245,9 @@ t.test('a transaction sent to a follower is forwarded to the leader and applied 
   // single-write limit the leader allows a forwarded write, 2 MiB).
   const aclOp = { op: 'delete', id: { type: { group: 'cairn', groupVersion: 'v1', kind: 'ACLToken' }, tenancy: { partition: '', namespace: '' }, name: 'evil' } };
   const big = (name: string) => ({ ...op(name), op: 'write', data: { name: 'z'.repeat(1100 * 1024) } });
+  // Item 4: the leader's uids for created resources are carried, one ULID per op.
+  forwarded.push(['no thenUids', { ...head, compare: [], then: [op('x1')], else: [] }, /must carry thenUids/]);
+  forwarded.push(['a uid that is not a ULID', { ...head, compare: [], then: [op('x1')], else: [], thenUids: ['uid-fwd-0'], elseUids: [] }, /thenUids\[0\] "uid-fwd-0" is not a ULID/]);
   forwarded.push(['an ACL-type op', { ...head, compare: [], then: [op('x1')], else: [aclOp] }, /^else\[0\]: cairn\.ACLToken cannot be changed in a transaction/]);
   const overData: [string, unknown, RegExp] = ['over the data limit', { ...head, compare: [], then: ['d1', 'd2', 'd3', 'd4'].map(big), else: [] }, /writes carry \d+ bytes of data; at most 4194304/];
   for (const [what, body, msg] of [...forwarded, overData]) {
@@ -351,7 +359,7 @@ t.test('the quota: a transaction that would grow the data past it is refused who
   const r = await txn(agent, { then: [{ op: 'delete', type: ARTIST, name: 'r0' }, w('big', { name: 'y'.repeat(400 * 1024) })] });
   t.equal(r.status, 507, JSON.stringify(r.json).slice(0, 300));
   t.equal(errorOf(r)['code'], 'NO_SPACE');
-  t.equal(errorOf(r)['failed_op'], 1, 'the write is named');
+  t.equal(errorOf(r)['branch'], 'then', 'the branch is named (the quota judges it as a whole)');
   t.equal(await version(agent, 'r0'), v0, 'the delete before it was undone');
   t.equal(await version(agent, 'big'), undefined);
 });

@@ -392,11 +392,23 @@ export class ResourceStore extends IndexReader {
    * store over its quota (a lowered quota) can still be cleaned up. Deletes never come here.
    */
   private checkSpace(what: string, prev: Resource | undefined, next: Resource, ctx: ApplyContext): CairnError | undefined {
+    return this.checkGrowth(what, resourceBytes(next) - (prev === undefined ? 0 : resourceBytes(prev)), this.ix.dataBytes, ctx);
+  }
+
+  /**
+   * The quota for several changes as a whole (a transaction's branch, fsm `Txn`; docs/api.md
+   * "Transactions"): called inside `atomically` after the changes, with the data's size before
+   * them; judged as one write growing the data by the net difference, so the order of a
+   * branch's ops does not matter (a write and a larger delete pass in either order).
+   */
+  checkNetGrowth(what: string, dataBytesBefore: number, ctx: ApplyContext): CairnError | undefined {
+    return this.checkGrowth(what, this.ix.dataBytes - dataBytesBefore, dataBytesBefore, ctx);
+  }
+
+  private checkGrowth(what: string, needed: number, dataBytes: number, ctx: ApplyContext): CairnError | undefined {
     const quota = ctx.quota;
     if (quota === undefined) return undefined;
-    const needed = resourceBytes(next) - (prev === undefined ? 0 : resourceBytes(prev));
     if (needed <= 0) return undefined;
-    const dataBytes = this.ix.dataBytes;
     if (!quota.alarm && dataBytes + needed <= quota.bytes) return undefined;
     const why = quota.alarm
       ? `the NO_SPACE alarm is raised (data ${dataBytes} of quota ${quota.bytes} bytes): no write may grow the data until deletes bring it to ${lowWaterBytes(quota.bytes)} bytes or less`
