@@ -1,9 +1,10 @@
 import { CairnError, ErrorCode } from '../base/index.js';
+import type { TxnResourceRef } from '../fsm/index.js';
 import type { Consistency } from '../replica/index.js';
 import { ACL_TYPES } from './audit.js';
 import type { HttpRequest, Router } from './http-server.js';
 import { bearerToken, checkRequestId, checkTxnSize, type CallContext, type ResourceService, type TxnAnswer, type TxnCompareRequest, type TxnOpRequest, type TxnRequest } from './resource-service.js';
-import { resourceToJson } from './resource-json.js';
+import { idToJson } from './resource-json.js';
 import type { ResourceIdJson } from './resource-json.js';
 
 function invalid(msg: string): CairnError {
@@ -157,7 +158,10 @@ export function parseTxnBody(body: Record<string, unknown>, svc: Pick<ResourceSe
   return { compare: cmp, then: ops(then, 'then'), else: ops(els, 'else') };
 }
 
-/** A transaction's answer as JSON (docs/api.md "Transactions"): revision as a decimal string, resources as in single answers. */
+/**
+ * A transaction's answer as JSON (docs/api.md "Transactions"): revision as a decimal string,
+ * each op's resource slim (`{id, version, generation}`, no body).
+ */
 export function txnAnswerJson(r: TxnAnswer): Record<string, unknown> {
   return {
     succeeded: r.succeeded,
@@ -165,12 +169,16 @@ export function txnAnswerJson(r: TxnAnswer): Record<string, unknown> {
     ...(r.failedComparison !== undefined ? { failed_comparison: r.failedComparison } : {}),
     results: r.results.map((x) =>
       x.op === 'delete'
-        ? { op: 'delete', deleted: x.deleted, ...(x.resource !== null ? { resource: resourceToJson(x.resource) } : {}) }
+        ? { op: 'delete', deleted: x.deleted, deleting: x.deleting, ...(x.resource !== null ? { resource: txnRefJson(x.resource) } : {}) }
         : x.op === 'write'
-          ? { op: 'write', changed: x.changed, resource: resourceToJson(x.resource) }
-          : { op: 'status', resource: resourceToJson(x.resource) },
+          ? { op: 'write', changed: x.changed, resource: txnRefJson(x.resource) }
+          : { op: 'status', resource: txnRefJson(x.resource) },
     ),
   };
+}
+
+function txnRefJson(r: TxnResourceRef): { id: ResourceIdJson; version: string; generation: string } {
+  return { id: idToJson(r.id), version: String(r.version), generation: r.generation };
 }
 
 /** The resource endpoints of API.md ("Operations"), over ResourceService. */

@@ -1,6 +1,6 @@
 import { ulid } from './ids.js';
 import { CairnError, ErrorCode, isCairnError, parseErrorCode, type Clock, type Revision } from '../base/index.js';
-import { CommandType, txnCompareHolds, type ApplyResult, type DecodedCommand, type DeleteCommand, type PutCommand, type TxnCommand, type TxnCompare, type TxnOp, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
+import { CommandType, txnCompareHolds, type ApplyResult, type TxnResourceRef, type DecodedCommand, type DeleteCommand, type PutCommand, type TxnCommand, type TxnCompare, type TxnOp, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
 import type { Coordinator, Consistency } from '../replica/index.js';
 import { START_WAIT_DEFAULT_MS, type ServedNode } from './served-node.js';
 import { WILDCARD, type Page, type StoreReader, type Condition, type JsonValue, type ListQuery, type Resource, type ResourceId, type StatusEntry, type Tenancy, type TypeRef } from '../store/index.js';
@@ -326,11 +326,14 @@ export interface TxnRequest {
   readonly else?: readonly TxnOpRequest[] | undefined;
 }
 
-/** What one op of the applied branch did. */
+/**
+ * What one op of the applied branch did, slim (`TxnResourceRef`: id, version, generation; no
+ * body): clients read the bodies at the answer's revision if they need them.
+ */
 export type TxnOpAnswer =
-  | { readonly op: 'write'; readonly resource: Resource; readonly changed: boolean }
-  | { readonly op: 'delete'; readonly deleted: boolean; readonly resource: Resource | null }
-  | { readonly op: 'status'; readonly resource: Resource };
+  | { readonly op: 'write'; readonly resource: TxnResourceRef; readonly changed: boolean }
+  | { readonly op: 'delete'; readonly deleted: boolean; readonly deleting: boolean; readonly resource: TxnResourceRef | null }
+  | { readonly op: 'status'; readonly resource: TxnResourceRef };
 
 export interface TxnAnswer {
   /** Every comparison held: the then branch applied (else the else branch). */
@@ -907,7 +910,7 @@ export class ResourceService {
         succeeded: r.succeeded,
         revision: r.revision,
         ...(r.failedComparison !== undefined ? { failedComparison: r.failedComparison } : {}),
-        results: r.results.map((x): TxnOpAnswer => (x.kind === 'write' ? { op: 'write', resource: x.resource, changed: x.changed } : x.kind === 'delete' ? { op: 'delete', deleted: x.deleted, resource: x.resource } : { op: 'status', resource: x.resource })),
+        results: r.results.map((x): TxnOpAnswer => (x.kind === 'write' ? { op: 'write', resource: x.resource, changed: x.changed } : x.kind === 'delete' ? { op: 'delete', deleted: x.deleted, deleting: x.deleting, resource: x.resource } : { op: 'status', resource: x.resource })),
       };
     }
   }

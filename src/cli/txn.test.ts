@@ -70,7 +70,11 @@ else:
   const first = await cairn(['txn', '-f', f]);
   t.equal(first.code, 0, first.err);
   const rev = /applied at revision (\d+)/.exec(first.out)?.[1];
-  t.match(first.out, /^succeeded: every comparison held; the then branch applied at revision \d+\n  0: write demo\.v1\.Artist default\/default\/korn: version \d+\n  1: write demo\.v1\.Artist default\/default\/tool: version \d+\n$/);
+  // Each op's line names its resource (uid, version, generation): results carry no bodies.
+  t.match(
+    first.out,
+    /^succeeded: every comparison held; the then branch applied at revision (\d+)\n  0: write demo\.v1\.Artist default\/default\/korn \(uid [0-9A-Z]{26}\): version \1, generation [0-9A-Z]{26}\n  1: write demo\.v1\.Artist default\/default\/tool \(uid [0-9A-Z]{26}\): version \1, generation [0-9A-Z]{26}\n$/,
+  );
   t.same(await names(), [`korn@${rev}`, `tool@${rev}`], 'both at one revision');
   const second = await cairn(['txn', '-f', f, '--json']);
   t.equal(second.code, 0, second.err);

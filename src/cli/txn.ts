@@ -138,8 +138,9 @@ export function formatTxnResult(r: TxnResult): string {
     : `did not succeed: compare[${String(r.failedComparison)}] did not hold; the else branch applied at revision ${r.revision}`;
   const lines = r.results.map((x, i) => {
     const at = `  ${i}: ${x.op === 'status' ? 'status write' : x.op}`;
-    if (x.op === 'delete') return x.resource === null ? `${at}: nothing to delete` : `${at} ${displayName(x.resource.id)}: ${x.deleted ? 'deleted' : `marked for deletion (version ${x.resource.version})`}`;
-    return `${at} ${displayName(x.resource.id)}: version ${x.resource.version}`;
+    if (x.op === 'delete') return x.resource === null ? `${at}: nothing to delete` : `${at} ${displayName(x.resource.id)} (uid ${x.resource.id.uid}): ${x.deleted ? 'deleted' : `marked for deletion (version ${x.resource.version}, generation ${x.resource.generation})`}`;
+    const unchanged = x.op === 'write' && !x.changed ? ', unchanged' : '';
+    return `${at} ${displayName(x.resource.id)} (uid ${x.resource.id.uid}): version ${x.resource.version}, generation ${x.resource.generation}${unchanged}`;
   });
   return `${[head, ...(r.results.length === 0 ? ['  (no ops)'] : lines)].join('\n')}\n`;
 }

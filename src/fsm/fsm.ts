@@ -1,17 +1,36 @@
 import { AssertionError, CairnError, ErrorCode, err, ok, type LogIndex, type Result, type Revision } from '../base/index.js';
 import { EntryType, type Entry, type SnapshotMeta } from '../raft/index.js';
-import { ResourceStore, formatName, lowWaterBytes, type ApplyContext, type ChangeRecord, type Resource, type Tenancy } from '../store/index.js';
+import { ResourceStore, formatName, lowWaterBytes, type ApplyContext, type ChangeRecord, type Resource, type ResourceId, type Tenancy } from '../store/index.js';
 import { txnCompareHolds, txnOpUid, type DeleteCommand, type PutCommand, type TxnCommand, type TxnCompare, type TxnOp, type WriteCommand, type WriteStatusCommand } from './commands.js';
 import { MissingWriteHooksError, type WriteHooks } from './hooks.js';
 import { decodeBody, envelopeType, IGNORABLE_FLAG, CommandType } from './envelope.js';
 import { readSnapshotFrames, writeSnapshotFrames } from './snapshot-format.js';
 import { validateDelete, validatePut, validateTxn, validateWrite, validateWriteStatus } from './validate.js';
 
-/** What one op of an applied transaction branch did (the op's single-command result, without `ok`). */
+/**
+ * A resource as a transaction's op result names it: its id (with uid), version and generation,
+ * never its body. A transaction's answer, its de-duplication entry and the snapshot that keeps
+ * that entry are thus bounded by the request's size, not by the size of what it touched (128
+ * status writes on 100 KB resources would otherwise answer ~13 MB; etcd's txn put responses
+ * carry no value either). A client that needs the bodies reads them at the answer's revision.
+ */
+export interface TxnResourceRef {
+  readonly id: ResourceId;
+  readonly version: Revision;
+  readonly generation: string;
+}
+
+/** What one op of an applied transaction branch did (slim: `TxnResourceRef`). */
 export type TxnOpResult =
-  | { readonly kind: 'write'; readonly resource: Resource; readonly changed: boolean }
-  | { readonly kind: 'delete'; readonly deleted: boolean; readonly resource: Resource | null }
-  | { readonly kind: 'status'; readonly resource: Resource };
+  | { readonly kind: 'write'; readonly resource: TxnResourceRef; readonly changed: boolean }
+  /** `deleted`: removed; `deleting`: finalizers hold it back (resource is the marked state); neither: nothing to delete (resource null). */
+  | { readonly kind: 'delete'; readonly deleted: boolean; readonly deleting: boolean; readonly resource: TxnResourceRef | null }
+  | { readonly kind: 'status'; readonly resource: TxnResourceRef };
+
+/** The slim form of a resource in a transaction's result. */
+export function txnResourceRef(r: Resource): TxnResourceRef {
+  return { id: r.id, version: r.version, generation: r.generation };
+}
 
 /** What the proposer learns from applying its entry. Plain data, so it can be forwarded. */
 export type ApplyResult =
@@ -315,15 +334,17 @@ export class Fsm {
     switch (op.op) {
       case 'write': {
         const r = this.applyPut({ ...op, ...HEADERLESS }, ctx, index, op.expectedVersion);
-        return r.ok ? ok({ result: { kind: 'write', resource: r.value.resource, changed: r.value.changed }, changes: r.value.changes }) : r;
+        return r.ok ? ok({ result: { kind: 'write', resource: txnResourceRef(r.value.resource), changed: r.value.changed }, changes: r.value.changes }) : r;
       }
       case 'delete': {
         const r = this.store.delete(toStoreDelete({ ...op, ...HEADERLESS }), ctx);
-        return r.ok ? ok({ result: { kind: 'delete', deleted: r.value.deleted, resource: r.value.resource }, changes: r.value.changes }) : r;
+        if (!r.ok) return r;
+        const { deleted, resource } = r.value;
+        return ok({ result: { kind: 'delete', deleted, deleting: !deleted && resource !== null, resource: resource === null ? null : txnResourceRef(resource) }, changes: r.value.changes });
       }
       case 'status': {
         const r = this.store.writeStatus(toStoreStatus({ ...op, ...HEADERLESS }), ctx);
-        return r.ok ? ok({ result: { kind: 'status', resource: r.value.resource }, changes: r.value.changes }) : r;
+        return r.ok ? ok({ result: { kind: 'status', resource: txnResourceRef(r.value.resource) }, changes: r.value.changes }) : r;
       }
     }
   }

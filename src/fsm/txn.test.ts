@@ -220,6 +220,38 @@ t.test('a created resource gets its op’s uid from thenUids / elseUids; the cou
   }
 });
 
+t.test('results are slim: each op names its resource (id, version, generation), never its body, so the answer and the remembered result stay small', async (t) => {
+  const fsm = seeded();
+  const note = 'n'.repeat(100 * 1024);
+  const names = ['r0', 'r1', 'r2', 'r3'];
+  names.forEach((n, i) => fsm.apply(entry(3 + i, encodeEnvelope(CommandType.ResourcePut, { ...header(), id: id(n), data: { partitions: 1, note } }))));
+  const uidOf = (n: string) => (fsm.store.get({ group: 'test', kind: 'Topic', tenancy, name: n }) as Resource).id.uid;
+  const status = (n: string) => ({ op: 'status', id: { ...id(n), uid: uidOf(n) }, key: 'test.v1.c', observedGeneration: 'g', conditions: [] });
+  const out = fsm.apply(entry(7, txn({ then: [...names.slice(0, 3).map(status), del('r3'), write('a', 1)] }, { requestId: 'rid-slim' })));
+  const r = txnResult(out.result);
+  const size = JSON.stringify(r).length;
+  t.ok(size < 2_000, `the result of five ops on 100 KB resources is ${size} bytes`);
+  for (const x of r.results) {
+    t.same(Object.keys(x.resource ?? {}).sort(), ['generation', 'id', 'version'], `${x.kind}: the resource is named, not carried`);
+  }
+  const d = r.results[3];
+  t.same(d?.kind === 'delete' ? [d.deleted, d.deleting, d.resource?.id.name] : [], [true, false, 'r3'], 'a delete says it is gone');
+  const w = r.results[4];
+  t.same(w?.kind === 'write' ? [w.changed, w.resource.version] : [], [false, 1], 'an unchanging write says so, with the stored version');
+  const again = fsm.apply(entry(8, txn({ then: [write('b', 9)] }, { requestId: 'rid-slim' })));
+  t.same(again.result, r, 'the de-duplication table remembers the slim result');
+  t.ok(JSON.stringify(again.result).length < 2_000);
+});
+
+t.test('a delete held back by finalizers is reported deleting', async (t) => {
+  const fsm = seeded();
+  fsm.apply(entry(3, encodeEnvelope(CommandType.ResourcePut, { ...header(), id: id('f'), data: { partitions: 1 }, finalizers: ['test.v1/keep'] })));
+  const r = txnResult(fsm.apply(entry(4, txn({ then: [del('f'), del('nothing')] }))).result);
+  const [held, none] = r.results;
+  t.same(held?.kind === 'delete' ? [held.deleted, held.deleting, held.resource?.version] : [], [false, true, 4]);
+  t.same(none?.kind === 'delete' ? [none.deleted, none.deleting, none.resource] : [], [false, false, null]);
+});
+
 t.test('a cascade that reaches a resource another op of the branch changes is refused', async (t) => {
   const fsm = seeded();
   const a = fsm.store.get({ group: 'test', kind: 'Topic', tenancy, name: 'a' }) as Resource;

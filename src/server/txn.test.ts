@@ -123,7 +123,14 @@ t.test('a dev node: POST /v1/txn', async (t) => {
   const b = (await http(agent, 'GET', `/v1/resource/${ARTIST}/b`)).json as { id: { uid: string }; generation: string };
   const st = await txn(agent, { compare: [{ target: 'uid', type: ARTIST, name: 'b', uid: b.id.uid }], then: [{ op: 'status', type: ARTIST, name: 'b', uid: b.id.uid, key: 'demo.v1.c', observed_generation: b.generation, conditions: [{ type: 'Ready', state: 'TRUE' }] }] });
   t.equal(st.status, 200, JSON.stringify(st.json));
-  t.same(Object.keys(((st.json['results'] as Array<{ resource: { status: object } }>)[0] as { resource: { status: object } }).resource.status), ['demo.v1.c']);
+  // Results are slim (issue 19 review, item 5): the resource's id, version and generation, no body.
+  const stResult = (st.json['results'] as Array<Record<string, unknown>>)[0] as { op: string; resource: Record<string, unknown> };
+  t.same(Object.keys(stResult).sort(), ['op', 'resource']);
+  t.same(Object.keys(stResult.resource).sort(), ['generation', 'id', 'version'], 'a result names the resource, without its body');
+  t.equal(stResult.resource['version'], st.json['revision']);
+  t.equal((stResult.resource['id'] as { uid: string }).uid, b.id.uid);
+  const bAfter = (await http(agent, 'GET', `/v1/resource/${ARTIST}/b`)).json as { status: object; version: string };
+  t.same([Object.keys(bAfter.status), bAfter.version], [['demo.v1.c'], st.json['revision']], 'the body is read afterwards, at the answer revision');
 
   // Idempotency: the same key answers the first result, applying nothing again.
   const once = await txn(agent, { then: [w('idem', { name: 'one' })] }, { 'idempotency-key': 'txn-key-1' });
