@@ -887,6 +887,8 @@ export class ResourceService {
     // One ULID per op, made where the header's uid is (monotonic): a resource an op creates gets its op's.
     const uids = { thenUids: thenOps.map(() => ulid()), elseUids: elseOps.map(() => ulid()) };
     const restricted = this.restricted(identity);
+    /** The branches of the attempt the state machine last refused for a grown cascade, and its error. */
+    let refused: { built: string; error: Extract<ApplyResult, { ok: false }>['error'] } | undefined;
     for (let attempt = 0; ; attempt++) {
       // The cascades a restricted caller may make, read in one step (docs/security.md "Cascades").
       const build = (branch: 'then' | 'else', ops: readonly Checked[], s: StoreReader): TxnOp[] =>
@@ -898,9 +900,25 @@ export class ResourceService {
           }
         });
       const branches = (await c.read(attempt === 0 ? 'stale' : 'linearizable', (s) => ({ then: build('then', thenOps, s), else: build('else', elseOps, s) }))).value;
+      const built = JSON.stringify(branches);
+      if (refused !== undefined && built === refused.built) {
+        // Re-read after the refusal, the cascades are what was refused: they did not grow in
+        // the meantime; the branch's own earlier ops grew them (a write giving the deleted
+        // resource a new owned resource). Retrying cannot help, so say so instead.
+        const d = refused.error.details;
+        const branch = String(d['branch']);
+        const failedOp = Number(d['failedOp']);
+        throw new CairnError(
+          ErrorCode.INVALID_ARGUMENT,
+          `transaction ${branch}[${failedOp}] cannot be checked for this token: the cascade of its delete (docs/security.md "Cascades") would include resources an earlier op of the ${branch} branch creates or changes, ` +
+            'and a restricted token\'s cascade is checked against the stored state before the transaction; do those ops in a request of their own first',
+          { branch, failedOp, part: `${branch}[${failedOp}]` },
+        );
+      }
       const cmd: TxnCommand = { ...header, compare: compares.map((x) => x.cmp), then: branches.then, else: branches.else, ...uids };
       const r = await c.propose(CommandType.Txn, cmd, ctx.timeoutMs);
       if (!r.ok && r.error.details['cascade_changed'] === true && attempt + 1 < LIMITS.casRetries) {
+        refused = { built, error: r.error };
         header.requestId = `${header.requestId}.${attempt + 1}`;
         continue;
       }

@@ -250,6 +250,25 @@ const HTTP_TABLE: Record<string, Case> = {
       t.equal(await everything(), before, `scoped: ${what} changed nothing`);
     }
     status(t, 'management', await req('management', 'POST', '/v1/txn', { compare: [cmp('b1', 'team-b')], then: [wr('t-m', 'team-b')] }), 200, 'a transaction anywhere');
+    // Issue 19 review, item 6: a restricted token's branch that gives P a new owned resource
+    // and then deletes P: the cascade checked before the transaction cannot include it, so the
+    // state machine refuses the delete; re-read, the cascade is unchanged: a clear error after
+    // at most one more read, not eight log entries ending in a misleading CAS_FAILED.
+    const parent = await put(ARTIST, 'team-a', 'cascade-p', { name: 'p' });
+    const beforeCascade = appliedIndex(node);
+    const grown = await req('scoped', 'POST', '/v1/txn', {
+      then: [
+        { op: 'write', type: ARTIST, namespace: 'team-a', name: 'cascade-c', data: { name: 'c' }, owner: parent.id },
+        { op: 'delete', type: ARTIST, namespace: 'team-a', name: 'cascade-p' },
+      ],
+    });
+    status(t, 'scoped', grown, 400, 'a delete whose cascade an earlier op grows');
+    const ge = (grown.json as { error: { message: string; part?: string; failed_op?: number } }).error;
+    t.match(ge.message, /^transaction then\[1\] cannot be checked for this token: the cascade of its delete .* would include resources an earlier op of the then branch creates or changes/, 'scoped: says why');
+    t.same([ge.part, ge.failed_op], ['then[1]', 1], 'scoped: names the op');
+    t.ok(appliedIndex(node) - beforeCascade <= 1, `scoped: one refused entry at most, not eight (${appliedIndex(node) - beforeCascade})`);
+    t.notOk(await exists(ARTIST, 'team-a', 'cascade-c'), 'scoped: nothing applied');
+    t.ok(await exists(ARTIST, 'team-a', 'cascade-p'), 'scoped: nothing applied');
     // No ops (issue 19 review, item 1): answered by a linearizable read, never a log entry,
     // for anyone; the comparisons still need read on each compared resource.
     const compareOnly = { compare: [cmp('a1', 'team-a'), { target: 'absent', type: ARTIST, namespace: 'team-a', name: 'no-such' }] };
