@@ -130,3 +130,10 @@ t.test('parseTxnDocument: versions as numbers or strings, tenancy, status ops', 
   t.same(spec.then, [{ op: 'status', ref: { type: 'demo.v1.Artist', name: 'b', tenancy: {}, uid: 'U1' }, key: 'demo.v1.c', body: { observed_generation: 'g', conditions: [{ type: 'Ready', state: 'TRUE', reason: '', message: '' }] } }]);
   t.same(spec.else, []);
 });
+
+t.test('a runaway list is refused before anything is built or spread into a call (RangeError near 100,000 items)', async (t) => {
+  const huge = Array.from({ length: 150_000 }, () => ({ target: 'exists', type: 'demo.v1.Artist', name: 'a' }));
+  t.throws(() => parseTxnDocument(JSON.stringify({ compare: huge }), 'big.json'), { message: /^big\.json: compare has 150000 items; at most 10000 are sent/ });
+  const ops = Array.from({ length: 10_001 }, (_, i) => ({ op: 'delete', type: 'demo.v1.Artist', name: `n${i}` }));
+  t.throws(() => parseTxnDocument(JSON.stringify({ else: ops }), 'big.json'), { message: /^big\.json: else has 10001 items/ });
+});

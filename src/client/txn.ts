@@ -94,6 +94,25 @@ export interface TxnSpec {
  * every retry, so it applies at most once). Not a promise: `await`ing the builder itself is an
  * error that says to call `commit()`.
  */
+/**
+ * The most comparisons, and ops per branch, a builder (and `cairn txn`) takes before sending:
+ * far above any server's `--txn-max-ops` (default 128) yet well below what spreading an array
+ * into a call can take (about 100,000 arguments throw RangeError), so a runaway list gets a
+ * clear error here rather than a stack error or a huge request.
+ */
+export const TXN_CLIENT_MAX_PARTS = 10_000;
+
+/** Appends `items` to `into` without spreading them into a call, refusing more than TXN_CLIENT_MAX_PARTS in all. */
+function appendParts<T>(into: T[], items: readonly T[], what: string): void {
+  if (into.length + items.length > TXN_CLIENT_MAX_PARTS) {
+    throw new CairnClientError(
+      ClientErrorCode.INVALID_ARGUMENT,
+      `${what}: the transaction would have ${into.length + items.length} ${what === 'if' ? 'comparisons' : `${what} ops`}; the client takes at most ${TXN_CLIENT_MAX_PARTS} (servers allow far fewer: --txn-max-ops, default 128)`,
+    );
+  }
+  for (const x of items) into.push(x);
+}
+
 export class TxnBuilder {
   private readonly compares: TxnCompare[] = [];
   private readonly thens: TxnOp[] = [];
@@ -104,7 +123,7 @@ export class TxnBuilder {
 
   if(...compares: TxnCompare[]): this {
     this.open('if');
-    this.compares.push(...compares);
+    appendParts(this.compares, compares, 'if');
     return this;
   }
 
@@ -112,13 +131,13 @@ export class TxnBuilder {
     // `await builder` calls then(resolve, reject): say what was meant instead of queueing functions.
     if (ops.some((o) => typeof o === 'function')) throw new CairnClientError(ClientErrorCode.INVALID_ARGUMENT, 'a transaction builder is not a promise: call .commit() to send it');
     this.open('then');
-    this.thens.push(...ops);
+    appendParts(this.thens, ops, 'then');
     return this;
   }
 
   else(...ops: TxnOp[]): this {
     this.open('else');
-    this.elses.push(...ops);
+    appendParts(this.elses, ops, 'else');
     return this;
   }
 
@@ -126,7 +145,7 @@ export class TxnBuilder {
   commit(opts: MutationOptions = {}): Promise<TxnResult> {
     this.open('commit');
     this.committed = true;
-    return this.send({ compare: [...this.compares], then: [...this.thens], else: [...this.elses] }, opts);
+    return this.send({ compare: this.compares.slice(), then: this.thens.slice(), else: this.elses.slice() }, opts);
   }
 
   private open(what: string): void {

@@ -141,14 +141,8 @@ export class Fsm {
       case CommandType.Txn:
         return this.applyCommand(type, entry);
       default:
-        if (type & IGNORABLE_FLAG) {
-          this.opts.onIgnoredEntry?.(type, entry.index);
-          return { result: NONE, changes: [] };
-        }
-        throw new UnknownEntryTypeError(
-          `log entry ${entry.index} has unknown command type 0x${type.toString(16).padStart(2, '0')}; ` +
-            'this node is older than the cluster: upgrade it before it applies further entries',
-        );
+        skipUnknownEntry(type, entry.index, this.opts.onIgnoredEntry);
+        return { result: NONE, changes: [] };
     }
   }
 
@@ -450,6 +444,23 @@ function identityKey(id: { readonly type: { readonly group: string; readonly kin
 }
 
 /** The error of a transaction op, saying which op and why; the op's own code and details, plus `branch` and `failedOp`. */
+/**
+ * What a node does with an entry whose command type it does not know (an older node meeting a
+ * newer command): skips it, telling `onIgnored`, when the type has the IGNORABLE_FLAG (0x80);
+ * otherwise stops with UnknownEntryTypeError rather than diverge from nodes that apply it.
+ * Exported so a test can show what a node that predates a command type does with it.
+ */
+export function skipUnknownEntry(type: number, index: LogIndex, onIgnored?: (type: number, index: LogIndex) => void): void {
+  if (type & IGNORABLE_FLAG) {
+    onIgnored?.(type, index);
+    return;
+  }
+  throw new UnknownEntryTypeError(
+    `log entry ${index} has unknown command type 0x${type.toString(16).padStart(2, '0')}; ` +
+      'this node is older than the cluster: upgrade it before it applies further entries',
+  );
+}
+
 function txnOpError(branch: 'then' | 'else', i: number, op: TxnOp, e: CairnError): CairnError {
   const what = `${op.op === 'status' ? 'status write' : op.op} of ${formatName(op.id.type, op.id.tenancy, op.id.name)}`;
   return new CairnError(e.code, `transaction ${branch}[${i}] (${what}) failed, so none of the ${branch} branch applied: ${e.message}`, { ...e.details, branch, failedOp: i });

@@ -145,7 +145,13 @@ t.test('a dev node: POST /v1/txn', async (t) => {
   const hostile: Array<[string, unknown, number, RegExp]> = [
     ['129 ops', { then: many }, 400, /then branch has 129 ops; at most 128/],
     ['129 comparisons', { compare: Array.from({ length: 129 }, () => ({ target: 'exists', type: ARTIST, name: 'a' })), then: [] }, 400, /129 comparisons; at most 128/],
-    ['a name twice in a branch', { then: [w('x1'), { op: 'delete', type: ARTIST, name: 'x1' }] }, 400, /then\[1\].*earlier op/],
+    // The service's own check (refused before proposing), not the state machine's at apply.
+    ['a name twice in a branch', { then: [w('x1'), { op: 'delete', type: ARTIST, name: 'x1' }] }, 400, /^then\[1\]: demo\.Artist x1 is named by an earlier op of the then branch/],
+    // Type errors inside a part name the part (message and `part` detail, checked below).
+    ['a version that is not a string', { compare: [{ target: 'version', type: ARTIST, name: 'a', version: 5 }] }, 400, /^compare\[0\]: version must be a string$/],
+    ['a namespace that is not a string', { then: [{ ...w('x4'), namespace: 7 }] }, 400, /^then\[0\]: namespace must be a string$/],
+    ['a type that is not a string', { else: [{ op: 'delete', type: 1, name: 'x5' }] }, 400, /^else\[0\]: type must be a string$/],
+    ['an observed_generation that is not a string', { then: [{ op: 'status', type: ARTIST, name: 'a', uid: 'u', key: 'demo.v1.c', observed_generation: 3 }] }, 400, /^then\[0\]: observed_generation must be a string$/],
     ['an unknown top-level field', { then: [], when: [] }, 400, /unknown field "when"/],
     ['an unknown field in an op', { then: [{ ...w('x2'), ttl: 5 }] }, 400, /unknown field "ttl" in then\[0\]/],
     ['an unknown field in a comparison', { compare: [{ target: 'exists', type: ARTIST, name: 'a', mod: 1 }] }, 400, /unknown field "mod" in compare\[0\]/],
@@ -160,10 +166,16 @@ t.test('a dev node: POST /v1/txn', async (t) => {
     ['not JSON', '{"then": [', 400, /./],
     ['a huge body', { then: [w('huge', { name: 'x'.repeat(2 * 1024 * 1024) })] }, 413, /./],
   ];
+  const applied = (): number => agent.coordinator()?.status().applied ?? -1;
   for (const [what, body, status, msg] of hostile) {
+    const before = applied();
     const r = await txn(agent, body);
     t.equal(r.status, status, `${what}: ${status} (${JSON.stringify(r.json).slice(0, 200)})`);
     t.match(String(errorOf(r)?.['message'] ?? ''), msg, `${what}: the error says why`);
+    const m = /^((compare|then|else)\[\d+\]): /.exec(String(errorOf(r)?.['message'] ?? ''));
+    if (m !== null) t.equal(errorOf(r)?.['part'], m[1], `${what}: the part detail`);
+    // The schema is checked at apply (a write's hooks run there, as for an unconditional write).
+    if (what !== 'data against the schema') t.equal(applied(), before, `${what}: refused before proposing (the applied index did not move)`);
   }
   t.equal(await snapshot(), state, 'hostile requests changed nothing');
   t.equal((await http(agent, 'POST', '/v1/txn?x=1', { then: [] })).status, 400, 'query parameters are refused');
@@ -350,6 +362,38 @@ t.test('the client library: client.txn().if().then().else().commit()', async (t)
   const one = client.txn().if(Compare.exists(korn));
   await one.commit();
   t.throws(() => one.then(Op.delete(korn)), /already committed/);
+});
+
+t.test('the writes\' data is at most 4 MiB together, though each write and the message are within their limits', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-txn-'));
+  const agent = await startAgent(devConfig(dir, { demoTypes: true, grpcMaxMessageBytes: 8 * 1024 * 1024 }), { logger: createLogger({ level: 'silent', nodeId: 'dev' }) });
+  const client = new grpc.Client(agent.grpcAddress, grpc.credentials.createInsecure());
+  t.teardown(async () => {
+    client.close();
+    await agent.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  await agent.ready;
+  await waitUntil(() => agent.coordinator()?.status().role === 'leader', 10_000, 'the dev node to lead');
+  const gw = (name: string, kb: number) => ({ write: { id: { type: ARTIST, name }, dataJson: JSON.stringify({ name: 'x'.repeat(kb * 1024) }) } });
+  const stored = async (): Promise<string[]> => (await agent.coordinator()?.read('linearizable', (s) => [...s.all()].map((r) => r.id.name)))?.value ?? [];
+  // Five writes of 900 KB: each under the 1 MiB data limit, the message (~4.4 MiB) under the
+  // 8 MiB message limit set here, the data together over 4 MiB.
+  const over = await grpcUnary(client, 'Txn', { thenOps: ['d1', 'd2', 'd3', 'd4', 'd5'].map((n) => gw(n, 900)) });
+  t.equal(over.cairnCode, 'TOO_LARGE', `refused TOO_LARGE (${over.details.slice(0, 200)})`);
+  t.match(over.details, /the transaction's writes carry \d+ bytes of data; at most 4194304/);
+  t.same(await stored(), [], 'nothing applied');
+  // Four of them (3.5 MiB) pass.
+  const fits = await grpcUnary(client, 'Txn', { thenOps: ['d1', 'd2', 'd3', 'd4'].map((n) => gw(n, 900)) });
+  t.equal(fits.code, 0, fits.details);
+});
+
+t.test('the client builder refuses a runaway list with a clear error (src/cli/txn.test.ts: cairn txn)', async (t) => {
+  const builder = new CairnClient({ endpoints: ['127.0.0.1:1'], timeoutMs: 1_000 });
+  t.teardown(() => builder.close());
+  const ops = Array.from({ length: 6_000 }, (_, i) => Op.delete({ type: ARTIST, name: `n${i}` }));
+  const b = builder.txn().then(...ops);
+  t.throws(() => b.then(...ops), { message: /then: the transaction would have 12000 then ops; the client takes at most 10000/ }, 'the builder counts before appending');
 });
 
 t.test('the quota: a transaction that would grow the data past it is refused whole (507 NO_SPACE), its delete undone', async (t) => {

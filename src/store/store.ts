@@ -100,20 +100,27 @@ export class ResourceStore extends IndexReader {
 
   /**
    * Runs `f` (writes, deletes, status writes of this store) all or nothing: if it answers an
-   * error, or throws, the store is as it was before (the indexes are put back to an O(1)
-   * copy-on-write clone taken first; the revision may have moved to the context's, which the
-   * FSM sets for every entry anyway). A transaction's branch (fsm `Txn`, 0x15) applies this way.
+   * error, or throws, the store is as it was before: the indexes are put back to an O(1)
+   * copy-on-write clone taken first, and the revision to what it was (the FSM then sets the
+   * entry's revision for a refused entry, as for any other). A transaction's branch (fsm `Txn`, 0x15) applies this way.
    */
   atomically<T>(f: () => Result<T, CairnError>): Result<T, CairnError> {
     const saved = this.ix.clone();
+    const savedRev = this.rev;
     let r: Result<T, CairnError>;
     try {
       r = f();
     } catch (e) {
+      // A hook's error (or a broken invariant) mid-branch: the revision goes back with the
+      // indexes, so the store never claims a revision whose entry it did not apply.
       this.ix = saved;
+      this.rev = savedRev;
       throw e;
     }
-    if (!r.ok) this.ix = saved;
+    if (!r.ok) {
+      this.ix = saved;
+      this.rev = savedRev;
+    }
     return r;
   }
 
