@@ -3,13 +3,14 @@ import protobuf from 'protobufjs/minimal.js';
 import { callIdentity, type PeerIdentity } from '../auth/index.js';
 import { CairnError, ErrorCode, silentLogger, type Logger } from '../base/index.js';
 import { cairn } from '../gen/resource.js';
+import type { TxnResourceRef } from '../fsm/index.js';
 import type { Consistency } from '../replica/index.js';
 import type { AuditLog } from './audit.js';
 import { ACL_TYPES } from './audit.js';
 import { grpcErrorOf, toCairnError } from './errors.js';
 import { ipOfGrpcPeer, type RequestLimits } from './limits.js';
 import type { Resource } from '../store/index.js';
-import { resourceToJson, type ResourceIdJson, type ResourceJson, type StatusJson } from './resource-json.js';
+import { idToJson as storeIdToJson, resourceToJson, type ResourceIdJson, type ResourceJson, type StatusJson } from './resource-json.js';
 import { atPart, bearerToken, checkRequestId, checkTxnSize, LIMITS, type CallContext, type DeleteRequest, type ResourceService, type TxnAnswer, type TxnCompareRequest, type TxnOpRequest, type WriteRequest, type WriteStatusRequest } from './resource-service.js';
 import { SharedChangeEvent, type WatchEvent, type WatchService, type WatchSession } from './watch.js';
 
@@ -483,14 +484,20 @@ function txnResponseOf(r: TxnAnswer): pb.TxnResponse.$Properties {
     results: r.results.map((x): pb.ITxnOpResult => {
       switch (x.op) {
         case 'write':
-          return { write: { resource: resourceToMsg(resourceToJson(x.resource)) } };
+          return { write: { resource: txnRefMsg(x.resource), changed: x.changed } };
         case 'delete':
-          return { delete: x.resource !== null ? { deleted: x.deleted, resource: resourceToMsg(resourceToJson(x.resource)) } : { deleted: x.deleted } };
+          return { delete: { deleted: x.deleted, deleting: x.deleting, ...(x.resource !== null ? { resource: txnRefMsg(x.resource) } : {}) } };
         case 'status':
-          return { writeStatus: { resource: resourceToMsg(resourceToJson(x.resource)) } };
+          return { writeStatus: { resource: txnRefMsg(x.resource) } };
       }
     }),
   };
+}
+
+/** A transaction's slim resource (id, version, generation; docs/api.md "Transactions"). */
+function txnRefMsg(r: TxnResourceRef): pb.ITxnResourceRef {
+  const id = storeIdToJson(r.id);
+  return { id: { type: id.type, tenancy: id.tenancy, name: id.name, uid: id.uid }, version: String(r.version), generation: r.generation };
 }
 
 /** Freshness of a read (API.md "Stale read"): in response metadata, as the HTTP API sends headers. */

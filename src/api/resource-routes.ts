@@ -1,9 +1,10 @@
 import { CairnError, ErrorCode } from '../base/index.js';
+import type { TxnResourceRef } from '../fsm/index.js';
 import type { Consistency } from '../replica/index.js';
 import { ACL_TYPES } from './audit.js';
 import type { HttpRequest, Router } from './http-server.js';
-import { bearerToken, checkRequestId, checkTxnSize, type CallContext, type ResourceService, type TxnAnswer, type TxnCompareRequest, type TxnOpRequest, type TxnRequest } from './resource-service.js';
-import { resourceToJson } from './resource-json.js';
+import { atPart, bearerToken, checkRequestId, checkTxnSize, type CallContext, type ResourceService, type TxnAnswer, type TxnCompareRequest, type TxnOpRequest, type TxnRequest } from './resource-service.js';
+import { idToJson } from './resource-json.js';
 import type { ResourceIdJson } from './resource-json.js';
 
 function invalid(msg: string): CairnError {
@@ -91,9 +92,16 @@ function part(v: unknown, what: string, allowed: readonly string[] | ((o: Record
   return o;
 }
 
-function requiredString(o: Record<string, unknown>, k: string, what: string): string {
+/**
+ * A string field of a transaction's part (`compare[0]`, `then[1]`): a type error names the
+ * part in its message and its `part` detail, as the service's checks of a part do.
+ */
+function partString(o: Record<string, unknown>, k: string, what: string, required: true): string;
+function partString(o: Record<string, unknown>, k: string, what: string): string | undefined;
+function partString(o: Record<string, unknown>, k: string, what: string, required = false): string | undefined {
   const v = o[k];
-  if (typeof v !== 'string') throw invalid(`${what}.${k} must be a string`);
+  if (!required && (v === undefined || v === null)) return undefined;
+  if (typeof v !== 'string') throw atPart(what, invalid(`${k} must be a string`));
   return v;
 }
 
@@ -110,11 +118,11 @@ export function parseTxnBody(body: Record<string, unknown>, svc: Pick<ResourceSe
   const els = partArray(body['else'], 'else');
   // The counts first: nothing larger than the limits is looked at.
   checkTxnSize(svc.txnLimits, compare.length, then.length, els.length);
-  const where = (o: Record<string, unknown>, what: string) => ({ type: requiredString(o, 'type', what), partition: optString(o, 'partition'), namespace: optString(o, 'namespace'), name: requiredString(o, 'name', what) });
+  const where = (o: Record<string, unknown>, what: string) => ({ type: partString(o, 'type', what, true), partition: partString(o, 'partition', what), namespace: partString(o, 'namespace', what), name: partString(o, 'name', what, true) });
   const cmp = compare.map((v, i): TxnCompareRequest => {
     const what = `compare[${i}]`;
     const o = part(v, what, TXN_FIELDS.compare);
-    return { target: requiredString(o, 'target', what), ...where(o, what), version: optString(o, 'version'), uid: optString(o, 'uid') };
+    return { target: partString(o, 'target', what, true), ...where(o, what), version: partString(o, 'version', what), uid: partString(o, 'uid', what) };
   });
   const ops = (list: unknown[], branch: string): TxnOpRequest[] =>
     list.map((v, i): TxnOpRequest => {
@@ -133,23 +141,23 @@ export function parseTxnBody(body: Record<string, unknown>, svc: Pick<ResourceSe
             metadata: o['metadata'],
             owner: o['owner'] as ResourceIdJson | null | undefined,
             finalizers: o['finalizers'],
-            version: optString(o, 'version'),
+            version: partString(o, 'version', what),
             status: o['status'],
-            uid: optString(o, 'uid'),
+            uid: partString(o, 'uid', what),
           };
         case 'delete':
-          return { op: 'delete', ...where(o, what), version: optString(o, 'version'), uid: optString(o, 'uid') };
+          return { op: 'delete', ...where(o, what), version: partString(o, 'version', what), uid: partString(o, 'uid', what) };
         default: {
-          const uid = optString(o, 'uid');
-          if (uid === undefined) throw invalid(`${what}: uid is required for a status write`);
+          const uid = partString(o, 'uid', what);
+          if (uid === undefined) throw atPart(what, invalid('uid is required for a status write'));
           return {
             op: 'status',
             ...where(o, what),
-            key: requiredString(o, 'key', what),
+            key: partString(o, 'key', what, true),
             uid,
-            observedGeneration: optString(o, 'observed_generation') ?? '',
+            observedGeneration: partString(o, 'observed_generation', what) ?? '',
             conditions: o['conditions'] ?? [],
-            version: optString(o, 'version'),
+            version: partString(o, 'version', what),
           };
         }
       }
@@ -157,7 +165,10 @@ export function parseTxnBody(body: Record<string, unknown>, svc: Pick<ResourceSe
   return { compare: cmp, then: ops(then, 'then'), else: ops(els, 'else') };
 }
 
-/** A transaction's answer as JSON (docs/api.md "Transactions"): revision as a decimal string, resources as in single answers. */
+/**
+ * A transaction's answer as JSON (docs/api.md "Transactions"): revision as a decimal string,
+ * each op's resource slim (`{id, version, generation}`, no body).
+ */
 export function txnAnswerJson(r: TxnAnswer): Record<string, unknown> {
   return {
     succeeded: r.succeeded,
@@ -165,12 +176,16 @@ export function txnAnswerJson(r: TxnAnswer): Record<string, unknown> {
     ...(r.failedComparison !== undefined ? { failed_comparison: r.failedComparison } : {}),
     results: r.results.map((x) =>
       x.op === 'delete'
-        ? { op: 'delete', deleted: x.deleted, ...(x.resource !== null ? { resource: resourceToJson(x.resource) } : {}) }
+        ? { op: 'delete', deleted: x.deleted, deleting: x.deleting, ...(x.resource !== null ? { resource: txnRefJson(x.resource) } : {}) }
         : x.op === 'write'
-          ? { op: 'write', changed: x.changed, resource: resourceToJson(x.resource) }
-          : { op: 'status', resource: resourceToJson(x.resource) },
+          ? { op: 'write', changed: x.changed, resource: txnRefJson(x.resource) }
+          : { op: 'status', resource: txnRefJson(x.resource) },
     ),
   };
+}
+
+function txnRefJson(r: TxnResourceRef): { id: ResourceIdJson; version: string; generation: string } {
+  return { id: idToJson(r.id), version: String(r.version), generation: r.generation };
 }
 
 /** The resource endpoints of API.md ("Operations"), over ResourceService. */

@@ -1,6 +1,6 @@
 import { ulid } from './ids.js';
 import { CairnError, ErrorCode, isCairnError, parseErrorCode, type Clock, type Revision } from '../base/index.js';
-import { CommandType, type ApplyResult, type DecodedCommand, type DeleteCommand, type PutCommand, type TxnCommand, type TxnCompare, type TxnOp, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
+import { CommandType, txnCompareHolds, type ApplyResult, type TxnResourceRef, type DecodedCommand, type DeleteCommand, type PutCommand, type TxnCommand, type TxnCompare, type TxnOp, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
 import type { Coordinator, Consistency } from '../replica/index.js';
 import { START_WAIT_DEFAULT_MS, type ServedNode } from './served-node.js';
 import { WILDCARD, type Page, type StoreReader, type Condition, type JsonValue, type ListQuery, type Resource, type ResourceId, type StatusEntry, type Tenancy, type TypeRef } from '../store/index.js';
@@ -326,11 +326,14 @@ export interface TxnRequest {
   readonly else?: readonly TxnOpRequest[] | undefined;
 }
 
-/** What one op of the applied branch did. */
+/**
+ * What one op of the applied branch did, slim (`TxnResourceRef`: id, version, generation; no
+ * body): clients read the bodies at the answer's revision if they need them.
+ */
 export type TxnOpAnswer =
-  | { readonly op: 'write'; readonly resource: Resource; readonly changed: boolean }
-  | { readonly op: 'delete'; readonly deleted: boolean; readonly resource: Resource | null }
-  | { readonly op: 'status'; readonly resource: Resource };
+  | { readonly op: 'write'; readonly resource: TxnResourceRef; readonly changed: boolean }
+  | { readonly op: 'delete'; readonly deleted: boolean; readonly deleting: boolean; readonly resource: TxnResourceRef | null }
+  | { readonly op: 'status'; readonly resource: TxnResourceRef };
 
 export interface TxnAnswer {
   /** Every comparison held: the then branch applied (else the else branch). */
@@ -347,6 +350,37 @@ export function checkTxnSize(limits: TxnLimits, compares: number, thenOps: numbe
   if (compares > limits.maxCompares) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `the transaction has ${compares} comparisons; at most ${limits.maxCompares}`, { limit: limits.maxCompares });
   for (const [branch, n] of [['then', thenOps], ['else', elseOps]] as const) {
     if (n > limits.maxOps) throw new CairnError(ErrorCode.INVALID_ARGUMENT, `the transaction's ${branch} branch has ${n} ops; at most ${limits.maxOps}`, { limit: limits.maxOps });
+  }
+}
+
+/** A ULID: 26 characters of Crockford's base32. */
+const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+
+/** What `checkTxnOps` needs of one op: its type, and the bytes of its data (0 for a delete or a status write). */
+export interface TxnOpShape {
+  readonly group: string;
+  readonly kind: string;
+  readonly dataBytes: number;
+}
+
+/**
+ * The checks of a transaction's ops as a whole, one function for a local request and a
+ * forwarded command alike: no op on the ACL types (their changes are admin actions the audit
+ * log records one by one), and the data of all the writes of both branches within
+ * `limits.maxDataBytes` (TOO_LARGE).
+ */
+export function checkTxnOps(limits: TxnLimits, then: readonly TxnOpShape[], otherwise: readonly TxnOpShape[]): void {
+  let dataBytes = 0;
+  for (const [branch, ops] of [['then', then], ['else', otherwise]] as const) {
+    ops.forEach((o, i) => {
+      if (isAclType(o.group, o.kind)) {
+        throw atPart(`${branch}[${i}]`, invalid(`${o.group}.${o.kind} cannot be changed in a transaction (ACL changes are audited one by one: use /v1/acl or a single write)`));
+      }
+      dataBytes += o.dataBytes;
+    });
+  }
+  if (dataBytes > limits.maxDataBytes) {
+    throw new CairnError(ErrorCode.TOO_LARGE, `the transaction's writes carry ${dataBytes} bytes of data; at most ${limits.maxDataBytes}`, { limit: limits.maxDataBytes });
   }
 }
 
@@ -780,7 +814,6 @@ export class ResourceService {
       | { op: 'write'; t: RegisteredType; w: ReturnType<ResourceService['checkWriteRequest']>; data: unknown }
       | { op: 'delete'; t: RegisteredType; d: ReturnType<ResourceService['checkDeleteRequest']> }
       | { op: 'status'; t: RegisteredType; s: ReturnType<ResourceService['checkStatusRequest']>; req: WriteStatusRequest };
-    let dataBytes = 0;
     const checkBranch = (branch: 'then' | 'else', reqs: readonly TxnOpRequest[]): Checked[] => {
       const seen = new Set<string>();
       return reqs.map((r, i) => {
@@ -790,7 +823,6 @@ export class ResourceService {
           switch (r.op) {
             case 'write': {
               const w = this.checkWriteRequest(r);
-              dataBytes += w.dataBytes;
               c = { op: 'write', t: w.t, w, data: r.data };
               break;
             }
@@ -807,7 +839,6 @@ export class ResourceService {
             default:
               throw invalid(`op must be write, delete or status, got ${JSON.stringify((r as { op?: unknown }).op)}`);
           }
-          if (isAclType(c.t.group, c.t.kind)) throw invalid(`${c.t.group}.${c.t.kind} cannot be changed in a transaction (ACL changes are audited one by one: use /v1/acl or a single write)`);
           const ten = c.op === 'write' ? c.w.tenancy : c.op === 'delete' ? c.d.tenancy : c.s.tenancy;
           const name = c.op === 'write' ? c.w.name : c.op === 'delete' ? c.d.name : c.s.name;
           const key = JSON.stringify([c.t.group, c.t.kind, ten.partition, ten.namespace, name]);
@@ -821,9 +852,8 @@ export class ResourceService {
     };
     const thenOps = checkBranch('then', thenReqs);
     const elseOps = checkBranch('else', elseReqs);
-    if (dataBytes > this.txnLimits.maxDataBytes) {
-      throw new CairnError(ErrorCode.TOO_LARGE, `the transaction's writes carry ${dataBytes} bytes of data; at most ${this.txnLimits.maxDataBytes}`, { limit: this.txnLimits.maxDataBytes });
-    }
+    const shape = (o: Checked): TxnOpShape => ({ group: o.t.group, kind: o.t.kind, dataBytes: o.op === 'write' ? o.w.dataBytes : 0 });
+    checkTxnOps(this.txnLimits, thenOps.map(shape), elseOps.map(shape));
     let c: Coordinator;
     [c, ctx] = await this.coord(ctx);
     const identity = await this.identify(c, ctx);
@@ -845,8 +875,20 @@ export class ResourceService {
         }
       });
     }
+    if (thenOps.length === 0 && elseOps.length === 0) {
+      // No op can apply, whichever branch is chosen: the comparisons are answered by a
+      // linearizable read (as a single read is, through the read index) and nothing is
+      // proposed. A log entry would change nothing, yet cost every replica an entry and a
+      // place in the de-duplication table, which callers with no write grant could flood.
+      const out = await c.read('linearizable', (s) => compares.findIndex(({ cmp }) => !txnCompareHolds(cmp, s.get({ group: cmp.id.type.group, kind: cmp.id.type.kind, tenancy: cmp.id.tenancy, name: cmp.id.name }))));
+      return { succeeded: out.value < 0, revision: out.revision, ...(out.value >= 0 ? { failedComparison: out.value } : {}), results: [] };
+    }
     const header = this.header(ctx, identity);
+    // One ULID per op, made where the header's uid is (monotonic): a resource an op creates gets its op's.
+    const uids = { thenUids: thenOps.map(() => ulid()), elseUids: elseOps.map(() => ulid()) };
     const restricted = this.restricted(identity);
+    /** The branches of the attempt the state machine last refused for a grown cascade, and its error. */
+    let refused: { built: string; error: Extract<ApplyResult, { ok: false }>['error'] } | undefined;
     for (let attempt = 0; ; attempt++) {
       // The cascades a restricted caller may make, read in one step (docs/security.md "Cascades").
       const build = (branch: 'then' | 'else', ops: readonly Checked[], s: StoreReader): TxnOp[] =>
@@ -858,9 +900,25 @@ export class ResourceService {
           }
         });
       const branches = (await c.read(attempt === 0 ? 'stale' : 'linearizable', (s) => ({ then: build('then', thenOps, s), else: build('else', elseOps, s) }))).value;
-      const cmd: TxnCommand = { ...header, compare: compares.map((x) => x.cmp), then: branches.then, else: branches.else };
+      const built = JSON.stringify(branches);
+      if (refused !== undefined && built === refused.built) {
+        // Re-read after the refusal, the cascades are what was refused: they did not grow in
+        // the meantime; the branch's own earlier ops grew them (a write giving the deleted
+        // resource a new owned resource). Retrying cannot help, so say so instead.
+        const d = refused.error.details;
+        const branch = String(d['branch']);
+        const failedOp = Number(d['failedOp']);
+        throw new CairnError(
+          ErrorCode.INVALID_ARGUMENT,
+          `transaction ${branch}[${failedOp}] cannot be checked for this token: the cascade of its delete (docs/security.md "Cascades") would include resources an earlier op of the ${branch} branch creates or changes, ` +
+            'and a restricted token\'s cascade is checked against the stored state before the transaction; do those ops in a request of their own first',
+          { branch, failedOp, part: `${branch}[${failedOp}]` },
+        );
+      }
+      const cmd: TxnCommand = { ...header, compare: compares.map((x) => x.cmp), then: branches.then, else: branches.else, ...uids };
       const r = await c.propose(CommandType.Txn, cmd, ctx.timeoutMs);
       if (!r.ok && r.error.details['cascade_changed'] === true && attempt + 1 < LIMITS.casRetries) {
+        refused = { built, error: r.error };
         header.requestId = `${header.requestId}.${attempt + 1}`;
         continue;
       }
@@ -870,7 +928,7 @@ export class ResourceService {
         succeeded: r.succeeded,
         revision: r.revision,
         ...(r.failedComparison !== undefined ? { failedComparison: r.failedComparison } : {}),
-        results: r.results.map((x): TxnOpAnswer => (x.kind === 'write' ? { op: 'write', resource: x.resource, changed: x.changed } : x.kind === 'delete' ? { op: 'delete', deleted: x.deleted, resource: x.resource } : { op: 'status', resource: x.resource })),
+        results: r.results.map((x): TxnOpAnswer => (x.kind === 'write' ? { op: 'write', resource: x.resource, changed: x.changed } : x.kind === 'delete' ? { op: 'delete', deleted: x.deleted, deleting: x.deleting, resource: x.resource } : { op: 'status', resource: x.resource })),
       };
     }
   }
@@ -1128,6 +1186,16 @@ export class ResourceService {
    */
   private checkForwardedTxn(cmd: TxnCommand): void {
     checkTxnSize(this.txnLimits, cmd.compare.length, cmd.then.length, cmd.else.length);
+    // The same whole-request checks as a local transaction's (the ACL types, the data limit):
+    // the data is as the follower measured it, before the hooks that run at apply.
+    const shape = (branch: 'then' | 'else') => (op: TxnOp, i: number): TxnOpShape => {
+      try {
+        return { group: op.id.type.group, kind: op.id.type.kind, dataBytes: op.op === 'write' ? checkJson(op.data, 'data') : 0 };
+      } catch (e) {
+        throw atPart(`${branch}[${i}]`, e);
+      }
+    };
+    checkTxnOps(this.txnLimits, cmd.then.map(shape('then')), cmd.else.map(shape('else')));
     cmd.compare.forEach((c, i) => {
       try {
         const typeName = formatTypeRef(c.id.type);
@@ -1151,6 +1219,14 @@ export class ResourceService {
         } catch (e) {
           throw atPart(`${branch}[${i}]`, e);
         }
+      });
+    }
+    // A resource an op creates gets its op's uid, which must be a ULID (the decoder checked the counts).
+    for (const [branch, key] of [['then', 'thenUids'], ['else', 'elseUids']] as const) {
+      const uids = cmd[key];
+      if (uids === undefined) throw invalid(`a forwarded transaction must carry ${key} (one ULID per op of the ${branch} branch)`);
+      uids.forEach((u, i) => {
+        if (!ULID.test(u)) throw invalid(`${key}[${i}] ${JSON.stringify(u.slice(0, 40))} is not a ULID`);
       });
     }
   }

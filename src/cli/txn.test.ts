@@ -70,7 +70,11 @@ else:
   const first = await cairn(['txn', '-f', f]);
   t.equal(first.code, 0, first.err);
   const rev = /applied at revision (\d+)/.exec(first.out)?.[1];
-  t.match(first.out, /^succeeded: every comparison held; the then branch applied at revision \d+\n  0: write demo\.v1\.Artist default\/default\/korn: version \d+\n  1: write demo\.v1\.Artist default\/default\/tool: version \d+\n$/);
+  // Each op's line names its resource (uid, version, generation): results carry no bodies.
+  t.match(
+    first.out,
+    /^succeeded: every comparison held; the then branch applied at revision (\d+)\n  0: write demo\.v1\.Artist default\/default\/korn \(uid [0-9A-Z]{26}\): version \1, generation [0-9A-Z]{26}\n  1: write demo\.v1\.Artist default\/default\/tool \(uid [0-9A-Z]{26}\): version \1, generation [0-9A-Z]{26}\n$/,
+  );
   t.same(await names(), [`korn@${rev}`, `tool@${rev}`], 'both at one revision');
   const second = await cairn(['txn', '-f', f, '--json']);
   t.equal(second.code, 0, second.err);
@@ -125,4 +129,11 @@ t.test('parseTxnDocument: versions as numbers or strings, tenancy, status ops', 
   ]);
   t.same(spec.then, [{ op: 'status', ref: { type: 'demo.v1.Artist', name: 'b', tenancy: {}, uid: 'U1' }, key: 'demo.v1.c', body: { observed_generation: 'g', conditions: [{ type: 'Ready', state: 'TRUE', reason: '', message: '' }] } }]);
   t.same(spec.else, []);
+});
+
+t.test('a runaway list is refused before anything is built or spread into a call (RangeError near 100,000 items)', async (t) => {
+  const huge = Array.from({ length: 150_000 }, () => ({ target: 'exists', type: 'demo.v1.Artist', name: 'a' }));
+  t.throws(() => parseTxnDocument(JSON.stringify({ compare: huge }), 'big.json'), { message: /^big\.json: compare has 150000 items; at most 10000 are sent/ });
+  const ops = Array.from({ length: 10_001 }, (_, i) => ({ op: 'delete', type: 'demo.v1.Artist', name: `n${i}` }));
+  t.throws(() => parseTxnDocument(JSON.stringify({ else: ops }), 'big.json'), { message: /^big\.json: else has 10001 items/ });
 });

@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import * as path from 'node:path';
 import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
-import type { ResourceRef, TxnCompare, TxnOp, TxnResult, TxnSpec } from '../client/index.js';
+import { TXN_CLIENT_MAX_PARTS, type ResourceRef, type TxnCompare, type TxnOp, type TxnResult, type TxnSpec } from '../client/index.js';
 import { printJson, type CliIo } from './context.js';
 import { usageError } from './errors.js';
 import {
@@ -59,6 +59,8 @@ function refOf(o: Record<string, unknown>, what: string, uid?: string): Resource
 function list(v: unknown, what: string): unknown[] {
   if (v === undefined || v === null) return [];
   if (!Array.isArray(v)) throw usageError(`${what} must be a list`);
+  // Checked before anything is built or spread into a call (RangeError near 100,000 items).
+  if (v.length > TXN_CLIENT_MAX_PARTS) throw usageError(`${what} has ${v.length} items; at most ${TXN_CLIENT_MAX_PARTS} are sent (servers allow far fewer: --txn-max-ops, default 128)`);
   return v;
 }
 
@@ -138,8 +140,9 @@ export function formatTxnResult(r: TxnResult): string {
     : `did not succeed: compare[${String(r.failedComparison)}] did not hold; the else branch applied at revision ${r.revision}`;
   const lines = r.results.map((x, i) => {
     const at = `  ${i}: ${x.op === 'status' ? 'status write' : x.op}`;
-    if (x.op === 'delete') return x.resource === null ? `${at}: nothing to delete` : `${at} ${displayName(x.resource.id)}: ${x.deleted ? 'deleted' : `marked for deletion (version ${x.resource.version})`}`;
-    return `${at} ${displayName(x.resource.id)}: version ${x.resource.version}`;
+    if (x.op === 'delete') return x.resource === null ? `${at}: nothing to delete` : `${at} ${displayName(x.resource.id)} (uid ${x.resource.id.uid}): ${x.deleted ? 'deleted' : `marked for deletion (version ${x.resource.version}, generation ${x.resource.generation})`}`;
+    const unchanged = x.op === 'write' && !x.changed ? ', unchanged' : '';
+    return `${at} ${displayName(x.resource.id)} (uid ${x.resource.id.uid}): version ${x.resource.version}, generation ${x.resource.generation}${unchanged}`;
   });
   return `${[head, ...(r.results.length === 0 ? ['  (no ops)'] : lines)].join('\n')}\n`;
 }

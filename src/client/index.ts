@@ -1,5 +1,5 @@
 export { CairnClient, CLIENT_DEFAULTS, type CairnClientOptions } from './client.js';
-export { Compare, Op, TxnBuilder, type TxnCompare, type TxnOp, type TxnOpResult, type TxnResult, type TxnSpec } from './txn.js';
+export { Compare, Op, TxnBuilder, TXN_CLIENT_MAX_PARTS, type TxnCompare, type TxnOp, type TxnOpResult, type TxnResourceRef, type TxnResult, type TxnSpec } from './txn.js';
 export { WatchStream, WATCH_DEFAULTS, type WatchEvent, type WatchLogger, type WatchOptions, type WatchResetReason, type WatchSpec, type WatchStats } from './watch.js';
 export { MaterializedView, type ViewOptions, type WaitOptions } from './view.js';
 export { Informer, SharedInformerFactory, type DeleteInfo, type InformerHandlers } from './informer.js';

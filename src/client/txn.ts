@@ -1,7 +1,7 @@
 import { cairn } from '../gen/resource.js';
 import { ClientErrorCode, CairnClientError } from './errors.js';
-import type { MutationOptions, Resource, ResourceRef, StatusBody, WriteBody } from './types.js';
-import { conditionToMsg, refToMsg, resourceFromMsg, statusToMsg } from './wire.js';
+import type { MutationOptions, ResourceId, ResourceRef, StatusBody, WriteBody } from './types.js';
+import { conditionToMsg, refToMsg, statusToMsg } from './wire.js';
 
 import pb = cairn.resource.v1;
 
@@ -52,11 +52,23 @@ export const Op = {
   writeStatus: (ref: ResourceRef, key: string, body: StatusBody): TxnOp => ({ op: 'status', ref, key, body }),
 } as const;
 
-/** What one op of the applied branch did (the answer of its single call). */
+/**
+ * A resource as a transaction's result names it: id (with uid), version and generation, no
+ * body (docs/api.md "Transactions"). Read the bodies at the result's revision if needed.
+ */
+export interface TxnResourceRef {
+  readonly id: ResourceId;
+  /** The revision (decimal) of its last change. */
+  readonly version: string;
+  readonly generation: string;
+}
+
+/** What one op of the applied branch did (slim: `TxnResourceRef`). */
 export type TxnOpResult =
-  | { readonly op: 'write'; readonly resource: Resource }
-  | { readonly op: 'delete'; readonly deleted: boolean; readonly resource: Resource | null }
-  | { readonly op: 'status'; readonly resource: Resource };
+  | { readonly op: 'write'; readonly resource: TxnResourceRef; readonly changed: boolean }
+  /** `deleted`: removed; `deleting`: finalizers hold it back (resource is the marked state); neither: nothing to delete (resource null). */
+  | { readonly op: 'delete'; readonly deleted: boolean; readonly deleting: boolean; readonly resource: TxnResourceRef | null }
+  | { readonly op: 'status'; readonly resource: TxnResourceRef };
 
 export interface TxnResult {
   /** Every comparison held: the then branch applied; false: the else branch did (possibly nothing). */
@@ -82,6 +94,25 @@ export interface TxnSpec {
  * every retry, so it applies at most once). Not a promise: `await`ing the builder itself is an
  * error that says to call `commit()`.
  */
+/**
+ * The most comparisons, and ops per branch, a builder (and `cairn txn`) takes before sending:
+ * far above any server's `--txn-max-ops` (default 128) yet well below what spreading an array
+ * into a call can take (about 100,000 arguments throw RangeError), so a runaway list gets a
+ * clear error here rather than a stack error or a huge request.
+ */
+export const TXN_CLIENT_MAX_PARTS = 10_000;
+
+/** Appends `items` to `into` without spreading them into a call, refusing more than TXN_CLIENT_MAX_PARTS in all. */
+function appendParts<T>(into: T[], items: readonly T[], what: string): void {
+  if (into.length + items.length > TXN_CLIENT_MAX_PARTS) {
+    throw new CairnClientError(
+      ClientErrorCode.INVALID_ARGUMENT,
+      `${what}: the transaction would have ${into.length + items.length} ${what === 'if' ? 'comparisons' : `${what} ops`}; the client takes at most ${TXN_CLIENT_MAX_PARTS} (servers allow far fewer: --txn-max-ops, default 128)`,
+    );
+  }
+  for (const x of items) into.push(x);
+}
+
 export class TxnBuilder {
   private readonly compares: TxnCompare[] = [];
   private readonly thens: TxnOp[] = [];
@@ -92,7 +123,7 @@ export class TxnBuilder {
 
   if(...compares: TxnCompare[]): this {
     this.open('if');
-    this.compares.push(...compares);
+    appendParts(this.compares, compares, 'if');
     return this;
   }
 
@@ -100,13 +131,13 @@ export class TxnBuilder {
     // `await builder` calls then(resolve, reject): say what was meant instead of queueing functions.
     if (ops.some((o) => typeof o === 'function')) throw new CairnClientError(ClientErrorCode.INVALID_ARGUMENT, 'a transaction builder is not a promise: call .commit() to send it');
     this.open('then');
-    this.thens.push(...ops);
+    appendParts(this.thens, ops, 'then');
     return this;
   }
 
   else(...ops: TxnOp[]): this {
     this.open('else');
-    this.elses.push(...ops);
+    appendParts(this.elses, ops, 'else');
     return this;
   }
 
@@ -114,7 +145,7 @@ export class TxnBuilder {
   commit(opts: MutationOptions = {}): Promise<TxnResult> {
     this.open('commit');
     this.committed = true;
-    return this.send({ compare: [...this.compares], then: [...this.thens], else: [...this.elses] }, opts);
+    return this.send({ compare: this.compares.slice(), then: this.thens.slice(), else: this.elses.slice() }, opts);
   }
 
   private open(what: string): void {
@@ -187,9 +218,12 @@ export function txnRequestMsg(spec: TxnSpec, requestId: string): pb.TxnRequest.$
 
 export function txnResultFromMsg(m: pb.TxnResponse): TxnResult {
   const results = m.results.map((r): TxnOpResult => {
-    if (r.write) return { op: 'write', resource: resourceFromMsg(r.write.resource) };
-    if (r.delete) return { op: 'delete', deleted: r.delete.deleted === true, resource: r.delete.resource === null || r.delete.resource === undefined ? null : resourceFromMsg(r.delete.resource) };
-    if (r.writeStatus) return { op: 'status', resource: resourceFromMsg(r.writeStatus.resource) };
+    if (r.write) return { op: 'write', resource: txnRefFromMsg(r.write.resource), changed: r.write.changed === true };
+    if (r.delete) {
+      const res = r.delete.resource;
+      return { op: 'delete', deleted: r.delete.deleted === true, deleting: r.delete.deleting === true, resource: res === null || res === undefined ? null : txnRefFromMsg(res) };
+    }
+    if (r.writeStatus) return { op: 'status', resource: txnRefFromMsg(r.writeStatus.resource) };
     throw new CairnClientError(ClientErrorCode.INTERNAL, 'the server\'s answer is malformed: a transaction result with no write, delete or write_status');
   });
   const failed = m.failedComparison;
@@ -199,4 +233,12 @@ export function txnResultFromMsg(m: pb.TxnResponse): TxnResult {
     ...(failed !== null && failed !== undefined && !m.succeeded ? { failedComparison: Number(failed) } : {}),
     results,
   };
+}
+
+function txnRefFromMsg(m: pb.ITxnResourceRef | null | undefined): TxnResourceRef {
+  if (m === null || m === undefined || m.id === null || m.id === undefined) {
+    throw new CairnClientError(ClientErrorCode.INTERNAL, 'the server\'s answer is malformed: a transaction result names no resource');
+  }
+  const id = m.id;
+  return { id: { type: id.type ?? '', tenancy: { partition: id.tenancy?.partition ?? '', namespace: id.tenancy?.namespace ?? '' }, name: id.name ?? '', uid: id.uid ?? '' }, version: m.version ?? '', generation: m.generation ?? '' };
 }

@@ -91,8 +91,7 @@ export interface TxnCompare {
  * One operation of a transaction's branch. A write runs the type's hooks at apply, as an
  * unconditional write (0x14) does, against the state at that position, then applies with its
  * `expectedVersion` when it has one (a compare-and-swap, as 0x10): one path for both. A
- * write that creates a resource gives it the uid `<command uid>-<op index>` (deterministic,
- * unique: the command's uid is a fresh ULID). Every op of a branch shares the command's time
+ * write that creates a resource gives it its op's ULID from `thenUids` / `elseUids`. Every op of a branch shares the command's time
  * and generation.
  */
 export type TxnOp =
@@ -109,9 +108,36 @@ export interface TxnCommand extends CommandHeader {
   readonly compare: readonly TxnCompare[];
   readonly then: readonly TxnOp[];
   readonly else: readonly TxnOp[];
+  /**
+   * One fresh ULID per op of `then` / `else` (the leader's, made where a single write's uid is
+   * made, monotonic): the uid of a resource that op creates, so every uid is a ULID as the
+   * contract says. The counts equal the branches' (checked by the decoder). Absent only in
+   * entries written before they were added: those ops use `txnOpUid`.
+   */
+  readonly thenUids?: readonly string[];
+  readonly elseUids?: readonly string[];
 }
 
-/** The uid a transaction's write op `index` gives a resource it creates. */
+/**
+ * Whether comparison `c` holds for `stored` (the resource of that name, or undefined when none
+ * is stored). One rule for the state machine (at the entry's log position) and for a
+ * transaction with no ops, which the service answers with a linearizable read instead of a
+ * log entry (docs/api.md "Transactions").
+ */
+export function txnCompareHolds(c: TxnCompare, stored: { readonly version: Revision; readonly id: { readonly uid: string } } | undefined): boolean {
+  switch (c.target) {
+    case 'exists':
+      return stored !== undefined;
+    case 'absent':
+      return stored === undefined;
+    case 'version':
+      return (stored?.version ?? 0) === c.version;
+    case 'uid':
+      return stored !== undefined && stored.id.uid === c.uid;
+  }
+}
+
+/** The uid a transaction's write op `index` gives a resource it creates, for an entry without `thenUids` / `elseUids` (written before them). */
 export function txnOpUid(commandUid: string, index: number): string {
   return `${commandUid}-${index}`;
 }

@@ -1,17 +1,36 @@
 import { AssertionError, CairnError, ErrorCode, err, ok, type LogIndex, type Result, type Revision } from '../base/index.js';
 import { EntryType, type Entry, type SnapshotMeta } from '../raft/index.js';
-import { ResourceStore, formatName, lowWaterBytes, type ApplyContext, type ChangeRecord, type Resource, type Tenancy } from '../store/index.js';
-import { txnOpUid, type DeleteCommand, type PutCommand, type TxnCommand, type TxnCompare, type TxnOp, type WriteCommand, type WriteStatusCommand } from './commands.js';
+import { ResourceStore, formatName, lowWaterBytes, type ApplyContext, type ChangeRecord, type Resource, type ResourceId, type Tenancy } from '../store/index.js';
+import { txnCompareHolds, txnOpUid, type DeleteCommand, type PutCommand, type TxnCommand, type TxnCompare, type TxnOp, type WriteCommand, type WriteStatusCommand } from './commands.js';
 import { MissingWriteHooksError, type WriteHooks } from './hooks.js';
 import { decodeBody, envelopeType, IGNORABLE_FLAG, CommandType } from './envelope.js';
 import { readSnapshotFrames, writeSnapshotFrames } from './snapshot-format.js';
 import { validateDelete, validatePut, validateTxn, validateWrite, validateWriteStatus } from './validate.js';
 
-/** What one op of an applied transaction branch did (the op's single-command result, without `ok`). */
+/**
+ * A resource as a transaction's op result names it: its id (with uid), version and generation,
+ * never its body. A transaction's answer, its de-duplication entry and the snapshot that keeps
+ * that entry are thus bounded by the request's size, not by the size of what it touched (128
+ * status writes on 100 KB resources would otherwise answer ~13 MB; etcd's txn put responses
+ * carry no value either). A client that needs the bodies reads them at the answer's revision.
+ */
+export interface TxnResourceRef {
+  readonly id: ResourceId;
+  readonly version: Revision;
+  readonly generation: string;
+}
+
+/** What one op of an applied transaction branch did (slim: `TxnResourceRef`). */
 export type TxnOpResult =
-  | { readonly kind: 'write'; readonly resource: Resource; readonly changed: boolean }
-  | { readonly kind: 'delete'; readonly deleted: boolean; readonly resource: Resource | null }
-  | { readonly kind: 'status'; readonly resource: Resource };
+  | { readonly kind: 'write'; readonly resource: TxnResourceRef; readonly changed: boolean }
+  /** `deleted`: removed; `deleting`: finalizers hold it back (resource is the marked state); neither: nothing to delete (resource null). */
+  | { readonly kind: 'delete'; readonly deleted: boolean; readonly deleting: boolean; readonly resource: TxnResourceRef | null }
+  | { readonly kind: 'status'; readonly resource: TxnResourceRef };
+
+/** The slim form of a resource in a transaction's result. */
+export function txnResourceRef(r: Resource): TxnResourceRef {
+  return { id: r.id, version: r.version, generation: r.generation };
+}
 
 /** What the proposer learns from applying its entry. Plain data, so it can be forwarded. */
 export type ApplyResult =
@@ -122,14 +141,8 @@ export class Fsm {
       case CommandType.Txn:
         return this.applyCommand(type, entry);
       default:
-        if (type & IGNORABLE_FLAG) {
-          this.opts.onIgnoredEntry?.(type, entry.index);
-          return { result: NONE, changes: [] };
-        }
-        throw new UnknownEntryTypeError(
-          `log entry ${entry.index} has unknown command type 0x${type.toString(16).padStart(2, '0')}; ` +
-            'this node is older than the cluster: upgrade it before it applies further entries',
-        );
+        skipUnknownEntry(type, entry.index, this.opts.onIgnoredEntry);
+        return { result: NONE, changes: [] };
     }
   }
 
@@ -263,7 +276,11 @@ export class Fsm {
     const branch = failedComparison === undefined ? cmd.then : cmd.else;
     const changes: ChangeRecord[] = [];
     const results: TxnOpResult[] = [];
+    // The quota is judged once, on the branch's net growth (below), not op by op: without the
+    // quota in their context the ops are not refused for space one at a time.
+    const { quota, ...opCtx } = ctx;
     const applied = this.store.atomically((): Result<undefined, CairnError> => {
+      const dataBytesBefore = this.store.dataBytes;
       const named = new Set<string>();
       const changed = new Set<string>();
       for (let i = 0; i < branch.length; i++) {
@@ -272,7 +289,7 @@ export class Fsm {
         const key = identityKey(op.id);
         if (named.has(key)) return at(new CairnError(ErrorCode.INVALID_ARGUMENT, 'it names a resource an earlier op of the branch names (a resource may appear once per branch)'));
         named.add(key);
-        const r = this.applyTxnOp(op, { ...ctx, newUid: txnOpUid(cmd.uid, i) }, index);
+        const r = this.applyTxnOp(op, { ...opCtx, newUid: (branchName === 'then' ? cmd.thenUids : cmd.elseUids)?.[i] ?? txnOpUid(cmd.uid, i) }, index);
         if (!r.ok) return at(r.error);
         for (const c of r.value.changes) {
           const k = identityKey(c.resource.id);
@@ -281,6 +298,12 @@ export class Fsm {
           changes.push(c);
         }
         results.push(r.value.result);
+      }
+      if (quota !== undefined) {
+        const full = this.store.checkNetGrowth(`transaction ${branchName} branch (${branch.length} ops)`, dataBytesBefore, { ...ctx, quota });
+        if (full !== undefined) {
+          return err(new CairnError(full.code, `${full.message}; none of the ${branchName} branch applied`, { ...full.details, branch: branchName }));
+        }
       }
       return ok(undefined);
     });
@@ -298,31 +321,24 @@ export class Fsm {
 
   private holds(c: TxnCompare): boolean {
     const stored = this.store.get({ group: c.id.type.group, kind: c.id.type.kind, tenancy: c.id.tenancy, name: c.id.name });
-    switch (c.target) {
-      case 'exists':
-        return stored !== undefined;
-      case 'absent':
-        return stored === undefined;
-      case 'version':
-        return (stored?.version ?? 0) === c.version;
-      case 'uid':
-        return stored !== undefined && stored.id.uid === c.uid;
-    }
+    return txnCompareHolds(c, stored);
   }
 
   private applyTxnOp(op: TxnOp, ctx: ApplyContext, index: LogIndex): Result<{ result: TxnOpResult; changes: readonly ChangeRecord[] }, CairnError> {
     switch (op.op) {
       case 'write': {
         const r = this.applyPut({ ...op, ...HEADERLESS }, ctx, index, op.expectedVersion);
-        return r.ok ? ok({ result: { kind: 'write', resource: r.value.resource, changed: r.value.changed }, changes: r.value.changes }) : r;
+        return r.ok ? ok({ result: { kind: 'write', resource: txnResourceRef(r.value.resource), changed: r.value.changed }, changes: r.value.changes }) : r;
       }
       case 'delete': {
         const r = this.store.delete(toStoreDelete({ ...op, ...HEADERLESS }), ctx);
-        return r.ok ? ok({ result: { kind: 'delete', deleted: r.value.deleted, resource: r.value.resource }, changes: r.value.changes }) : r;
+        if (!r.ok) return r;
+        const { deleted, resource } = r.value;
+        return ok({ result: { kind: 'delete', deleted, deleting: !deleted && resource !== null, resource: resource === null ? null : txnResourceRef(resource) }, changes: r.value.changes });
       }
       case 'status': {
         const r = this.store.writeStatus(toStoreStatus({ ...op, ...HEADERLESS }), ctx);
-        return r.ok ? ok({ result: { kind: 'status', resource: r.value.resource }, changes: r.value.changes }) : r;
+        return r.ok ? ok({ result: { kind: 'status', resource: txnResourceRef(r.value.resource) }, changes: r.value.changes }) : r;
       }
     }
   }
@@ -428,6 +444,23 @@ function identityKey(id: { readonly type: { readonly group: string; readonly kin
 }
 
 /** The error of a transaction op, saying which op and why; the op's own code and details, plus `branch` and `failedOp`. */
+/**
+ * What a node does with an entry whose command type it does not know (an older node meeting a
+ * newer command): skips it, telling `onIgnored`, when the type has the IGNORABLE_FLAG (0x80);
+ * otherwise stops with UnknownEntryTypeError rather than diverge from nodes that apply it.
+ * Exported so a test can show what a node that predates a command type does with it.
+ */
+export function skipUnknownEntry(type: number, index: LogIndex, onIgnored?: (type: number, index: LogIndex) => void): void {
+  if (type & IGNORABLE_FLAG) {
+    onIgnored?.(type, index);
+    return;
+  }
+  throw new UnknownEntryTypeError(
+    `log entry ${index} has unknown command type 0x${type.toString(16).padStart(2, '0')}; ` +
+      'this node is older than the cluster: upgrade it before it applies further entries',
+  );
+}
+
 function txnOpError(branch: 'then' | 'else', i: number, op: TxnOp, e: CairnError): CairnError {
   const what = `${op.op === 'status' ? 'status write' : op.op} of ${formatName(op.id.type, op.id.tenancy, op.id.name)}`;
   return new CairnError(e.code, `transaction ${branch}[${i}] (${what}) failed, so none of the ${branch} branch applied: ${e.message}`, { ...e.details, branch, failedOp: i });

@@ -301,6 +301,15 @@ export function validateTxn(body: unknown): Checked | string {
     cmd['compare'] = compare.map((c, i) => txnCompare(c, i));
     cmd['then'] = txnOps(o['then'], 'then');
     cmd['else'] = txnOps(o['else'], 'else');
+    for (const [branch, key] of [['then', 'thenUids'], ['else', 'elseUids']] as const) {
+      const uids = o[key];
+      if (uids === undefined) continue;
+      const n = (cmd[branch] as unknown[]).length;
+      if (!Array.isArray(uids) || uids.length !== n || !uids.every((u) => typeof u === 'string' && u !== '' && u.length <= 128)) {
+        throw new Invalid(`${key} must be an array of ${n} non-empty strings, one per op of the ${branch} branch`);
+      }
+      cmd[key] = uids;
+    }
     return { kind: 'txn', cmd: cmd as unknown as TxnCommand };
   });
 }

@@ -3879,6 +3879,504 @@ export namespace cairn {
             }
 
             /**
+             * Properties of a TxnResourceRef.
+             * @deprecated Use cairn.resource.v1.TxnResourceRef.$Properties instead.
+             */
+            interface ITxnResourceRef extends cairn.resource.v1.TxnResourceRef.$Properties {
+            }
+
+            /** Represents a TxnResourceRef. */
+            class TxnResourceRef {
+
+                /**
+                 * Constructs a new TxnResourceRef.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.TxnResourceRef.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** TxnResourceRef id. */
+                id?: (cairn.resource.v1.ResourceId.$Properties|null);
+
+                /** TxnResourceRef version. */
+                version: string;
+
+                /** TxnResourceRef generation. */
+                generation: string;
+
+                /**
+                 * Creates a new TxnResourceRef instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns TxnResourceRef instance
+                 */
+                static create(properties: cairn.resource.v1.TxnResourceRef.$Shape): cairn.resource.v1.TxnResourceRef & cairn.resource.v1.TxnResourceRef.$Shape;
+                static create(properties?: cairn.resource.v1.TxnResourceRef.$Properties): cairn.resource.v1.TxnResourceRef;
+
+                /**
+                 * Encodes the specified TxnResourceRef message. Does not implicitly {@link cairn.resource.v1.TxnResourceRef.verify|verify} messages.
+                 * @param m TxnResourceRef message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.TxnResourceRef.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified TxnResourceRef message, length delimited. Does not implicitly {@link cairn.resource.v1.TxnResourceRef.verify|verify} messages.
+                 * @param message TxnResourceRef message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.TxnResourceRef.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a TxnResourceRef message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.TxnResourceRef & cairn.resource.v1.TxnResourceRef.$Shape} TxnResourceRef
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.TxnResourceRef & cairn.resource.v1.TxnResourceRef.$Shape;
+
+                /**
+                 * Decodes a TxnResourceRef message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.TxnResourceRef & cairn.resource.v1.TxnResourceRef.$Shape} TxnResourceRef
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.TxnResourceRef & cairn.resource.v1.TxnResourceRef.$Shape;
+
+                /**
+                 * Verifies a TxnResourceRef message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a TxnResourceRef message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns TxnResourceRef
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.TxnResourceRef;
+
+                /**
+                 * Creates a plain object from a TxnResourceRef message. Also converts values to other types if specified.
+                 * @param m TxnResourceRef
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.TxnResourceRef, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this TxnResourceRef to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for TxnResourceRef
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace TxnResourceRef {
+
+                /** Properties of a TxnResourceRef. */
+                interface $Properties {
+
+                    /** TxnResourceRef id */
+                    id?: (cairn.resource.v1.ResourceId.$Properties|null);
+
+                    /** TxnResourceRef version */
+                    version?: (string|null);
+
+                    /** TxnResourceRef generation */
+                    generation?: (string|null);
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a TxnResourceRef. */
+                type $Shape = cairn.resource.v1.TxnResourceRef.$Properties;
+            }
+
+            /**
+             * Properties of a TxnWriteResult.
+             * @deprecated Use cairn.resource.v1.TxnWriteResult.$Properties instead.
+             */
+            interface ITxnWriteResult extends cairn.resource.v1.TxnWriteResult.$Properties {
+            }
+
+            /** Represents a TxnWriteResult. */
+            class TxnWriteResult {
+
+                /**
+                 * Constructs a new TxnWriteResult.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.TxnWriteResult.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** TxnWriteResult resource. */
+                resource?: (cairn.resource.v1.TxnResourceRef.$Properties|null);
+
+                /** TxnWriteResult changed. */
+                changed: boolean;
+
+                /**
+                 * Creates a new TxnWriteResult instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns TxnWriteResult instance
+                 */
+                static create(properties: cairn.resource.v1.TxnWriteResult.$Shape): cairn.resource.v1.TxnWriteResult & cairn.resource.v1.TxnWriteResult.$Shape;
+                static create(properties?: cairn.resource.v1.TxnWriteResult.$Properties): cairn.resource.v1.TxnWriteResult;
+
+                /**
+                 * Encodes the specified TxnWriteResult message. Does not implicitly {@link cairn.resource.v1.TxnWriteResult.verify|verify} messages.
+                 * @param m TxnWriteResult message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.TxnWriteResult.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified TxnWriteResult message, length delimited. Does not implicitly {@link cairn.resource.v1.TxnWriteResult.verify|verify} messages.
+                 * @param message TxnWriteResult message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.TxnWriteResult.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a TxnWriteResult message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.TxnWriteResult & cairn.resource.v1.TxnWriteResult.$Shape} TxnWriteResult
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.TxnWriteResult & cairn.resource.v1.TxnWriteResult.$Shape;
+
+                /**
+                 * Decodes a TxnWriteResult message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.TxnWriteResult & cairn.resource.v1.TxnWriteResult.$Shape} TxnWriteResult
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.TxnWriteResult & cairn.resource.v1.TxnWriteResult.$Shape;
+
+                /**
+                 * Verifies a TxnWriteResult message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a TxnWriteResult message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns TxnWriteResult
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.TxnWriteResult;
+
+                /**
+                 * Creates a plain object from a TxnWriteResult message. Also converts values to other types if specified.
+                 * @param m TxnWriteResult
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.TxnWriteResult, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this TxnWriteResult to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for TxnWriteResult
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace TxnWriteResult {
+
+                /** Properties of a TxnWriteResult. */
+                interface $Properties {
+
+                    /** TxnWriteResult resource */
+                    resource?: (cairn.resource.v1.TxnResourceRef.$Properties|null);
+
+                    /** TxnWriteResult changed */
+                    changed?: (boolean|null);
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a TxnWriteResult. */
+                type $Shape = cairn.resource.v1.TxnWriteResult.$Properties;
+            }
+
+            /**
+             * Properties of a TxnDeleteResult.
+             * @deprecated Use cairn.resource.v1.TxnDeleteResult.$Properties instead.
+             */
+            interface ITxnDeleteResult extends cairn.resource.v1.TxnDeleteResult.$Properties {
+            }
+
+            /** Represents a TxnDeleteResult. */
+            class TxnDeleteResult {
+
+                /**
+                 * Constructs a new TxnDeleteResult.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.TxnDeleteResult.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** TxnDeleteResult deleted. */
+                deleted: boolean;
+
+                /** TxnDeleteResult deleting. */
+                deleting: boolean;
+
+                /** TxnDeleteResult resource. */
+                resource?: (cairn.resource.v1.TxnResourceRef.$Properties|null);
+
+                /**
+                 * Creates a new TxnDeleteResult instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns TxnDeleteResult instance
+                 */
+                static create(properties: cairn.resource.v1.TxnDeleteResult.$Shape): cairn.resource.v1.TxnDeleteResult & cairn.resource.v1.TxnDeleteResult.$Shape;
+                static create(properties?: cairn.resource.v1.TxnDeleteResult.$Properties): cairn.resource.v1.TxnDeleteResult;
+
+                /**
+                 * Encodes the specified TxnDeleteResult message. Does not implicitly {@link cairn.resource.v1.TxnDeleteResult.verify|verify} messages.
+                 * @param m TxnDeleteResult message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.TxnDeleteResult.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified TxnDeleteResult message, length delimited. Does not implicitly {@link cairn.resource.v1.TxnDeleteResult.verify|verify} messages.
+                 * @param message TxnDeleteResult message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.TxnDeleteResult.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a TxnDeleteResult message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.TxnDeleteResult & cairn.resource.v1.TxnDeleteResult.$Shape} TxnDeleteResult
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.TxnDeleteResult & cairn.resource.v1.TxnDeleteResult.$Shape;
+
+                /**
+                 * Decodes a TxnDeleteResult message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.TxnDeleteResult & cairn.resource.v1.TxnDeleteResult.$Shape} TxnDeleteResult
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.TxnDeleteResult & cairn.resource.v1.TxnDeleteResult.$Shape;
+
+                /**
+                 * Verifies a TxnDeleteResult message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a TxnDeleteResult message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns TxnDeleteResult
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.TxnDeleteResult;
+
+                /**
+                 * Creates a plain object from a TxnDeleteResult message. Also converts values to other types if specified.
+                 * @param m TxnDeleteResult
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.TxnDeleteResult, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this TxnDeleteResult to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for TxnDeleteResult
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace TxnDeleteResult {
+
+                /** Properties of a TxnDeleteResult. */
+                interface $Properties {
+
+                    /** TxnDeleteResult deleted */
+                    deleted?: (boolean|null);
+
+                    /** TxnDeleteResult deleting */
+                    deleting?: (boolean|null);
+
+                    /** TxnDeleteResult resource */
+                    resource?: (cairn.resource.v1.TxnResourceRef.$Properties|null);
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a TxnDeleteResult. */
+                type $Shape = cairn.resource.v1.TxnDeleteResult.$Properties;
+            }
+
+            /**
+             * Properties of a TxnWriteStatusResult.
+             * @deprecated Use cairn.resource.v1.TxnWriteStatusResult.$Properties instead.
+             */
+            interface ITxnWriteStatusResult extends cairn.resource.v1.TxnWriteStatusResult.$Properties {
+            }
+
+            /** Represents a TxnWriteStatusResult. */
+            class TxnWriteStatusResult {
+
+                /**
+                 * Constructs a new TxnWriteStatusResult.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.TxnWriteStatusResult.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** TxnWriteStatusResult resource. */
+                resource?: (cairn.resource.v1.TxnResourceRef.$Properties|null);
+
+                /**
+                 * Creates a new TxnWriteStatusResult instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns TxnWriteStatusResult instance
+                 */
+                static create(properties: cairn.resource.v1.TxnWriteStatusResult.$Shape): cairn.resource.v1.TxnWriteStatusResult & cairn.resource.v1.TxnWriteStatusResult.$Shape;
+                static create(properties?: cairn.resource.v1.TxnWriteStatusResult.$Properties): cairn.resource.v1.TxnWriteStatusResult;
+
+                /**
+                 * Encodes the specified TxnWriteStatusResult message. Does not implicitly {@link cairn.resource.v1.TxnWriteStatusResult.verify|verify} messages.
+                 * @param m TxnWriteStatusResult message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.TxnWriteStatusResult.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified TxnWriteStatusResult message, length delimited. Does not implicitly {@link cairn.resource.v1.TxnWriteStatusResult.verify|verify} messages.
+                 * @param message TxnWriteStatusResult message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.TxnWriteStatusResult.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a TxnWriteStatusResult message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.TxnWriteStatusResult & cairn.resource.v1.TxnWriteStatusResult.$Shape} TxnWriteStatusResult
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.TxnWriteStatusResult & cairn.resource.v1.TxnWriteStatusResult.$Shape;
+
+                /**
+                 * Decodes a TxnWriteStatusResult message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.TxnWriteStatusResult & cairn.resource.v1.TxnWriteStatusResult.$Shape} TxnWriteStatusResult
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.TxnWriteStatusResult & cairn.resource.v1.TxnWriteStatusResult.$Shape;
+
+                /**
+                 * Verifies a TxnWriteStatusResult message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a TxnWriteStatusResult message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns TxnWriteStatusResult
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.TxnWriteStatusResult;
+
+                /**
+                 * Creates a plain object from a TxnWriteStatusResult message. Also converts values to other types if specified.
+                 * @param m TxnWriteStatusResult
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.TxnWriteStatusResult, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this TxnWriteStatusResult to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for TxnWriteStatusResult
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace TxnWriteStatusResult {
+
+                /** Properties of a TxnWriteStatusResult. */
+                interface $Properties {
+
+                    /** TxnWriteStatusResult resource */
+                    resource?: (cairn.resource.v1.TxnResourceRef.$Properties|null);
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a TxnWriteStatusResult. */
+                type $Shape = cairn.resource.v1.TxnWriteStatusResult.$Properties;
+            }
+
+            /**
              * Properties of a TxnOpResult.
              * @deprecated Use cairn.resource.v1.TxnOpResult.$Properties instead.
              */
@@ -3898,13 +4396,13 @@ export namespace cairn {
                 $unknowns?: Uint8Array[];
 
                 /** TxnOpResult write. */
-                write?: (cairn.resource.v1.WriteResponse.$Properties|null);
+                write?: (cairn.resource.v1.TxnWriteResult.$Properties|null);
 
                 /** TxnOpResult delete. */
-                delete?: (cairn.resource.v1.DeleteResponse.$Properties|null);
+                delete?: (cairn.resource.v1.TxnDeleteResult.$Properties|null);
 
                 /** TxnOpResult writeStatus. */
-                writeStatus?: (cairn.resource.v1.WriteStatusResponse.$Properties|null);
+                writeStatus?: (cairn.resource.v1.TxnWriteStatusResult.$Properties|null);
 
                 /** TxnOpResult result. */
                 result?: ("write"|"delete"|"writeStatus");
@@ -3994,13 +4492,13 @@ export namespace cairn {
                 interface $Properties {
 
                     /** TxnOpResult write */
-                    write?: (cairn.resource.v1.WriteResponse.$Properties|null);
+                    write?: (cairn.resource.v1.TxnWriteResult.$Properties|null);
 
                     /** TxnOpResult delete */
-                    "delete"?: (cairn.resource.v1.DeleteResponse.$Properties|null);
+                    "delete"?: (cairn.resource.v1.TxnDeleteResult.$Properties|null);
 
                     /** TxnOpResult writeStatus */
-                    writeStatus?: (cairn.resource.v1.WriteStatusResponse.$Properties|null);
+                    writeStatus?: (cairn.resource.v1.TxnWriteStatusResult.$Properties|null);
 
                     /** TxnOpResult result */
                     result?: ("write"|"delete"|"writeStatus");
@@ -4011,12 +4509,12 @@ export namespace cairn {
 
                 /** Narrowed shape of a TxnOpResult. */
                 type $Shape = {
-                  write?: cairn.resource.v1.WriteResponse.$Shape|null;
-                  "delete"?: cairn.resource.v1.DeleteResponse.$Shape|null;
-                  writeStatus?: cairn.resource.v1.WriteStatusResponse.$Shape|null;
+                  write?: cairn.resource.v1.TxnWriteResult.$Shape|null;
+                  "delete"?: cairn.resource.v1.TxnDeleteResult.$Shape|null;
+                  writeStatus?: cairn.resource.v1.TxnWriteStatusResult.$Shape|null;
                   $unknowns?: Uint8Array[];
                 } & (
-                  ({ result?: undefined; write?: null; "delete"?: null; writeStatus?: null }|{ result?: "write"; write: cairn.resource.v1.WriteResponse.$Shape; "delete"?: null; writeStatus?: null }|{ result?: "delete"; write?: null; "delete": cairn.resource.v1.DeleteResponse.$Shape; writeStatus?: null }|{ result?: "writeStatus"; write?: null; "delete"?: null; writeStatus: cairn.resource.v1.WriteStatusResponse.$Shape })
+                  ({ result?: undefined; write?: null; "delete"?: null; writeStatus?: null }|{ result?: "write"; write: cairn.resource.v1.TxnWriteResult.$Shape; "delete"?: null; writeStatus?: null }|{ result?: "delete"; write?: null; "delete": cairn.resource.v1.TxnDeleteResult.$Shape; writeStatus?: null }|{ result?: "writeStatus"; write?: null; "delete"?: null; writeStatus: cairn.resource.v1.TxnWriteStatusResult.$Shape })
                 );
             }
 

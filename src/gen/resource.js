@@ -10909,14 +10909,1299 @@ export const cairn = $root.cairn = (() => {
                 return TxnRequest;
             })();
 
+            v1.TxnResourceRef = (function() {
+
+                /**
+                 * Properties of a TxnResourceRef.
+                 * @typedef {Object} cairn.resource.v1.TxnResourceRef.$Properties
+                 * @property {cairn.resource.v1.ResourceId.$Properties|null} [id] TxnResourceRef id
+                 * @property {string|null} [version] TxnResourceRef version
+                 * @property {string|null} [generation] TxnResourceRef generation
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a TxnResourceRef.
+                 * @memberof cairn.resource.v1
+                 * @interface ITxnResourceRef
+                 * @augments cairn.resource.v1.TxnResourceRef.$Properties
+                 * @deprecated Use cairn.resource.v1.TxnResourceRef.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a TxnResourceRef.
+                 * @typedef {cairn.resource.v1.TxnResourceRef.$Properties} cairn.resource.v1.TxnResourceRef.$Shape
+                 */
+
+                /**
+                 * Constructs a new TxnResourceRef.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a TxnResourceRef.
+                 * @constructor
+                 * @param {cairn.resource.v1.TxnResourceRef.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const TxnResourceRef = function (p) {
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * TxnResourceRef id.
+                 * @member {cairn.resource.v1.ResourceId.$Properties|null|undefined} id
+                 * @memberof cairn.resource.v1.TxnResourceRef
+                 * @instance
+                 */
+                TxnResourceRef.prototype.id = null;
+
+                /**
+                 * TxnResourceRef version.
+                 * @member {string} version
+                 * @memberof cairn.resource.v1.TxnResourceRef
+                 * @instance
+                 */
+                TxnResourceRef.prototype.version = "";
+
+                /**
+                 * TxnResourceRef generation.
+                 * @member {string} generation
+                 * @memberof cairn.resource.v1.TxnResourceRef
+                 * @instance
+                 */
+                TxnResourceRef.prototype.generation = "";
+
+                /**
+                 * Creates a new TxnResourceRef instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.TxnResourceRef
+                 * @static
+                 * @param {cairn.resource.v1.TxnResourceRef.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.TxnResourceRef} TxnResourceRef instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.TxnResourceRef.$Shape): cairn.resource.v1.TxnResourceRef & cairn.resource.v1.TxnResourceRef.$Shape;
+                 *   (properties?: cairn.resource.v1.TxnResourceRef.$Properties): cairn.resource.v1.TxnResourceRef;
+                 * }}
+                 */
+                TxnResourceRef.create = function(properties) {
+                    return new TxnResourceRef(properties);
+                };
+
+                /**
+                 * Encodes the specified TxnResourceRef message. Does not implicitly {@link cairn.resource.v1.TxnResourceRef.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.TxnResourceRef
+                 * @static
+                 * @param {cairn.resource.v1.TxnResourceRef.$Properties} m TxnResourceRef message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                TxnResourceRef.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id"))
+                        $root.cairn.resource.v1.ResourceId.encode(m.id, w.uint32(/* id 1, wireType 2 =*/10).fork(), q + 1).ldelim();
+                    if (m.version != null && $Object.hasOwnProperty.call(m, "version") && m.version !== "")
+                        w.uint32(/* id 2, wireType 2 =*/18).string(m.version);
+                    if (m.generation != null && $Object.hasOwnProperty.call(m, "generation") && m.generation !== "")
+                        w.uint32(/* id 3, wireType 2 =*/26).string(m.generation);
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified TxnResourceRef message, length delimited. Does not implicitly {@link cairn.resource.v1.TxnResourceRef.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.TxnResourceRef
+                 * @static
+                 * @param {cairn.resource.v1.TxnResourceRef.$Properties} message TxnResourceRef message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                TxnResourceRef.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a TxnResourceRef message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.TxnResourceRef
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.TxnResourceRef & cairn.resource.v1.TxnResourceRef.$Shape} TxnResourceRef
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                TxnResourceRef.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m, v;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.TxnResourceRef();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 2)
+                                    break;
+                                m.id = $root.cairn.resource.v1.ResourceId.decode(r, r.size(), $undefined, q + 1, m.id);
+                                continue;
+                            }
+                        case 2: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.version = v;
+                                else
+                                    delete m.version;
+                                continue;
+                            }
+                        case 3: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.generation = v;
+                                else
+                                    delete m.generation;
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a TxnResourceRef message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.TxnResourceRef
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.TxnResourceRef & cairn.resource.v1.TxnResourceRef.$Shape} TxnResourceRef
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                TxnResourceRef.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a TxnResourceRef message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.TxnResourceRef
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                TxnResourceRef.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        {
+                            var e = $root.cairn.resource.v1.ResourceId.verify(m.id, q + 1);
+                            if (e)
+                                return "id." + e;
+                        }
+                    }
+                    if (m.version != null && $Object.hasOwnProperty.call(m, "version")) {
+                        if (!$util.isString(m.version))
+                            return "version: string expected";
+                    }
+                    if (m.generation != null && $Object.hasOwnProperty.call(m, "generation")) {
+                        if (!$util.isString(m.generation))
+                            return "generation: string expected";
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a TxnResourceRef message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.TxnResourceRef
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.TxnResourceRef} TxnResourceRef
+                 */
+                TxnResourceRef.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.TxnResourceRef)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.TxnResourceRef: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.TxnResourceRef();
+                    if (d.id != null) {
+                        if (!$util.isObject(d.id))
+                            throw $TypeError(".cairn.resource.v1.TxnResourceRef.id: object expected");
+                        m.id = $root.cairn.resource.v1.ResourceId.fromObject(d.id, q + 1);
+                    }
+                    if (d.version != null) {
+                        if (typeof d.version !== "string" || d.version.length) {
+                            m.version = $String(d.version);
+                        }
+                    }
+                    if (d.generation != null) {
+                        if (typeof d.generation !== "string" || d.generation.length) {
+                            m.generation = $String(d.generation);
+                        }
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a TxnResourceRef message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.TxnResourceRef
+                 * @static
+                 * @param {cairn.resource.v1.TxnResourceRef} m TxnResourceRef
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                TxnResourceRef.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.defaults) {
+                        d.id = null;
+                        d.version = "";
+                        d.generation = "";
+                    }
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        d.id = $root.cairn.resource.v1.ResourceId.toObject(m.id, o, q + 1);
+                    }
+                    if (m.version != null && $Object.hasOwnProperty.call(m, "version")) {
+                        d.version = m.version;
+                    }
+                    if (m.generation != null && $Object.hasOwnProperty.call(m, "generation")) {
+                        d.generation = m.generation;
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this TxnResourceRef to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.TxnResourceRef
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                TxnResourceRef.prototype.toJSON = function() {
+                    return TxnResourceRef.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for TxnResourceRef
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.TxnResourceRef
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                TxnResourceRef.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.TxnResourceRef";
+                };
+
+                return TxnResourceRef;
+            })();
+
+            v1.TxnWriteResult = (function() {
+
+                /**
+                 * Properties of a TxnWriteResult.
+                 * @typedef {Object} cairn.resource.v1.TxnWriteResult.$Properties
+                 * @property {cairn.resource.v1.TxnResourceRef.$Properties|null} [resource] TxnWriteResult resource
+                 * @property {boolean|null} [changed] TxnWriteResult changed
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a TxnWriteResult.
+                 * @memberof cairn.resource.v1
+                 * @interface ITxnWriteResult
+                 * @augments cairn.resource.v1.TxnWriteResult.$Properties
+                 * @deprecated Use cairn.resource.v1.TxnWriteResult.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a TxnWriteResult.
+                 * @typedef {cairn.resource.v1.TxnWriteResult.$Properties} cairn.resource.v1.TxnWriteResult.$Shape
+                 */
+
+                /**
+                 * Constructs a new TxnWriteResult.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a TxnWriteResult.
+                 * @constructor
+                 * @param {cairn.resource.v1.TxnWriteResult.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const TxnWriteResult = function (p) {
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * TxnWriteResult resource.
+                 * @member {cairn.resource.v1.TxnResourceRef.$Properties|null|undefined} resource
+                 * @memberof cairn.resource.v1.TxnWriteResult
+                 * @instance
+                 */
+                TxnWriteResult.prototype.resource = null;
+
+                /**
+                 * TxnWriteResult changed.
+                 * @member {boolean} changed
+                 * @memberof cairn.resource.v1.TxnWriteResult
+                 * @instance
+                 */
+                TxnWriteResult.prototype.changed = false;
+
+                /**
+                 * Creates a new TxnWriteResult instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.TxnWriteResult
+                 * @static
+                 * @param {cairn.resource.v1.TxnWriteResult.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.TxnWriteResult} TxnWriteResult instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.TxnWriteResult.$Shape): cairn.resource.v1.TxnWriteResult & cairn.resource.v1.TxnWriteResult.$Shape;
+                 *   (properties?: cairn.resource.v1.TxnWriteResult.$Properties): cairn.resource.v1.TxnWriteResult;
+                 * }}
+                 */
+                TxnWriteResult.create = function(properties) {
+                    return new TxnWriteResult(properties);
+                };
+
+                /**
+                 * Encodes the specified TxnWriteResult message. Does not implicitly {@link cairn.resource.v1.TxnWriteResult.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.TxnWriteResult
+                 * @static
+                 * @param {cairn.resource.v1.TxnWriteResult.$Properties} m TxnWriteResult message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                TxnWriteResult.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.resource != null && $Object.hasOwnProperty.call(m, "resource"))
+                        $root.cairn.resource.v1.TxnResourceRef.encode(m.resource, w.uint32(/* id 1, wireType 2 =*/10).fork(), q + 1).ldelim();
+                    if (m.changed != null && $Object.hasOwnProperty.call(m, "changed") && m.changed !== false)
+                        w.uint32(/* id 2, wireType 0 =*/16).bool(m.changed);
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified TxnWriteResult message, length delimited. Does not implicitly {@link cairn.resource.v1.TxnWriteResult.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.TxnWriteResult
+                 * @static
+                 * @param {cairn.resource.v1.TxnWriteResult.$Properties} message TxnWriteResult message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                TxnWriteResult.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a TxnWriteResult message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.TxnWriteResult
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.TxnWriteResult & cairn.resource.v1.TxnWriteResult.$Shape} TxnWriteResult
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                TxnWriteResult.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m, v;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.TxnWriteResult();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 2)
+                                    break;
+                                m.resource = $root.cairn.resource.v1.TxnResourceRef.decode(r, r.size(), $undefined, q + 1, m.resource);
+                                continue;
+                            }
+                        case 2: {
+                                if (u !== 0)
+                                    break;
+                                if (v = r.bool())
+                                    m.changed = v;
+                                else
+                                    delete m.changed;
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a TxnWriteResult message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.TxnWriteResult
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.TxnWriteResult & cairn.resource.v1.TxnWriteResult.$Shape} TxnWriteResult
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                TxnWriteResult.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a TxnWriteResult message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.TxnWriteResult
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                TxnWriteResult.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    if (m.resource != null && $Object.hasOwnProperty.call(m, "resource")) {
+                        {
+                            var e = $root.cairn.resource.v1.TxnResourceRef.verify(m.resource, q + 1);
+                            if (e)
+                                return "resource." + e;
+                        }
+                    }
+                    if (m.changed != null && $Object.hasOwnProperty.call(m, "changed")) {
+                        if (typeof m.changed !== "boolean")
+                            return "changed: boolean expected";
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a TxnWriteResult message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.TxnWriteResult
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.TxnWriteResult} TxnWriteResult
+                 */
+                TxnWriteResult.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.TxnWriteResult)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.TxnWriteResult: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.TxnWriteResult();
+                    if (d.resource != null) {
+                        if (!$util.isObject(d.resource))
+                            throw $TypeError(".cairn.resource.v1.TxnWriteResult.resource: object expected");
+                        m.resource = $root.cairn.resource.v1.TxnResourceRef.fromObject(d.resource, q + 1);
+                    }
+                    if (d.changed != null) {
+                        if (d.changed) {
+                            m.changed = $Boolean(d.changed);
+                        }
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a TxnWriteResult message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.TxnWriteResult
+                 * @static
+                 * @param {cairn.resource.v1.TxnWriteResult} m TxnWriteResult
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                TxnWriteResult.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.defaults) {
+                        d.resource = null;
+                        d.changed = false;
+                    }
+                    if (m.resource != null && $Object.hasOwnProperty.call(m, "resource")) {
+                        d.resource = $root.cairn.resource.v1.TxnResourceRef.toObject(m.resource, o, q + 1);
+                    }
+                    if (m.changed != null && $Object.hasOwnProperty.call(m, "changed")) {
+                        d.changed = m.changed;
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this TxnWriteResult to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.TxnWriteResult
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                TxnWriteResult.prototype.toJSON = function() {
+                    return TxnWriteResult.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for TxnWriteResult
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.TxnWriteResult
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                TxnWriteResult.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.TxnWriteResult";
+                };
+
+                return TxnWriteResult;
+            })();
+
+            v1.TxnDeleteResult = (function() {
+
+                /**
+                 * Properties of a TxnDeleteResult.
+                 * @typedef {Object} cairn.resource.v1.TxnDeleteResult.$Properties
+                 * @property {boolean|null} [deleted] TxnDeleteResult deleted
+                 * @property {boolean|null} [deleting] TxnDeleteResult deleting
+                 * @property {cairn.resource.v1.TxnResourceRef.$Properties|null} [resource] TxnDeleteResult resource
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a TxnDeleteResult.
+                 * @memberof cairn.resource.v1
+                 * @interface ITxnDeleteResult
+                 * @augments cairn.resource.v1.TxnDeleteResult.$Properties
+                 * @deprecated Use cairn.resource.v1.TxnDeleteResult.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a TxnDeleteResult.
+                 * @typedef {cairn.resource.v1.TxnDeleteResult.$Properties} cairn.resource.v1.TxnDeleteResult.$Shape
+                 */
+
+                /**
+                 * Constructs a new TxnDeleteResult.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a TxnDeleteResult.
+                 * @constructor
+                 * @param {cairn.resource.v1.TxnDeleteResult.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const TxnDeleteResult = function (p) {
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * TxnDeleteResult deleted.
+                 * @member {boolean} deleted
+                 * @memberof cairn.resource.v1.TxnDeleteResult
+                 * @instance
+                 */
+                TxnDeleteResult.prototype.deleted = false;
+
+                /**
+                 * TxnDeleteResult deleting.
+                 * @member {boolean} deleting
+                 * @memberof cairn.resource.v1.TxnDeleteResult
+                 * @instance
+                 */
+                TxnDeleteResult.prototype.deleting = false;
+
+                /**
+                 * TxnDeleteResult resource.
+                 * @member {cairn.resource.v1.TxnResourceRef.$Properties|null|undefined} resource
+                 * @memberof cairn.resource.v1.TxnDeleteResult
+                 * @instance
+                 */
+                TxnDeleteResult.prototype.resource = null;
+
+                /**
+                 * Creates a new TxnDeleteResult instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.TxnDeleteResult
+                 * @static
+                 * @param {cairn.resource.v1.TxnDeleteResult.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.TxnDeleteResult} TxnDeleteResult instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.TxnDeleteResult.$Shape): cairn.resource.v1.TxnDeleteResult & cairn.resource.v1.TxnDeleteResult.$Shape;
+                 *   (properties?: cairn.resource.v1.TxnDeleteResult.$Properties): cairn.resource.v1.TxnDeleteResult;
+                 * }}
+                 */
+                TxnDeleteResult.create = function(properties) {
+                    return new TxnDeleteResult(properties);
+                };
+
+                /**
+                 * Encodes the specified TxnDeleteResult message. Does not implicitly {@link cairn.resource.v1.TxnDeleteResult.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.TxnDeleteResult
+                 * @static
+                 * @param {cairn.resource.v1.TxnDeleteResult.$Properties} m TxnDeleteResult message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                TxnDeleteResult.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.deleted != null && $Object.hasOwnProperty.call(m, "deleted") && m.deleted !== false)
+                        w.uint32(/* id 1, wireType 0 =*/8).bool(m.deleted);
+                    if (m.deleting != null && $Object.hasOwnProperty.call(m, "deleting") && m.deleting !== false)
+                        w.uint32(/* id 2, wireType 0 =*/16).bool(m.deleting);
+                    if (m.resource != null && $Object.hasOwnProperty.call(m, "resource"))
+                        $root.cairn.resource.v1.TxnResourceRef.encode(m.resource, w.uint32(/* id 3, wireType 2 =*/26).fork(), q + 1).ldelim();
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified TxnDeleteResult message, length delimited. Does not implicitly {@link cairn.resource.v1.TxnDeleteResult.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.TxnDeleteResult
+                 * @static
+                 * @param {cairn.resource.v1.TxnDeleteResult.$Properties} message TxnDeleteResult message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                TxnDeleteResult.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a TxnDeleteResult message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.TxnDeleteResult
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.TxnDeleteResult & cairn.resource.v1.TxnDeleteResult.$Shape} TxnDeleteResult
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                TxnDeleteResult.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m, v;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.TxnDeleteResult();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 0)
+                                    break;
+                                if (v = r.bool())
+                                    m.deleted = v;
+                                else
+                                    delete m.deleted;
+                                continue;
+                            }
+                        case 2: {
+                                if (u !== 0)
+                                    break;
+                                if (v = r.bool())
+                                    m.deleting = v;
+                                else
+                                    delete m.deleting;
+                                continue;
+                            }
+                        case 3: {
+                                if (u !== 2)
+                                    break;
+                                m.resource = $root.cairn.resource.v1.TxnResourceRef.decode(r, r.size(), $undefined, q + 1, m.resource);
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a TxnDeleteResult message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.TxnDeleteResult
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.TxnDeleteResult & cairn.resource.v1.TxnDeleteResult.$Shape} TxnDeleteResult
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                TxnDeleteResult.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a TxnDeleteResult message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.TxnDeleteResult
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                TxnDeleteResult.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    if (m.deleted != null && $Object.hasOwnProperty.call(m, "deleted")) {
+                        if (typeof m.deleted !== "boolean")
+                            return "deleted: boolean expected";
+                    }
+                    if (m.deleting != null && $Object.hasOwnProperty.call(m, "deleting")) {
+                        if (typeof m.deleting !== "boolean")
+                            return "deleting: boolean expected";
+                    }
+                    if (m.resource != null && $Object.hasOwnProperty.call(m, "resource")) {
+                        {
+                            var e = $root.cairn.resource.v1.TxnResourceRef.verify(m.resource, q + 1);
+                            if (e)
+                                return "resource." + e;
+                        }
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a TxnDeleteResult message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.TxnDeleteResult
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.TxnDeleteResult} TxnDeleteResult
+                 */
+                TxnDeleteResult.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.TxnDeleteResult)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.TxnDeleteResult: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.TxnDeleteResult();
+                    if (d.deleted != null) {
+                        if (d.deleted) {
+                            m.deleted = $Boolean(d.deleted);
+                        }
+                    }
+                    if (d.deleting != null) {
+                        if (d.deleting) {
+                            m.deleting = $Boolean(d.deleting);
+                        }
+                    }
+                    if (d.resource != null) {
+                        if (!$util.isObject(d.resource))
+                            throw $TypeError(".cairn.resource.v1.TxnDeleteResult.resource: object expected");
+                        m.resource = $root.cairn.resource.v1.TxnResourceRef.fromObject(d.resource, q + 1);
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a TxnDeleteResult message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.TxnDeleteResult
+                 * @static
+                 * @param {cairn.resource.v1.TxnDeleteResult} m TxnDeleteResult
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                TxnDeleteResult.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.defaults) {
+                        d.deleted = false;
+                        d.deleting = false;
+                        d.resource = null;
+                    }
+                    if (m.deleted != null && $Object.hasOwnProperty.call(m, "deleted")) {
+                        d.deleted = m.deleted;
+                    }
+                    if (m.deleting != null && $Object.hasOwnProperty.call(m, "deleting")) {
+                        d.deleting = m.deleting;
+                    }
+                    if (m.resource != null && $Object.hasOwnProperty.call(m, "resource")) {
+                        d.resource = $root.cairn.resource.v1.TxnResourceRef.toObject(m.resource, o, q + 1);
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this TxnDeleteResult to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.TxnDeleteResult
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                TxnDeleteResult.prototype.toJSON = function() {
+                    return TxnDeleteResult.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for TxnDeleteResult
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.TxnDeleteResult
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                TxnDeleteResult.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.TxnDeleteResult";
+                };
+
+                return TxnDeleteResult;
+            })();
+
+            v1.TxnWriteStatusResult = (function() {
+
+                /**
+                 * Properties of a TxnWriteStatusResult.
+                 * @typedef {Object} cairn.resource.v1.TxnWriteStatusResult.$Properties
+                 * @property {cairn.resource.v1.TxnResourceRef.$Properties|null} [resource] TxnWriteStatusResult resource
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a TxnWriteStatusResult.
+                 * @memberof cairn.resource.v1
+                 * @interface ITxnWriteStatusResult
+                 * @augments cairn.resource.v1.TxnWriteStatusResult.$Properties
+                 * @deprecated Use cairn.resource.v1.TxnWriteStatusResult.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a TxnWriteStatusResult.
+                 * @typedef {cairn.resource.v1.TxnWriteStatusResult.$Properties} cairn.resource.v1.TxnWriteStatusResult.$Shape
+                 */
+
+                /**
+                 * Constructs a new TxnWriteStatusResult.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a TxnWriteStatusResult.
+                 * @constructor
+                 * @param {cairn.resource.v1.TxnWriteStatusResult.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const TxnWriteStatusResult = function (p) {
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * TxnWriteStatusResult resource.
+                 * @member {cairn.resource.v1.TxnResourceRef.$Properties|null|undefined} resource
+                 * @memberof cairn.resource.v1.TxnWriteStatusResult
+                 * @instance
+                 */
+                TxnWriteStatusResult.prototype.resource = null;
+
+                /**
+                 * Creates a new TxnWriteStatusResult instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.TxnWriteStatusResult
+                 * @static
+                 * @param {cairn.resource.v1.TxnWriteStatusResult.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.TxnWriteStatusResult} TxnWriteStatusResult instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.TxnWriteStatusResult.$Shape): cairn.resource.v1.TxnWriteStatusResult & cairn.resource.v1.TxnWriteStatusResult.$Shape;
+                 *   (properties?: cairn.resource.v1.TxnWriteStatusResult.$Properties): cairn.resource.v1.TxnWriteStatusResult;
+                 * }}
+                 */
+                TxnWriteStatusResult.create = function(properties) {
+                    return new TxnWriteStatusResult(properties);
+                };
+
+                /**
+                 * Encodes the specified TxnWriteStatusResult message. Does not implicitly {@link cairn.resource.v1.TxnWriteStatusResult.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.TxnWriteStatusResult
+                 * @static
+                 * @param {cairn.resource.v1.TxnWriteStatusResult.$Properties} m TxnWriteStatusResult message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                TxnWriteStatusResult.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.resource != null && $Object.hasOwnProperty.call(m, "resource"))
+                        $root.cairn.resource.v1.TxnResourceRef.encode(m.resource, w.uint32(/* id 1, wireType 2 =*/10).fork(), q + 1).ldelim();
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified TxnWriteStatusResult message, length delimited. Does not implicitly {@link cairn.resource.v1.TxnWriteStatusResult.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.TxnWriteStatusResult
+                 * @static
+                 * @param {cairn.resource.v1.TxnWriteStatusResult.$Properties} message TxnWriteStatusResult message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                TxnWriteStatusResult.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a TxnWriteStatusResult message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.TxnWriteStatusResult
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.TxnWriteStatusResult & cairn.resource.v1.TxnWriteStatusResult.$Shape} TxnWriteStatusResult
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                TxnWriteStatusResult.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m, v;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.TxnWriteStatusResult();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 2)
+                                    break;
+                                m.resource = $root.cairn.resource.v1.TxnResourceRef.decode(r, r.size(), $undefined, q + 1, m.resource);
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a TxnWriteStatusResult message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.TxnWriteStatusResult
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.TxnWriteStatusResult & cairn.resource.v1.TxnWriteStatusResult.$Shape} TxnWriteStatusResult
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                TxnWriteStatusResult.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a TxnWriteStatusResult message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.TxnWriteStatusResult
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                TxnWriteStatusResult.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    if (m.resource != null && $Object.hasOwnProperty.call(m, "resource")) {
+                        {
+                            var e = $root.cairn.resource.v1.TxnResourceRef.verify(m.resource, q + 1);
+                            if (e)
+                                return "resource." + e;
+                        }
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a TxnWriteStatusResult message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.TxnWriteStatusResult
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.TxnWriteStatusResult} TxnWriteStatusResult
+                 */
+                TxnWriteStatusResult.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.TxnWriteStatusResult)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.TxnWriteStatusResult: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.TxnWriteStatusResult();
+                    if (d.resource != null) {
+                        if (!$util.isObject(d.resource))
+                            throw $TypeError(".cairn.resource.v1.TxnWriteStatusResult.resource: object expected");
+                        m.resource = $root.cairn.resource.v1.TxnResourceRef.fromObject(d.resource, q + 1);
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a TxnWriteStatusResult message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.TxnWriteStatusResult
+                 * @static
+                 * @param {cairn.resource.v1.TxnWriteStatusResult} m TxnWriteStatusResult
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                TxnWriteStatusResult.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.defaults) {
+                        d.resource = null;
+                    }
+                    if (m.resource != null && $Object.hasOwnProperty.call(m, "resource")) {
+                        d.resource = $root.cairn.resource.v1.TxnResourceRef.toObject(m.resource, o, q + 1);
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this TxnWriteStatusResult to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.TxnWriteStatusResult
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                TxnWriteStatusResult.prototype.toJSON = function() {
+                    return TxnWriteStatusResult.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for TxnWriteStatusResult
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.TxnWriteStatusResult
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                TxnWriteStatusResult.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.TxnWriteStatusResult";
+                };
+
+                return TxnWriteStatusResult;
+            })();
+
             v1.TxnOpResult = (function() {
 
                 /**
                  * Properties of a TxnOpResult.
                  * @typedef {Object} cairn.resource.v1.TxnOpResult.$Properties
-                 * @property {cairn.resource.v1.WriteResponse.$Properties|null} [write] TxnOpResult write
-                 * @property {cairn.resource.v1.DeleteResponse.$Properties|null} ["delete"] TxnOpResult delete
-                 * @property {cairn.resource.v1.WriteStatusResponse.$Properties|null} [writeStatus] TxnOpResult writeStatus
+                 * @property {cairn.resource.v1.TxnWriteResult.$Properties|null} [write] TxnOpResult write
+                 * @property {cairn.resource.v1.TxnDeleteResult.$Properties|null} ["delete"] TxnOpResult delete
+                 * @property {cairn.resource.v1.TxnWriteStatusResult.$Properties|null} [writeStatus] TxnOpResult writeStatus
                  * @property {"write"|"delete"|"writeStatus"} [result] TxnOpResult result
                  * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
                  */
@@ -10932,12 +12217,12 @@ export const cairn = $root.cairn = (() => {
                 /**
                  * Narrowed shape of a TxnOpResult.
                  * @typedef {{
-                 *   write?: cairn.resource.v1.WriteResponse.$Shape|null;
-                 *   "delete"?: cairn.resource.v1.DeleteResponse.$Shape|null;
-                 *   writeStatus?: cairn.resource.v1.WriteStatusResponse.$Shape|null;
+                 *   write?: cairn.resource.v1.TxnWriteResult.$Shape|null;
+                 *   "delete"?: cairn.resource.v1.TxnDeleteResult.$Shape|null;
+                 *   writeStatus?: cairn.resource.v1.TxnWriteStatusResult.$Shape|null;
                  *   $unknowns?: Array.<Uint8Array>;
                  * } & (
-                 *   ({ result?: undefined; write?: null; "delete"?: null; writeStatus?: null }|{ result?: "write"; write: cairn.resource.v1.WriteResponse.$Shape; "delete"?: null; writeStatus?: null }|{ result?: "delete"; write?: null; "delete": cairn.resource.v1.DeleteResponse.$Shape; writeStatus?: null }|{ result?: "writeStatus"; write?: null; "delete"?: null; writeStatus: cairn.resource.v1.WriteStatusResponse.$Shape })
+                 *   ({ result?: undefined; write?: null; "delete"?: null; writeStatus?: null }|{ result?: "write"; write: cairn.resource.v1.TxnWriteResult.$Shape; "delete"?: null; writeStatus?: null }|{ result?: "delete"; write?: null; "delete": cairn.resource.v1.TxnDeleteResult.$Shape; writeStatus?: null }|{ result?: "writeStatus"; write?: null; "delete"?: null; writeStatus: cairn.resource.v1.TxnWriteStatusResult.$Shape })
                  * )} cairn.resource.v1.TxnOpResult.$Shape
                  */
 
@@ -10958,7 +12243,7 @@ export const cairn = $root.cairn = (() => {
 
                 /**
                  * TxnOpResult write.
-                 * @member {cairn.resource.v1.WriteResponse.$Properties|null|undefined} write
+                 * @member {cairn.resource.v1.TxnWriteResult.$Properties|null|undefined} write
                  * @memberof cairn.resource.v1.TxnOpResult
                  * @instance
                  */
@@ -10966,7 +12251,7 @@ export const cairn = $root.cairn = (() => {
 
                 /**
                  * TxnOpResult delete.
-                 * @member {cairn.resource.v1.DeleteResponse.$Properties|null|undefined} delete
+                 * @member {cairn.resource.v1.TxnDeleteResult.$Properties|null|undefined} delete
                  * @memberof cairn.resource.v1.TxnOpResult
                  * @instance
                  */
@@ -10974,7 +12259,7 @@ export const cairn = $root.cairn = (() => {
 
                 /**
                  * TxnOpResult writeStatus.
-                 * @member {cairn.resource.v1.WriteStatusResponse.$Properties|null|undefined} writeStatus
+                 * @member {cairn.resource.v1.TxnWriteStatusResult.$Properties|null|undefined} writeStatus
                  * @memberof cairn.resource.v1.TxnOpResult
                  * @instance
                  */
@@ -11027,11 +12312,11 @@ export const cairn = $root.cairn = (() => {
                     if (q > $util.recursionLimit)
                         throw $Error("max depth exceeded");
                     if (m.write != null && $Object.hasOwnProperty.call(m, "write"))
-                        $root.cairn.resource.v1.WriteResponse.encode(m.write, w.uint32(/* id 1, wireType 2 =*/10).fork(), q + 1).ldelim();
+                        $root.cairn.resource.v1.TxnWriteResult.encode(m.write, w.uint32(/* id 4, wireType 2 =*/34).fork(), q + 1).ldelim();
                     if (m["delete"] != null && $Object.hasOwnProperty.call(m, "delete"))
-                        $root.cairn.resource.v1.DeleteResponse.encode(m["delete"], w.uint32(/* id 2, wireType 2 =*/18).fork(), q + 1).ldelim();
+                        $root.cairn.resource.v1.TxnDeleteResult.encode(m["delete"], w.uint32(/* id 5, wireType 2 =*/42).fork(), q + 1).ldelim();
                     if (m.writeStatus != null && $Object.hasOwnProperty.call(m, "writeStatus"))
-                        $root.cairn.resource.v1.WriteStatusResponse.encode(m.writeStatus, w.uint32(/* id 3, wireType 2 =*/26).fork(), q + 1).ldelim();
+                        $root.cairn.resource.v1.TxnWriteStatusResult.encode(m.writeStatus, w.uint32(/* id 6, wireType 2 =*/50).fork(), q + 1).ldelim();
                     if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
                         for (var i = 0; i < m.$unknowns.length; ++i)
                             w.raw(m.$unknowns[i]);
@@ -11089,24 +12374,24 @@ export const cairn = $root.cairn = (() => {
                         }
                         var u = t & 7;
                         switch (t >>>= 3) {
-                        case 1: {
+                        case 4: {
                                 if (u !== 2)
                                     break;
-                                m.write = $root.cairn.resource.v1.WriteResponse.decode(r, r.size(), $undefined, q + 1, m.write);
+                                m.write = $root.cairn.resource.v1.TxnWriteResult.decode(r, r.size(), $undefined, q + 1, m.write);
                                 m.result = "write";
                                 continue;
                             }
-                        case 2: {
+                        case 5: {
                                 if (u !== 2)
                                     break;
-                                m["delete"] = $root.cairn.resource.v1.DeleteResponse.decode(r, r.size(), $undefined, q + 1, m["delete"]);
+                                m["delete"] = $root.cairn.resource.v1.TxnDeleteResult.decode(r, r.size(), $undefined, q + 1, m["delete"]);
                                 m.result = "delete";
                                 continue;
                             }
-                        case 3: {
+                        case 6: {
                                 if (u !== 2)
                                     break;
-                                m.writeStatus = $root.cairn.resource.v1.WriteStatusResponse.decode(r, r.size(), $undefined, q + 1, m.writeStatus);
+                                m.writeStatus = $root.cairn.resource.v1.TxnWriteStatusResult.decode(r, r.size(), $undefined, q + 1, m.writeStatus);
                                 m.result = "writeStatus";
                                 continue;
                             }
@@ -11162,7 +12447,7 @@ export const cairn = $root.cairn = (() => {
                     if (m.write != null && $Object.hasOwnProperty.call(m, "write")) {
                         p.result = 1;
                         {
-                            var e = $root.cairn.resource.v1.WriteResponse.verify(m.write, q + 1);
+                            var e = $root.cairn.resource.v1.TxnWriteResult.verify(m.write, q + 1);
                             if (e)
                                 return "write." + e;
                         }
@@ -11172,7 +12457,7 @@ export const cairn = $root.cairn = (() => {
                             return "result: multiple values";
                         p.result = 1;
                         {
-                            var e = $root.cairn.resource.v1.DeleteResponse.verify(m["delete"], q + 1);
+                            var e = $root.cairn.resource.v1.TxnDeleteResult.verify(m["delete"], q + 1);
                             if (e)
                                 return "delete." + e;
                         }
@@ -11182,7 +12467,7 @@ export const cairn = $root.cairn = (() => {
                             return "result: multiple values";
                         p.result = 1;
                         {
-                            var e = $root.cairn.resource.v1.WriteStatusResponse.verify(m.writeStatus, q + 1);
+                            var e = $root.cairn.resource.v1.TxnWriteStatusResult.verify(m.writeStatus, q + 1);
                             if (e)
                                 return "writeStatus." + e;
                         }
@@ -11211,17 +12496,17 @@ export const cairn = $root.cairn = (() => {
                     if (d.write != null) {
                         if (!$util.isObject(d.write))
                             throw $TypeError(".cairn.resource.v1.TxnOpResult.write: object expected");
-                        m.write = $root.cairn.resource.v1.WriteResponse.fromObject(d.write, q + 1);
+                        m.write = $root.cairn.resource.v1.TxnWriteResult.fromObject(d.write, q + 1);
                     }
                     if (d["delete"] != null) {
                         if (!$util.isObject(d["delete"]))
                             throw $TypeError(".cairn.resource.v1.TxnOpResult.delete: object expected");
-                        m["delete"] = $root.cairn.resource.v1.DeleteResponse.fromObject(d["delete"], q + 1);
+                        m["delete"] = $root.cairn.resource.v1.TxnDeleteResult.fromObject(d["delete"], q + 1);
                     }
                     if (d.writeStatus != null) {
                         if (!$util.isObject(d.writeStatus))
                             throw $TypeError(".cairn.resource.v1.TxnOpResult.writeStatus: object expected");
-                        m.writeStatus = $root.cairn.resource.v1.WriteStatusResponse.fromObject(d.writeStatus, q + 1);
+                        m.writeStatus = $root.cairn.resource.v1.TxnWriteStatusResult.fromObject(d.writeStatus, q + 1);
                     }
                     return m;
                 };
@@ -11244,17 +12529,17 @@ export const cairn = $root.cairn = (() => {
                         throw $Error("max depth exceeded");
                     var d = {};
                     if (m.write != null && $Object.hasOwnProperty.call(m, "write")) {
-                        d.write = $root.cairn.resource.v1.WriteResponse.toObject(m.write, o, q + 1);
+                        d.write = $root.cairn.resource.v1.TxnWriteResult.toObject(m.write, o, q + 1);
                         if (o.oneofs)
                             d.result = "write";
                     }
                     if (m["delete"] != null && $Object.hasOwnProperty.call(m, "delete")) {
-                        d["delete"] = $root.cairn.resource.v1.DeleteResponse.toObject(m["delete"], o, q + 1);
+                        d["delete"] = $root.cairn.resource.v1.TxnDeleteResult.toObject(m["delete"], o, q + 1);
                         if (o.oneofs)
                             d.result = "delete";
                     }
                     if (m.writeStatus != null && $Object.hasOwnProperty.call(m, "writeStatus")) {
-                        d.writeStatus = $root.cairn.resource.v1.WriteStatusResponse.toObject(m.writeStatus, o, q + 1);
+                        d.writeStatus = $root.cairn.resource.v1.TxnWriteStatusResult.toObject(m.writeStatus, o, q + 1);
                         if (o.oneofs)
                             d.result = "writeStatus";
                     }

@@ -3,6 +3,7 @@ import * as https from 'node:https';
 import t, { type Test } from 'tap';
 import { resourceServiceDefinition } from '../api/index.js';
 import {
+  appliedIndex,
   closeHttpsAgents,
   grpcUnary,
   grpcWatch,
@@ -249,6 +250,51 @@ const HTTP_TABLE: Record<string, Case> = {
       t.equal(await everything(), before, `scoped: ${what} changed nothing`);
     }
     status(t, 'management', await req('management', 'POST', '/v1/txn', { compare: [cmp('b1', 'team-b')], then: [wr('t-m', 'team-b')] }), 200, 'a transaction anywhere');
+    // Issue 19 review, item 6: a restricted token's branch that gives P a new owned resource
+    // and then deletes P: the cascade checked before the transaction cannot include it, so the
+    // state machine refuses the delete; re-read, the cascade is unchanged: a clear error after
+    // at most one more read, not eight log entries ending in a misleading CAS_FAILED.
+    const parent = await put(ARTIST, 'team-a', 'cascade-p', { name: 'p' });
+    const beforeCascade = appliedIndex(node);
+    const grown = await req('scoped', 'POST', '/v1/txn', {
+      then: [
+        { op: 'write', type: ARTIST, namespace: 'team-a', name: 'cascade-c', data: { name: 'c' }, owner: parent.id },
+        { op: 'delete', type: ARTIST, namespace: 'team-a', name: 'cascade-p' },
+      ],
+    });
+    status(t, 'scoped', grown, 400, 'a delete whose cascade an earlier op grows');
+    const ge = (grown.json as { error: { message: string; part?: string; failed_op?: number } }).error;
+    t.match(ge.message, /^transaction then\[1\] cannot be checked for this token: the cascade of its delete .* would include resources an earlier op of the then branch creates or changes/, 'scoped: says why');
+    t.same([ge.part, ge.failed_op], ['then[1]', 1], 'scoped: names the op');
+    t.ok(appliedIndex(node) - beforeCascade <= 1, `scoped: one refused entry at most, not eight (${appliedIndex(node) - beforeCascade})`);
+    t.notOk(await exists(ARTIST, 'team-a', 'cascade-c'), 'scoped: nothing applied');
+    t.ok(await exists(ARTIST, 'team-a', 'cascade-p'), 'scoped: nothing applied');
+    // No ops (issue 19 review, item 1): answered by a linearizable read, never a log entry,
+    // for anyone; the comparisons still need read on each compared resource.
+    const compareOnly = { compare: [cmp('a1', 'team-a'), { target: 'absent', type: ARTIST, namespace: 'team-a', name: 'no-such' }] };
+    const failing = { compare: [cmp('a1', 'team-a'), cmp('no-such', 'team-a')] };
+    for (const [who, body, want, succeeded] of [
+      ['anonymous', {}, 200, true],
+      ['anonymous', compareOnly, 401, undefined],
+      ['reader', {}, 200, true],
+      ['reader', compareOnly, 200, true],
+      ['reader', failing, 200, false],
+      ['reader', { compare: [cmp('b1', 'team-b')], then: [], else: [] }, 200, true],
+      ['scoped', { compare: [cmp('b1', 'team-b')] }, 403, undefined],
+      ['scoped', compareOnly, 200, true],
+    ] as const) {
+      const before = appliedIndex(node);
+      const a = await req(who, 'POST', '/v1/txn', body);
+      status(t, who, a, want, `a transaction without ops ${JSON.stringify(body)}`);
+      if (succeeded !== undefined) {
+        const j = a.json as { succeeded: boolean; revision: string; failed_comparison?: number; results: unknown[] };
+        t.equal(j.succeeded, succeeded, `${who}: succeeded is ${succeeded}`);
+        t.same(j.results, [], `${who}: no results`);
+        t.equal(j.failed_comparison, succeeded ? undefined : 1, `${who}: the failed comparison`);
+        t.equal(Number(j.revision), before, `${who}: the revision is the read's (the applied index)`);
+      }
+      t.equal(appliedIndex(node), before, `${who}: ${JSON.stringify(body)} proposed nothing (the applied index did not move)`);
+    }
   },
   'GET /v1/resource/:type/:name': async (t) => {
     for (const w of ['reader', 'scoped', 'management'] as const) status(t, w, await req(w, 'GET', `/v1/resource/${ARTIST}/a1${ns('team-a')}`), 200, 'read team-a');
@@ -484,6 +530,25 @@ const GRPC_TABLE: Record<string, Case> = {
     grpcStatus(t, 'scoped', await grpcUnary(node.grpc, 'Txn', tx('team-a', 'team-b'), ids.scoped), 7, 'Txn comparing team-b');
     t.equal(await everything(), before, 'refused transactions changed nothing');
     grpcStatus(t, 'scoped', await grpcUnary(node.grpc, 'Txn', tx('team-a'), ids.scoped), 0, 'Txn team-a');
+    // No ops (issue 19 review, item 1): a linearizable read, never a log entry.
+    const compareOnly = { compare: [{ id: id('a1', 'team-a'), target: 'TARGET_EXISTS' }, { id: id('no-such', 'team-a'), target: 'TARGET_EXISTS' }] };
+    for (const [who, body, code, succeeded] of [
+      ['anonymous', {}, 0, true],
+      ['anonymous', compareOnly, 16, undefined],
+      ['reader', {}, 0, true],
+      ['reader', compareOnly, 0, false],
+      ['scoped', { compare: [{ id: id('b1', 'team-b'), target: 'TARGET_EXISTS' }] }, 7, undefined],
+    ] as const) {
+      const before = appliedIndex(node);
+      const a = await grpcUnary(node.grpc, 'Txn', body, tok(who));
+      grpcStatus(t, who, a, code, `Txn without ops ${JSON.stringify(body)}`);
+      if (succeeded !== undefined) {
+        t.equal(a.value?.['succeeded'], succeeded, `${who}: succeeded is ${succeeded}`);
+        t.equal(Number(a.value?.['revision']), before, `${who}: the read's revision`);
+        if (!succeeded) t.equal(a.value?.['failedComparison'], 1, `${who}: the failed comparison`);
+      }
+      t.equal(appliedIndex(node), before, `${who}: Txn without ops proposed nothing (the applied index did not move)`);
+    }
   },
   WatchList: async (t) => watchDoor(t, 'WatchList'),
   WatchListBatched: async (t) => watchDoor(t, 'WatchListBatched'),

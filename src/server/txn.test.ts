@@ -123,7 +123,14 @@ t.test('a dev node: POST /v1/txn', async (t) => {
   const b = (await http(agent, 'GET', `/v1/resource/${ARTIST}/b`)).json as { id: { uid: string }; generation: string };
   const st = await txn(agent, { compare: [{ target: 'uid', type: ARTIST, name: 'b', uid: b.id.uid }], then: [{ op: 'status', type: ARTIST, name: 'b', uid: b.id.uid, key: 'demo.v1.c', observed_generation: b.generation, conditions: [{ type: 'Ready', state: 'TRUE' }] }] });
   t.equal(st.status, 200, JSON.stringify(st.json));
-  t.same(Object.keys(((st.json['results'] as Array<{ resource: { status: object } }>)[0] as { resource: { status: object } }).resource.status), ['demo.v1.c']);
+  // Results are slim (issue 19 review, item 5): the resource's id, version and generation, no body.
+  const stResult = (st.json['results'] as Array<Record<string, unknown>>)[0] as { op: string; resource: Record<string, unknown> };
+  t.same(Object.keys(stResult).sort(), ['op', 'resource']);
+  t.same(Object.keys(stResult.resource).sort(), ['generation', 'id', 'version'], 'a result names the resource, without its body');
+  t.equal(stResult.resource['version'], st.json['revision']);
+  t.equal((stResult.resource['id'] as { uid: string }).uid, b.id.uid);
+  const bAfter = (await http(agent, 'GET', `/v1/resource/${ARTIST}/b`)).json as { status: object; version: string };
+  t.same([Object.keys(bAfter.status), bAfter.version], [['demo.v1.c'], st.json['revision']], 'the body is read afterwards, at the answer revision');
 
   // Idempotency: the same key answers the first result, applying nothing again.
   const once = await txn(agent, { then: [w('idem', { name: 'one' })] }, { 'idempotency-key': 'txn-key-1' });
@@ -138,7 +145,13 @@ t.test('a dev node: POST /v1/txn', async (t) => {
   const hostile: Array<[string, unknown, number, RegExp]> = [
     ['129 ops', { then: many }, 400, /then branch has 129 ops; at most 128/],
     ['129 comparisons', { compare: Array.from({ length: 129 }, () => ({ target: 'exists', type: ARTIST, name: 'a' })), then: [] }, 400, /129 comparisons; at most 128/],
-    ['a name twice in a branch', { then: [w('x1'), { op: 'delete', type: ARTIST, name: 'x1' }] }, 400, /then\[1\].*earlier op/],
+    // The service's own check (refused before proposing), not the state machine's at apply.
+    ['a name twice in a branch', { then: [w('x1'), { op: 'delete', type: ARTIST, name: 'x1' }] }, 400, /^then\[1\]: demo\.Artist x1 is named by an earlier op of the then branch/],
+    // Type errors inside a part name the part (message and `part` detail, checked below).
+    ['a version that is not a string', { compare: [{ target: 'version', type: ARTIST, name: 'a', version: 5 }] }, 400, /^compare\[0\]: version must be a string$/],
+    ['a namespace that is not a string', { then: [{ ...w('x4'), namespace: 7 }] }, 400, /^then\[0\]: namespace must be a string$/],
+    ['a type that is not a string', { else: [{ op: 'delete', type: 1, name: 'x5' }] }, 400, /^else\[0\]: type must be a string$/],
+    ['an observed_generation that is not a string', { then: [{ op: 'status', type: ARTIST, name: 'a', uid: 'u', key: 'demo.v1.c', observed_generation: 3 }] }, 400, /^then\[0\]: observed_generation must be a string$/],
     ['an unknown top-level field', { then: [], when: [] }, 400, /unknown field "when"/],
     ['an unknown field in an op', { then: [{ ...w('x2'), ttl: 5 }] }, 400, /unknown field "ttl" in then\[0\]/],
     ['an unknown field in a comparison', { compare: [{ target: 'exists', type: ARTIST, name: 'a', mod: 1 }] }, 400, /unknown field "mod" in compare\[0\]/],
@@ -153,10 +166,16 @@ t.test('a dev node: POST /v1/txn', async (t) => {
     ['not JSON', '{"then": [', 400, /./],
     ['a huge body', { then: [w('huge', { name: 'x'.repeat(2 * 1024 * 1024) })] }, 413, /./],
   ];
+  const applied = (): number => agent.coordinator()?.status().applied ?? -1;
   for (const [what, body, status, msg] of hostile) {
+    const before = applied();
     const r = await txn(agent, body);
     t.equal(r.status, status, `${what}: ${status} (${JSON.stringify(r.json).slice(0, 200)})`);
     t.match(String(errorOf(r)?.['message'] ?? ''), msg, `${what}: the error says why`);
+    const m = /^((compare|then|else)\[\d+\]): /.exec(String(errorOf(r)?.['message'] ?? ''));
+    if (m !== null) t.equal(errorOf(r)?.['part'], m[1], `${what}: the part detail`);
+    // The schema is checked at apply (a write's hooks run there, as for an unconditional write).
+    if (what !== 'data against the schema') t.equal(applied(), before, `${what}: refused before proposing (the applied index did not move)`);
   }
   t.equal(await snapshot(), state, 'hostile requests changed nothing');
   t.equal((await http(agent, 'POST', '/v1/txn?x=1', { then: [] })).status, 400, 'query parameters are refused');
@@ -220,6 +239,11 @@ t.test('a transaction sent to a follower is forwarded to the leader and applied 
     const names = await a.coordinator()?.read('stale', (s) => [...s.all()].filter((x) => x.version === rev).map((x) => x.id.name));
     t.same(names?.value, ['f1', 'f2'], `${a.nodeId} holds both at revision ${rev}`);
   }
+  // Each created resource's uid is a ULID of its own (API.md: a uid is a ULID).
+  const uids = (await leader.coordinator()?.read('stale', (s) => [...s.all()].filter((x) => x.version === rev).map((x) => x.id.uid)))?.value ?? [];
+  t.equal(uids.length, 2);
+  for (const u of uids) t.match(u, /^[0-9A-HJKMNP-TV-Z]{26}$/, `uid ${u} is a ULID`);
+  t.not(uids[0], uids[1], 'one ULID per op');
   // The follower's own checks apply first: --txn-max-ops 4, a name twice.
   const five = await txn(follower, { then: ['f3', 'f4', 'f5', 'f6', 'f7'].map((n) => w(n)) });
   t.equal(five.status, 400);
@@ -235,14 +259,26 @@ t.test('a transaction sent to a follower is forwarded to the leader and applied 
     ['a bad name', { ...head, compare: [], then: [op('Bad_Name')], else: [] }, /then\[0\]: name/],
     ['an unknown type', { ...head, compare: [{ target: 'exists', id: { type: { group: 'no', groupVersion: 'v1', kind: 'Such' }, tenancy: { partition: '', namespace: '' }, name: 'x' } }], then: [], else: [] }, /compare\[0\]/],
   ];
-  for (const [what, body, msg] of forwarded) {
+  // The leader's check is the local one (issue 19 review, item 2): the ACL types are refused
+  // as ops, and the writes' data is at most 4 MiB together (each write here within the
+  // single-write limit the leader allows a forwarded write, 2 MiB).
+  const aclOp = { op: 'delete', id: { type: { group: 'cairn', groupVersion: 'v1', kind: 'ACLToken' }, tenancy: { partition: '', namespace: '' }, name: 'evil' } };
+  const big = (name: string) => ({ ...op(name), op: 'write', data: { name: 'z'.repeat(1100 * 1024) } });
+  // Item 4: the leader's uids for created resources are carried, one ULID per op.
+  forwarded.push(['no thenUids', { ...head, compare: [], then: [op('x1')], else: [] }, /must carry thenUids/]);
+  forwarded.push(['a uid that is not a ULID', { ...head, compare: [], then: [op('x1')], else: [], thenUids: ['uid-fwd-0'], elseUids: [] }, /thenUids\[0\] "uid-fwd-0" is not a ULID/]);
+  forwarded.push(['an ACL-type op', { ...head, compare: [], then: [op('x1')], else: [aclOp] }, /^else\[0\]: cairn\.ACLToken cannot be changed in a transaction/]);
+  const overData: [string, unknown, RegExp] = ['over the data limit', { ...head, compare: [], then: ['d1', 'd2', 'd3', 'd4'].map(big), else: [] }, /writes carry \d+ bytes of data; at most 4194304/];
+  for (const [what, body, msg] of [...forwarded, overData]) {
     const e = await fc.propose(CommandType.Txn, body).then(
       () => undefined,
       (x: unknown) => x as Error,
     );
-    t.ok(e !== undefined && (e as { code?: string }).code === 'INVALID_ARGUMENT', `${what}: the leader refuses it (${String(e?.message)})`);
+    const want = body === overData[1] ? 'TOO_LARGE' : 'INVALID_ARGUMENT';
+    t.ok(e !== undefined && (e as { code?: string }).code === want, `${what}: the leader refuses it, ${want} (${String(e?.message).slice(0, 200)})`);
     t.match(String(e?.message), msg, `${what}: says why`);
   }
+  t.equal(await version(leader, 'd1'), undefined, 'the transaction over the data limit applied nothing');
 });
 
 t.test('the client library: client.txn().if().then().else().commit()', async (t) => {
@@ -328,6 +364,38 @@ t.test('the client library: client.txn().if().then().else().commit()', async (t)
   t.throws(() => one.then(Op.delete(korn)), /already committed/);
 });
 
+t.test('the writes\' data is at most 4 MiB together, though each write and the message are within their limits', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-txn-'));
+  const agent = await startAgent(devConfig(dir, { demoTypes: true, grpcMaxMessageBytes: 8 * 1024 * 1024 }), { logger: createLogger({ level: 'silent', nodeId: 'dev' }) });
+  const client = new grpc.Client(agent.grpcAddress, grpc.credentials.createInsecure());
+  t.teardown(async () => {
+    client.close();
+    await agent.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  await agent.ready;
+  await waitUntil(() => agent.coordinator()?.status().role === 'leader', 10_000, 'the dev node to lead');
+  const gw = (name: string, kb: number) => ({ write: { id: { type: ARTIST, name }, dataJson: JSON.stringify({ name: 'x'.repeat(kb * 1024) }) } });
+  const stored = async (): Promise<string[]> => (await agent.coordinator()?.read('linearizable', (s) => [...s.all()].map((r) => r.id.name)))?.value ?? [];
+  // Five writes of 900 KB: each under the 1 MiB data limit, the message (~4.4 MiB) under the
+  // 8 MiB message limit set here, the data together over 4 MiB.
+  const over = await grpcUnary(client, 'Txn', { thenOps: ['d1', 'd2', 'd3', 'd4', 'd5'].map((n) => gw(n, 900)) });
+  t.equal(over.cairnCode, 'TOO_LARGE', `refused TOO_LARGE (${over.details.slice(0, 200)})`);
+  t.match(over.details, /the transaction's writes carry \d+ bytes of data; at most 4194304/);
+  t.same(await stored(), [], 'nothing applied');
+  // Four of them (3.5 MiB) pass.
+  const fits = await grpcUnary(client, 'Txn', { thenOps: ['d1', 'd2', 'd3', 'd4'].map((n) => gw(n, 900)) });
+  t.equal(fits.code, 0, fits.details);
+});
+
+t.test('the client builder refuses a runaway list with a clear error (src/cli/txn.test.ts: cairn txn)', async (t) => {
+  const builder = new CairnClient({ endpoints: ['127.0.0.1:1'], timeoutMs: 1_000 });
+  t.teardown(() => builder.close());
+  const ops = Array.from({ length: 6_000 }, (_, i) => Op.delete({ type: ARTIST, name: `n${i}` }));
+  const b = builder.txn().then(...ops);
+  t.throws(() => b.then(...ops), { message: /then: the transaction would have 12000 then ops; the client takes at most 10000/ }, 'the builder counts before appending');
+});
+
 t.test('the quota: a transaction that would grow the data past it is refused whole (507 NO_SPACE), its delete undone', async (t) => {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-txn-'));
   const agent = await startAgent(devConfig(dir, { demoTypes: true, quotaBytes: 1024 * 1024 }), { logger: createLogger({ level: 'silent', nodeId: 'dev' }) });
@@ -342,7 +410,7 @@ t.test('the quota: a transaction that would grow the data past it is refused who
   const r = await txn(agent, { then: [{ op: 'delete', type: ARTIST, name: 'r0' }, w('big', { name: 'y'.repeat(400 * 1024) })] });
   t.equal(r.status, 507, JSON.stringify(r.json).slice(0, 300));
   t.equal(errorOf(r)['code'], 'NO_SPACE');
-  t.equal(errorOf(r)['failed_op'], 1, 'the write is named');
+  t.equal(errorOf(r)['branch'], 'then', 'the branch is named (the quota judges it as a whole)');
   t.equal(await version(agent, 'r0'), v0, 'the delete before it was undone');
   t.equal(await version(agent, 'big'), undefined);
 });

@@ -100,20 +100,27 @@ export class ResourceStore extends IndexReader {
 
   /**
    * Runs `f` (writes, deletes, status writes of this store) all or nothing: if it answers an
-   * error, or throws, the store is as it was before (the indexes are put back to an O(1)
-   * copy-on-write clone taken first; the revision may have moved to the context's, which the
-   * FSM sets for every entry anyway). A transaction's branch (fsm `Txn`, 0x15) applies this way.
+   * error, or throws, the store is as it was before: the indexes are put back to an O(1)
+   * copy-on-write clone taken first, and the revision to what it was (the FSM then sets the
+   * entry's revision for a refused entry, as for any other). A transaction's branch (fsm `Txn`, 0x15) applies this way.
    */
   atomically<T>(f: () => Result<T, CairnError>): Result<T, CairnError> {
     const saved = this.ix.clone();
+    const savedRev = this.rev;
     let r: Result<T, CairnError>;
     try {
       r = f();
     } catch (e) {
+      // A hook's error (or a broken invariant) mid-branch: the revision goes back with the
+      // indexes, so the store never claims a revision whose entry it did not apply.
       this.ix = saved;
+      this.rev = savedRev;
       throw e;
     }
-    if (!r.ok) this.ix = saved;
+    if (!r.ok) {
+      this.ix = saved;
+      this.rev = savedRev;
+    }
     return r;
   }
 
@@ -392,11 +399,23 @@ export class ResourceStore extends IndexReader {
    * store over its quota (a lowered quota) can still be cleaned up. Deletes never come here.
    */
   private checkSpace(what: string, prev: Resource | undefined, next: Resource, ctx: ApplyContext): CairnError | undefined {
+    return this.checkGrowth(what, resourceBytes(next) - (prev === undefined ? 0 : resourceBytes(prev)), this.ix.dataBytes, ctx);
+  }
+
+  /**
+   * The quota for several changes as a whole (a transaction's branch, fsm `Txn`; docs/api.md
+   * "Transactions"): called inside `atomically` after the changes, with the data's size before
+   * them; judged as one write growing the data by the net difference, so the order of a
+   * branch's ops does not matter (a write and a larger delete pass in either order).
+   */
+  checkNetGrowth(what: string, dataBytesBefore: number, ctx: ApplyContext): CairnError | undefined {
+    return this.checkGrowth(what, this.ix.dataBytes - dataBytesBefore, dataBytesBefore, ctx);
+  }
+
+  private checkGrowth(what: string, needed: number, dataBytes: number, ctx: ApplyContext): CairnError | undefined {
     const quota = ctx.quota;
     if (quota === undefined) return undefined;
-    const needed = resourceBytes(next) - (prev === undefined ? 0 : resourceBytes(prev));
     if (needed <= 0) return undefined;
-    const dataBytes = this.ix.dataBytes;
     if (!quota.alarm && dataBytes + needed <= quota.bytes) return undefined;
     const why = quota.alarm
       ? `the NO_SPACE alarm is raised (data ${dataBytes} of quota ${quota.bytes} bytes): no write may grow the data until deletes bring it to ${lowWaterBytes(quota.bytes)} bytes or less`

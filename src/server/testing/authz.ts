@@ -239,6 +239,16 @@ export function httpWatch(address: string, ca: Buffer, watches: object[], token?
   return w;
 }
 
+/**
+ * The node's applied log index, to show a request proposed nothing (it did not move). A single
+ * `--dev` node proposes only what callers send, so between two requests it is still.
+ */
+export function appliedIndex(node: SecureNode): number {
+  const c = node.agent.coordinator();
+  if (c === undefined) throw new Error('the node is not running');
+  return c.status().applied;
+}
+
 /** Polls `cond` every few milliseconds until it holds or `ms` pass (then throws naming `what`). Returns the elapsed milliseconds. */
 export async function pollUntil(cond: () => boolean | Promise<boolean>, ms: number, what: string, everyMs = 5): Promise<number> {
   const start = performance.now();

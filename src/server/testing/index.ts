@@ -2,6 +2,7 @@ export { freePorts, freePort, waitUntil } from './net.js';
 export { agreedLeader, waitForAgreedLeader } from './leader.js';
 export { devConfig, clusterConfigs, TEST_WAL_SEGMENT_BYTES } from './agents.js';
 export {
+  appliedIndex,
   closeHttpsAgents,
   grpcUnary,
   grpcWatch,
