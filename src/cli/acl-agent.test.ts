@@ -1,42 +1,17 @@
 // `cairn acl ...` and the token options against a real dev agent with ACLs on (--acl), started
 // in this process: bootstrap once, a role and a scoped token, a write it may and one it may not
 // make (HTTP and gRPC), and a watch that ends when its token is deleted.
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import t from 'tap';
-import { AGENT_DEFAULTS, startAgent, type Agent, type AgentConfig } from '../server/index.js';
 import type { AgentDeps } from './agent.js';
 import { ExitCode } from './errors.js';
 import { runCli } from './program.js';
-import { memoryIo } from './testing.js';
+import { memoryIo, startCliTestAgent } from './testing.js';
 
 const noAgent = (): Promise<AgentDeps> => Promise.reject(new Error('no agent in this test'));
 
-const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-cli-acl-agent-'));
-const config: AgentConfig = {
-  ...AGENT_DEFAULTS,
-  nodeId: 'dev',
-  dataDir: path.join(dir, 'data'),
-  grpcAddr: '127.0.0.1:0',
-  advertiseAddr: '127.0.0.1:0',
-  httpAddr: '127.0.0.1:0',
-  bootstrap: true,
-  demoTypes: true,
-  acl: true,
-  logLevel: 'silent',
-  tickMs: 20,
-};
-const agent: Agent = await startAgent(config);
-t.teardown(async () => {
-  await agent.close();
-  await rm(dir, { recursive: true, force: true });
-});
-await agent.ready;
-for (const end = Date.now() + 10_000; agent.coordinator()?.status().role !== 'leader'; ) {
-  if (Date.now() > end) throw new Error('the dev agent did not become leader within 10 s');
-  await new Promise((r) => setTimeout(r, 10));
-}
+const { agent, dir } = await startCliTestAgent(t, 'cairn-cli-acl-agent-', { acl: true });
 
 const env = { CAIRN_HTTP_ADDR: agent.httpAddress, CAIRN_GRPC_ADDR: agent.grpcAddress };
 async function cairn(args: string[], extraEnv: Record<string, string> = {}) {

@@ -4,12 +4,10 @@
 // are the contract (README.md "Exit codes").
 import * as grpc from '@grpc/grpc-js';
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
-import { AGENT_DEFAULTS, startAgent, type Agent, type AgentConfig } from '../server/index.js';
 import type { AgentDeps } from './agent.js';
 import { ExitCode } from './errors.js';
 import { runCli } from './program.js';
@@ -24,7 +22,7 @@ import {
   parseVersionArg,
   shortGeneration,
 } from './resource.js';
-import { closedPort, memoryIo } from './testing.js';
+import { closedPort, memoryIo, startCliTestAgent } from './testing.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const BIN = path.join(ROOT, 'bin', 'cairn');
@@ -36,29 +34,7 @@ interface Run {
   readonly err: string;
 }
 
-const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-cli-resource-'));
-const config: AgentConfig = {
-  ...AGENT_DEFAULTS,
-  nodeId: 'dev',
-  dataDir: path.join(dir, 'data'),
-  grpcAddr: '127.0.0.1:0',
-  advertiseAddr: '127.0.0.1:0',
-  httpAddr: '127.0.0.1:0',
-  bootstrap: true,
-  demoTypes: true,
-  logLevel: 'silent',
-  tickMs: 20,
-};
-const agent: Agent = await startAgent(config);
-t.teardown(async () => {
-  await agent.close();
-  await rm(dir, { recursive: true, force: true });
-});
-await agent.ready;
-for (const end = Date.now() + 10_000; agent.coordinator()?.status().role !== 'leader'; ) {
-  if (Date.now() > end) throw new Error('the dev agent did not become leader within 10 s');
-  await new Promise((r) => setTimeout(r, 10));
-}
+const { agent, dir } = await startCliTestAgent(t, 'cairn-cli-resource-');
 
 /** `cairn <args> --endpoint <the agent>` in this process. */
 async function cairn(args: readonly string[], env: Record<string, string> = {}, endpoint: string | null = agent.grpcAddress): Promise<Run> {

@@ -2,8 +2,13 @@
  * Test helpers for the CLI: a fake agent HTTP API with canned responses, and an in-memory
  * `CliIo`. Used only by the tests beside this file.
  */
+import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import type { Test } from 'tap';
+import { AGENT_DEFAULTS, startAgent, type Agent, type AgentConfig } from '../server/index.js';
 import type { CliIo } from './context.js';
 
 export interface Recorded {
@@ -90,4 +95,36 @@ export function memoryIo(env: Record<string, string | undefined> = {}, cwd = '/'
     out: () => out,
     err: () => err,
   };
+}
+
+/**
+ * A dev agent started in this process for the CLI's tests against a real node: demo types,
+ * free loopback ports, its own temp dir (`dir`, for the test's files too), waited for until it
+ * leads; closed and removed when `t` ends.
+ */
+export async function startCliTestAgent(t: Test, prefix: string, overrides: Partial<AgentConfig> = {}): Promise<{ agent: Agent; dir: string }> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), prefix));
+  const agent = await startAgent({
+    ...AGENT_DEFAULTS,
+    nodeId: 'dev',
+    dataDir: path.join(dir, 'data'),
+    grpcAddr: '127.0.0.1:0',
+    advertiseAddr: '127.0.0.1:0',
+    httpAddr: '127.0.0.1:0',
+    bootstrap: true,
+    demoTypes: true,
+    logLevel: 'silent',
+    tickMs: 20,
+    ...overrides,
+  });
+  t.teardown(async () => {
+    await agent.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  await agent.ready;
+  for (const end = Date.now() + 10_000; agent.coordinator()?.status().role !== 'leader'; ) {
+    if (Date.now() > end) throw new Error('the dev agent did not become leader within 10 s');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return { agent, dir };
 }

@@ -1,41 +1,17 @@
 // `cairn txn -f FILE` against a real dev agent started in this process (demo types, free
 // ports), through runCli with an in-memory io: YAML and JSON files, both branches, an op that
 // fails (exit 4, nothing applied), and files the parser refuses before anything is sent.
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import t from 'tap';
-import { AGENT_DEFAULTS, startAgent, type Agent, type AgentConfig } from '../server/index.js';
 import type { AgentDeps } from './agent.js';
 import { ExitCode } from './errors.js';
 import { runCli } from './program.js';
 import { parseTxnDocument } from './txn.js';
-import { memoryIo } from './testing.js';
+import { memoryIo, startCliTestAgent } from './testing.js';
 
 const noAgent = (): Promise<AgentDeps> => Promise.reject(new Error('no agent in this test'));
-const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-cli-txn-'));
-const config: AgentConfig = {
-  ...AGENT_DEFAULTS,
-  nodeId: 'dev',
-  dataDir: path.join(dir, 'data'),
-  grpcAddr: '127.0.0.1:0',
-  advertiseAddr: '127.0.0.1:0',
-  httpAddr: '127.0.0.1:0',
-  bootstrap: true,
-  demoTypes: true,
-  logLevel: 'silent',
-  tickMs: 20,
-};
-const agent: Agent = await startAgent(config);
-t.teardown(async () => {
-  await agent.close();
-  await rm(dir, { recursive: true, force: true });
-});
-await agent.ready;
-for (const end = Date.now() + 10_000; agent.coordinator()?.status().role !== 'leader'; ) {
-  if (Date.now() > end) throw new Error('the dev agent did not become leader within 10 s');
-  await new Promise((r) => setTimeout(r, 10));
-}
+const { agent, dir } = await startCliTestAgent(t, 'cairn-cli-txn-');
 
 async function cairn(args: readonly string[]): Promise<{ code: number; out: string; err: string }> {
   const io = memoryIo({}, dir);
