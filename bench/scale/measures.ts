@@ -258,7 +258,7 @@ async function addCairnMember(sys: CairnSystem, leader: number, dir: string): Pr
   const proc = new ServerProcess(
     'n4',
     process.execPath,
-    [CAIRN_BIN, 'agent', '--node-id', 'n4', '--data-dir', path.join(dir, 'n4'), '--grpc-addr', grpcAddr, '--http-addr', httpAddr, '--demo-types', '--join', sys.grpcAddrs.join(','), '--log-level', 'warn'],
+    [CAIRN_BIN, 'agent', '--node-id', 'n4', '--data-dir', path.join(dir, 'n4'), '--grpc-addr', grpcAddr, '--http-addr', httpAddr, '--demo-types', '--join', sys.grpcAddrs.join(','), '--log-level', 'info'],
     path.join(dir, 'n4.log'),
     cairnAgentEnv(),
     REPO_ROOT,
