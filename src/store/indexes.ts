@@ -1,5 +1,5 @@
 import { assert } from '../base/index.js';
-import { type BTree, stringTree } from './btree.js';
+import { type BTree, sortedStringTree, stringTree } from './btree.js';
 import { keyOfId, ownerKey } from './keys.js';
 import { resourceBytes } from './size.js';
 import type { Resource } from './types.js';
@@ -28,6 +28,26 @@ export class Indexes {
 
   static empty(): Indexes {
     return new Indexes(stringTree(), stringTree(), stringTree());
+  }
+
+  /**
+   * The indexes of `resources`, given in strictly ascending key order with their `keys` (what a
+   * snapshot holds): the primary index is bulk-loaded in O(n), the others filled by insertion.
+   * Answers the position of a resource whose uid repeats an earlier one's instead of indexes.
+   */
+  static fromSorted(keys: string[], resources: Resource[]): Indexes | { readonly repeatedUid: number } {
+    assert(keys.length === resources.length, 'fromSorted: one key per resource');
+    const ix = new Indexes(sortedStringTree(keys, resources), stringTree(), stringTree());
+    let bytes = 0;
+    for (let i = 0; i < resources.length; i++) {
+      const r = resources[i] as Resource;
+      const key = keys[i] as string;
+      if (!ix.byUid.set(r.id.uid, key, false)) return { repeatedUid: i };
+      if (r.owner !== null) ix.byOwner.set(ownerKey(r.owner.uid, key), key);
+      bytes += resourceBytes(r);
+    }
+    ix.bytes = bytes;
+    return ix;
   }
 
   /** The deterministic size of everything stored (size.ts `resourceBytes`, summed). */

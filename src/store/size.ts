@@ -17,6 +17,8 @@ export const RESOURCE_OVERHEAD_BYTES = 256;
 
 /** Sizes of data values already measured: frozen objects are shared between versions, so a status write does not walk 1 MiB of data again. Only a cache: the figure is the same without it. */
 const dataSizes = new WeakMap<object, number>();
+/** The smallest measured size that `dataSizes` keeps (bytes). */
+const CACHE_DATA_SIZE_FROM = 4096;
 
 /** The UTF-8 length of a string, counted from its UTF-16 code units (a lone surrogate counts 3, as its replacement character). */
 const NON_ASCII = /[^\x00-\x7f]/;
@@ -74,7 +76,9 @@ export function jsonBytes(v: JsonValue): number {
       }
     }
   }
-  if (Object.isFrozen(v)) dataSizes.set(v, n);
+  // Only large values are worth remembering: a WeakMap entry per small resource would cost
+  // more heap (and GC ephemeron work) than walking it again.
+  if (n >= CACHE_DATA_SIZE_FROM && Object.isFrozen(v)) dataSizes.set(v, n);
   return n;
 }
 

@@ -34,21 +34,46 @@ function obj(v: unknown, what: string): Record<string, unknown> {
   return v;
 }
 
+/**
+ * Interned type and tenancy objects. A million resources of one type in one namespace would
+ * otherwise each hold their own frozen `{group, groupVersion, kind}` and `{partition, namespace}`
+ * objects and five strings (about 190 bytes of heap per resource, docs/performance.md "Memory
+ * per resource"); interned, they share one of each. Only memory: an interned object is equal in
+ * every field to the one it replaces, and all are frozen. Each table is bounded: past
+ * `INTERN_LIMIT` distinct values new ones are returned uninterned (still correct), so input that
+ * names ever new types or namespaces cannot grow it without bound.
+ */
+export const INTERN_LIMIT = 65_536;
+const internedTypes = new Map<string, TypeRef>();
+const internedTenancies = new Map<string, Tenancy>();
+
+function intern<T>(table: Map<string, T>, key: string, make: () => T): T {
+  const found = table.get(key);
+  if (found !== undefined) return found;
+  const made = make();
+  if (table.size < INTERN_LIMIT) table.set(key, made);
+  return made;
+}
+
+/** How many type and tenancy values are interned (tests). */
+export function internedCounts(): { types: number; tenancies: number } {
+  return { types: internedTypes.size, tenancies: internedTenancies.size };
+}
+
 export function checkType(v: unknown, what: string): TypeRef {
   const o = obj(v, what);
-  return Object.freeze({
-    group: keyPart(o['group'], `${what}.group`),
-    groupVersion: keyPart(o['groupVersion'], `${what}.groupVersion`),
-    kind: keyPart(o['kind'], `${what}.kind`),
-  });
+  const group = keyPart(o['group'], `${what}.group`);
+  const groupVersion = keyPart(o['groupVersion'], `${what}.groupVersion`);
+  const kind = keyPart(o['kind'], `${what}.kind`);
+  // SEP (NUL) cannot occur in a key part, so the joined key is unambiguous.
+  return intern(internedTypes, group + SEP + groupVersion + SEP + kind, () => Object.freeze({ group, groupVersion, kind }));
 }
 
 export function checkTenancy(v: unknown, what: string): Tenancy {
   const o = obj(v, what);
-  return Object.freeze({
-    partition: keyPart(o['partition'], `${what}.partition`, true),
-    namespace: keyPart(o['namespace'], `${what}.namespace`, true),
-  });
+  const partition = keyPart(o['partition'], `${what}.partition`, true);
+  const namespace = keyPart(o['namespace'], `${what}.namespace`, true);
+  return intern(internedTenancies, partition + SEP + namespace, () => Object.freeze({ partition, namespace }));
 }
 
 export interface CheckedRef {
