@@ -216,7 +216,7 @@ function printSummary(reports: readonly SeedReport[], secs: number): void {
   );
   console.log(
     `  raft: elections ${g('elections')}, leaders ${g('leaders')}, entries committed ${g('commits')}, ` +
-      `snapshots taken ${g('snapshotsTaken')}, sent ${g('snapshotsSent')} (${g('snapshotChunks')} chunks)`,
+      `snapshots taken ${g('snapshotsTaken')}, sent ${g('snapshotsSent')} (${g('snapshotChunks')} chunks, ${g('snapshotChunksRead')} read back from disk)`,
   );
   console.log(
     `  clients: ${g('ops')} ops: ${g('okOps')} ok, ${g('infoOps')} info, ${g('failOps')} fail; ` +

@@ -123,6 +123,8 @@ export interface NodeOptions {
 export interface NodeStats {
   crashes: number;
   snapshotsSaved: number;
+  /** Snapshot chunks a leader read back from its disk to send (the core no longer held them). */
+  snapshotChunksRead: number;
   elections: number;
   writes: number;
   fsyncs: number;
@@ -149,7 +151,7 @@ interface Incarnation {
 export class SimNode {
   readonly id: NodeId;
   readonly disk: SimDisk;
-  readonly stats: NodeStats = { crashes: 0, snapshotsSaved: 0, elections: 0, writes: 0, fsyncs: 0, watchEvents: 0, watchRestarts: 0 };
+  readonly stats: NodeStats = { crashes: 0, snapshotsSaved: 0, snapshotChunksRead: 0, elections: 0, writes: 0, fsyncs: 0, watchEvents: 0, watchRestarts: 0 };
   private inc: Incarnation | undefined;
   private incarnationCount = 0;
   /** The last entry this node applied (or restored), whatever the incarnation. */
@@ -624,6 +626,18 @@ export class SimNode {
       loadNewest: () => {
         const snap = this.disk.newestSnapshot;
         return Promise.resolve({ snapshot: snap === undefined ? undefined : structuredClone(snap), skippedCorrupt: [] });
+      },
+      // The disk keeps the newest snapshot: a transfer of an older one finds it gone (the
+      // leader then starts over with the newest, as with a pruned file).
+      readBody: (meta, offset, length) => {
+        if (this.inc !== inc) return new Promise<Uint8Array>(() => {});
+        const snap = this.disk.newestSnapshot;
+        if (snap === undefined || snap.meta.index !== meta.index || snap.meta.term !== meta.term) {
+          return Promise.reject(new Error(`snapshot ${meta.index}/${meta.term} is no longer on disk`));
+        }
+        if (offset < 0 || offset + length > snap.data.length) return Promise.reject(new Error(`bytes ${offset}..${offset + length} outside snapshot ${meta.index}`));
+        this.stats.snapshotChunksRead++;
+        return Promise.resolve(snap.data.slice(offset, offset + length));
       },
       close: () => Promise.resolve(),
     };

@@ -98,6 +98,8 @@ export interface SimulationStats {
   snapshotsSent: number;
   snapshotChunks: number;
   snapshotsTaken: number;
+  /** Snapshot chunks leaders read back from their disk to send (the core released the bytes). */
+  snapshotChunksRead: number;
   /** Events the nodes' watchers received, and how often they (re)subscribed. */
   watchEvents: number;
   watchRestarts: number;
@@ -554,6 +556,7 @@ class Simulation implements NodeHost {
   private collectStats(linearizable: SimulationStats['linearizable']): SimulationStats {
     let crashes = 0;
     let snapshotsTaken = 0;
+    let snapshotChunksRead = 0;
     let elections = 0;
     let watchEvents = 0;
     let watchRestarts = 0;
@@ -561,6 +564,7 @@ class Simulation implements NodeHost {
       crashes += r.stats.crashes;
       elections += r.stats.elections;
       snapshotsTaken += r.stats.snapshotsSaved;
+      snapshotChunksRead += r.stats.snapshotChunksRead;
       watchEvents += r.stats.watchEvents;
       watchRestarts += r.stats.watchRestarts;
     }
@@ -590,6 +594,7 @@ class Simulation implements NodeHost {
       snapshotsSent: this.snapshotsSent,
       snapshotChunks: this.snapshotChunks,
       snapshotsTaken,
+      snapshotChunksRead,
       watchEvents,
       watchRestarts,
       membershipChanges: fs.membershipChanges,

@@ -121,6 +121,37 @@ export class FileSnapshotStore implements SnapshotStore {
     });
   }
 
+  /**
+   * Bytes of a saved snapshot's body, read straight from its file (not through the serial
+   * queue: a long save must not hold up a transfer, and a file pruned meanwhile fails the read
+   * with ENOENT, which the caller treats as "snapshot gone"). The body was verified against its
+   * checksum when it was saved or loaded; a chunk read is bounds-checked against the header.
+   */
+  async readBody(meta: SnapshotMeta, offset: number, length: number): Promise<Uint8Array> {
+    this.checkOpen('read a snapshot');
+    const file = path.join(this.dir, snapshotFileName(meta.index, meta.term));
+    let handle: FileHandle;
+    try {
+      handle = await open(file, 'r');
+    } catch (e) {
+      throw new StorageError('open a snapshot file', file, e);
+    }
+    try {
+      const fixed = new Uint8Array(SNAPSHOT_FIXED_HEADER_BYTES);
+      const parsed = (await readExactly(handle, fixed, 0)) ? parseFixedHeader(fixed) : undefined;
+      if (parsed === undefined || !parsed.ok) throw new StorageError('read a snapshot', file, undefined, 'its header is unreadable');
+      const { headerLength, bodyLength } = parsed.value;
+      if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0 || offset + length > bodyLength) {
+        throw new StorageError('read a snapshot', file, undefined, `bytes ${offset}..${offset + length} are outside its ${bodyLength}-byte body`);
+      }
+      const out = new Uint8Array(length);
+      if (!(await readExactly(handle, out, headerLength + offset))) throw new StorageError('read a snapshot', file, undefined, 'it is shorter than its header says');
+      return out;
+    } finally {
+      await handle.close().catch(() => undefined);
+    }
+  }
+
   /** Snapshot file names (not temp or quarantined files), newest first. */
   list(): Promise<string[]> {
     return this.serial.run(() => this.listNames());

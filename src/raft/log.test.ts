@@ -192,7 +192,12 @@ t.test('§7 compact drops the entries a snapshot covers and keeps the snapshot w
   t.same([log.firstIndex(), log.lastIndex(), log.term(3), log.term(2)], [4, 5, 2, undefined]);
   t.same(log.config(), C3, 'the latest configuration (entry 4) is still in force');
   t.same(log.configAt(3), C2, 'and the one at the compaction point is kept as the base');
-  t.equal(log.snapshot, s, 'the log keeps the snapshot to send to followers');
+  t.same(log.snapshot, { meta: s.meta, size: 2, data: s.data }, 'the log keeps the snapshot to send to followers');
+  t.equal(log.snapshot?.data, s.data, 'with its bytes');
+  t.equal(log.releaseSnapshotData(L(2)), undefined, 'a release names the snapshot it means: not another index');
+  t.same(log.releaseSnapshotData(L(3)), { meta: s.meta, size: 2, data: undefined }, 'released: its bytes forgotten, their count kept');
+  t.same(log.snapshot, { meta: s.meta, size: 2, data: undefined });
+  t.equal(log.releaseSnapshotData(L(3)), undefined, 'a second release does nothing');
   t.throws(() => log.compact(L(3), new Uint8Array()), AssertionError, 'not at or before the current compaction point');
 
   const log2 = new RaftLog(C1, undefined, terms(1, 1, 2, 2, 2, 3), L(6));
@@ -244,7 +249,10 @@ t.test('§7 restore replaces the log with a snapshot; nothing is applied from th
   log.commitTo(L(11));
   log.stableTo(L(11), Tm(4));
   t.same(log.nextCommittedEntries(), [], 'still nothing, even for entries after it');
+  t.equal(log.releaseSnapshotData(L(10)), undefined, 'an incoming snapshot keeps its bytes until it is installed');
+  t.ok(log.snapshot?.data !== undefined);
   log.snapshotInstalled(L(10));
+  t.equal(log.releaseSnapshotData(L(10))?.data, undefined, 'installed, they may go');
   t.same([log.applied, log.pendingSnapshot], [10, undefined], 'installed: applied jumps to 10');
   t.same(log.nextCommittedEntries().map((x) => x.index), [11]);
 });

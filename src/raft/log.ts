@@ -1,6 +1,6 @@
 import { assert, AssertionError, type LogIndex, type Term } from '../base/index.js';
 import { decodeConfigEntry } from './config.js';
-import { EntryType, type Config, type Entry, type Snapshot } from './types.js';
+import { EntryType, heldSnapshot, type Config, type Entry, type HeldSnapshot, type Snapshot } from './types.js';
 
 /**
  * The in-memory Raft log (etcd raft_log.go + unstable.go folded together): the entries after
@@ -26,15 +26,15 @@ export class RaftLog {
    * asynchronous storage writes); a truncated suffix is handed out again.
    */
   inProgress: LogIndex;
-  /** The newest snapshot (durable, or incoming and not yet persisted). */
-  snapshot: Snapshot | undefined;
+  /** The newest snapshot (durable, or incoming and not yet persisted); its bytes until released. */
+  snapshot: HeldSnapshot | undefined;
   /** An incoming snapshot the driver has not persisted and installed yet. */
   pendingSnapshot: Snapshot | undefined = undefined;
   /** Config entries at or after prevIndex; the first element is the base (snapshot) config. */
   private configs: Array<{ index: LogIndex; config: Config }>;
 
   constructor(baseConfig: Config, snapshot: Snapshot | undefined, entries: readonly Entry[], commit: LogIndex) {
-    this.snapshot = snapshot;
+    this.snapshot = snapshot ? heldSnapshot(snapshot) : undefined;
     this.prevIndex = snapshot ? snapshot.meta.index : (0 as LogIndex);
     this.prevTerm = snapshot ? snapshot.meta.term : (0 as Term);
     this.configs = [{ index: this.prevIndex, config: snapshot ? snapshot.meta.config : baseConfig }];
@@ -245,7 +245,7 @@ export class RaftLog {
     // persists ready.snapshot, and nothing is applied from the log until it is installed.
     this.stabled = snapshot.meta.index;
     this.inProgress = snapshot.meta.index;
-    this.snapshot = snapshot;
+    this.snapshot = heldSnapshot(snapshot);
     this.pendingSnapshot = snapshot;
     this.configs = [{ index: snapshot.meta.index, config: snapshot.meta.config }];
   }
@@ -285,7 +285,20 @@ export class RaftLog {
       this.prevIndex = cut;
       this.prevTerm = cutTerm;
     }
-    this.snapshot = snapshot;
+    this.snapshot = heldSnapshot(snapshot);
     return snapshot;
+  }
+
+  /**
+   * The driver has the snapshot at `index` in its store: forget its bytes, keep their count.
+   * Answers the released snapshot, or undefined if the log holds another one (or none), or
+   * still needs these bytes (an incoming snapshot not yet installed).
+   */
+  releaseSnapshotData(index: LogIndex): HeldSnapshot | undefined {
+    const s = this.snapshot;
+    if (s === undefined || s.meta.index !== index || s.data === undefined) return undefined;
+    if (this.pendingSnapshot !== undefined && this.pendingSnapshot.meta.index === index) return undefined;
+    this.snapshot = { meta: s.meta, size: s.size, data: undefined };
+    return this.snapshot;
   }
 }

@@ -5,7 +5,7 @@
 import t from 'tap';
 import { logIndex, term, type LogIndex } from '../base/index.js';
 import { Progress } from './progress.js';
-import type { Snapshot } from './types.js';
+import { heldSnapshot, type Snapshot } from './types.js';
 
 const L = (i: number): LogIndex => logIndex(i);
 
@@ -92,7 +92,7 @@ t.test('§10.2 isPaused: probe waits for an answer to its one probe; replicate w
   t.equal(rep.isPaused(), false, 'an acknowledgement frees a slot');
 
   const sn = progress('probe', 0, 5);
-  sn.becomeSnapshot(snap(20));
+  sn.becomeSnapshot(heldSnapshot(snap(20)));
   t.equal(sn.isPaused(), true, 'while a snapshot is sent, no appends');
 });
 
@@ -105,13 +105,13 @@ t.test('§10.2 state transitions: probe -> replicate -> probe, and snapshot -> p
   pr.becomeProbe();
   t.same([pr.state, pr.next, pr.inflights.count], ['probe', 4, 0], 'probe restarts from match + 1 and forgets inflights');
 
-  pr.becomeSnapshot(snap(20));
+  pr.becomeSnapshot(heldSnapshot(snap(20)));
   t.same([pr.state, pr.snapshot?.meta.index, pr.snapOffset], ['snapshot', 20, 0]);
   pr.becomeProbe();
   t.same([pr.state, pr.next, pr.snapshot], ['probe', 21, undefined], 'after a snapshot, probe from just past it');
 
   const ahead = progress('probe', 30, 31);
-  ahead.becomeSnapshot(snap(20));
+  ahead.becomeSnapshot(heldSnapshot(snap(20)));
   ahead.becomeProbe();
   t.equal(ahead.next, 31, 'or from match + 1 if that is further');
 });

@@ -1,6 +1,6 @@
 import type { LogIndex } from '../base/index.js';
 import { Inflights } from './inflights.js';
-import type { Snapshot } from './types.js';
+import type { HeldSnapshot } from './types.js';
 
 /**
  * The leader's view of one follower (etcd tracker/progress.go; thesis §3.5 nextIndex and
@@ -21,7 +21,7 @@ export class Progress {
   recentActive = false;
   readonly inflights: Inflights;
   /** Snapshot state: the snapshot being sent and how many of its bytes were acknowledged. */
-  snapshot: Snapshot | undefined = undefined;
+  snapshot: HeldSnapshot | undefined = undefined;
   snapOffset = 0;
   /** The snapshot transfer moved forward since the last heartbeat response (no retransmit needed). */
   snapProgressed = false;
@@ -55,7 +55,7 @@ export class Progress {
     this.inflights.reset();
   }
 
-  becomeSnapshot(snapshot: Snapshot): void {
+  becomeSnapshot(snapshot: HeldSnapshot): void {
     this.state = 'snapshot';
     this.snapshot = snapshot;
     this.snapOffset = 0;

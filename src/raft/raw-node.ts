@@ -195,6 +195,35 @@ export class RawNode {
     return this.r.log.compact(index, data, retain, retainBytes);
   }
 
+  /**
+   * The snapshot at `index` is in the driver's snapshot store, which can read its bytes back
+   * (`MsgSnap.fill`): the core forgets them, here and in every transfer sending it. Returns
+   * whether they were released (not when the log holds another snapshot or still installs it).
+   */
+  releaseSnapshotData(index: LogIndex): boolean {
+    const r = this.r;
+    const released = r.log.releaseSnapshotData(index);
+    if (released === undefined) return false;
+    const ls = r.leaderState();
+    if (ls) {
+      for (const pr of ls.progress.values()) {
+        if (pr.snapshot !== undefined && pr.snapshot.meta.index === index && pr.snapshot.meta.term === released.meta.term) pr.snapshot = released;
+      }
+    }
+    return true;
+  }
+
+  /**
+   * The driver could not read a chunk of the snapshot it is sending `peer` (its file was
+   * replaced by a newer snapshot meanwhile, or could not be read): the transfer stops and the
+   * follower is probed again, so the next attempt sends the newest snapshot from the start.
+   */
+  reportSnapshotUnavailable(peer: NodeId, index: LogIndex): void {
+    const pr = this.r.leaderState()?.progress.get(peer);
+    if (pr === undefined || pr.state !== 'snapshot' || pr.snapshot === undefined || pr.snapshot.meta.index !== index) return;
+    pr.becomeProbe();
+  }
+
   hasReady(): boolean {
     if (this.outstanding) return false;
     const r = this.r;

@@ -121,13 +121,20 @@ function startSnapshot(r: RaftState, pr: Progress, to: NodeId): boolean {
 }
 
 /** Sends the chunk at the acknowledged offset (also used to retransmit a lost chunk). */
+const NO_BYTES = new Uint8Array(0);
+
 export function sendSnapshotChunk(r: RaftState, pr: Progress, to: NodeId): void {
   const snap = pr.snapshot;
   if (!snap) return;
-  const total = snap.data.length;
+  const total = snap.size;
   const offset = Math.min(pr.snapOffset, total);
-  const chunk = snap.data.subarray(offset, Math.min(total, offset + r.opts.snapshotChunkBytes));
-  r.send({ type: 'snap', from: r.id, to, term: r.term, meta: snap.meta, offset, totalBytes: total, chunk });
+  const end = Math.min(total, offset + r.opts.snapshotChunkBytes);
+  if (snap.data !== undefined) {
+    r.send({ type: 'snap', from: r.id, to, term: r.term, meta: snap.meta, offset, totalBytes: total, chunk: snap.data.subarray(offset, end) });
+  } else {
+    // Released to the driver's store: the driver reads the chunk as it sends it.
+    r.send({ type: 'snap', from: r.id, to, term: r.term, meta: snap.meta, offset, totalBytes: total, chunk: NO_BYTES, fill: end - offset });
+  }
 }
 
 /**

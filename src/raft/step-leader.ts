@@ -42,9 +42,9 @@ export function stepLeader(r: RaftState, ls: LeaderState, m: Message): void {
       if (pr.state !== 'snapshot' || !pr.snapshot || pr.snapshot.meta.index !== m.snapIndex) return;
       if (m.nextOffset > pr.snapOffset) {
         // Progress: the next chunk (one in flight at a time).
-        pr.snapOffset = Math.min(m.nextOffset, pr.snapshot.data.length);
+        pr.snapOffset = Math.min(m.nextOffset, pr.snapshot.size);
         pr.snapProgressed = true;
-        if (pr.snapOffset < pr.snapshot.data.length) sendSnapshotChunk(r, pr, m.from);
+        if (pr.snapOffset < pr.snapshot.size) sendSnapshotChunk(r, pr, m.from);
       } else if (m.nextOffset < pr.snapOffset && m.chunkOffset === pr.snapOffset) {
         // The receiver answered the current chunk with a lower offset: it lost its partial
         // copy (a restart). Start again from where it is.

@@ -12,7 +12,7 @@ import t from 'tap';
 import { NO_NODE, logIndex, nodeId, term, type NodeId } from '../base/index.js';
 import { TestCluster, testConfig } from './testing/cluster.js';
 import type { ClusterOptions } from './testing/cluster.js';
-import type { Message, MsgApp, MsgSnap, MsgVote, Role } from './types.js';
+import type { Message, MsgApp, MsgSnap, MsgVote, Role, Snapshot } from './types.js';
 
 const T = 10; // electionTimeoutTicks (the default)
 const n = (s: string): NodeId => nodeId(s);
@@ -770,6 +770,73 @@ t.test('§10.2 (§7) a snapshot larger than snapshotChunkBytes goes in acknowled
   t.same(n3.restoredFrom.map((s) => [s.meta.index, Buffer.from(s.data).toString()]), [[5, Buffer.from(data).toString()]], 'n3 reassembled and installed the snapshot');
   t.same(c.appliedCommands('n3'), ['d'], 'then applied the entry after it');
   t.equal(n3.raw.status().commit, 6);
+});
+
+t.test('§7 a leader that released its snapshot’s bytes sends chunks its driver reads from the stored snapshot', async (t) => {
+  const { c, data } = snapshotSetup({ snapshotChunkBytes: 4 });
+  const n1 = c.node('n1');
+  t.equal(n1.raw.releaseSnapshotData(logIndex(4)), false, 'a release must name the snapshot the log holds');
+  t.equal(n1.raw.releaseSnapshotData(logIndex(5)), true, 'the snapshot at 5 is released');
+  // What the driver reads is what goes out: give the "disk" copy different bytes of the same
+  // length, so the follower's result tells where its chunks came from.
+  const onDisk = new TextEncoder().encode('abcdefghij');
+  n1.disk.snapshot = { meta: (n1.disk.snapshot as Snapshot).meta, data: onDisk };
+  const readies: Message[] = [];
+  const ready = n1.raw.ready.bind(n1.raw);
+  n1.raw.ready = () => {
+    const rd = ready();
+    readies.push(...rd.messages);
+    return rd;
+  };
+  const delivered = c.startRecording();
+  c.tick('n1');
+  c.stabilize();
+  const unfilled = readies.filter(isSnap);
+  t.same(
+    unfilled.map((m) => [m.offset, m.chunk.length, m.fill]),
+    [
+      [0, 0, 4],
+      [4, 0, 4],
+      [8, 0, 2],
+    ],
+    'the core sends every chunk unfilled: how many bytes to read at which offset',
+  );
+  t.same(
+    delivered.filter(isSnap).map((m) => [m.offset, m.chunk.length, m.totalBytes, 'fill' in m]),
+    [
+      [0, 4, 10, false],
+      [4, 4, 10, false],
+      [8, 2, 10, false],
+    ],
+    'every chunk on the wire is filled',
+  );
+  t.same(c.node('n3').restoredFrom.map((s) => Buffer.from(s.data).toString()), ['abcdefghij'], 'n3 installed the bytes read from the store');
+  t.not(Buffer.from(data).toString(), 'abcdefghij');
+  t.same(c.appliedCommands('n3'), ['d']);
+});
+
+t.test('§7 a released snapshot replaced in the store mid-transfer: the follower is probed again and gets the newest', async (t) => {
+  const { c } = snapshotSetup({ snapshotChunkBytes: 4 });
+  c.node('n1').raw.releaseSnapshotData(logIndex(5));
+  const delivered = c.startRecording();
+  c.tick('n1');
+  c.pump((m) => !(isSnap(m) && m.offset > 0));
+  t.same(delivered.filter(isSnap).map((m) => [m.meta.index, m.offset]), [[5, 0]], 'the first chunk of snapshot 5 reached n3, the second waits to go');
+  // The leader takes a newer snapshot; its store keeps only that one (as a pruned file).
+  const newer = new TextEncoder().encode('NEWER-SNAP');
+  c.compact('n1', logIndex(6), newer);
+  c.stabilize();
+  t.equal(c.node('n1').raw.status().progress?.get(n('n3'))?.state, 'probe', 'chunk 4 of snapshot 5 cannot be read: n3 is probed again');
+  for (let i = 0; i < 4 && c.node('n3').restoredFrom.length === 0; i++) {
+    c.tick('n1');
+    c.stabilize();
+  }
+  t.same(
+    c.node('n3').restoredFrom.map((s) => [s.meta.index, Buffer.from(s.data).toString()]),
+    [[6, 'NEWER-SNAP']],
+    'n3 installs the newest snapshot, never a mix of the two',
+  );
+  t.equal(c.node('n3').raw.status().commit, 6);
 });
 
 t.test('§10.2 (§7) a lost snapshot chunk is resent once the transfer stalls for a heartbeat interval', async (t) => {

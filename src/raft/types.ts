@@ -61,6 +61,22 @@ export interface Snapshot {
   readonly data: Uint8Array;
 }
 
+/**
+ * The snapshot the log keeps to send to followers too far behind: its bytes, or, once the
+ * driver has them in its snapshot store and said so (`RawNode.releaseSnapshotData`), only
+ * their count. Then the core sends chunks unfilled (`MsgSnap.fill`) and the driver reads each
+ * from its store as it goes out, so no node holds its snapshot in memory after it is saved.
+ */
+export interface HeldSnapshot {
+  readonly meta: SnapshotMeta;
+  readonly size: number;
+  readonly data: Uint8Array | undefined;
+}
+
+export function heldSnapshot(s: Snapshot): HeldSnapshot {
+  return { meta: s.meta, size: s.data.length, data: s.data };
+}
+
 /** What must be on stable storage before messages that depend on it are sent (Raft Figure 2). */
 export interface HardState {
   readonly term: Term;
@@ -149,6 +165,12 @@ export interface MsgSnap extends MsgBase {
   readonly offset: number;
   readonly totalBytes: number;
   readonly chunk: Uint8Array;
+  /**
+   * Set by the leader's core when it no longer holds the snapshot's bytes: `chunk` is empty and
+   * the driver must read this many bytes at `offset` from its snapshot store into `chunk` (and
+   * drop `fill`) before sending. Never on the wire.
+   */
+  readonly fill?: number;
 }
 
 /**

@@ -68,6 +68,13 @@ export interface SnapshotStore {
   save(snapshot: Snapshot): Promise<void>;
   /** The newest snapshot whose checksum verifies; corrupt ones are skipped (and reported). */
   loadNewest(): Promise<{ snapshot: Snapshot | undefined; skippedCorrupt: readonly string[] }>;
+  /**
+   * `length` bytes of the saved snapshot `meta` names, from `offset` into its data: how a
+   * leader sends a snapshot it no longer holds in memory (`MsgSnap.fill`). Rejects if that
+   * snapshot is no longer stored (a newer one replaced it) or cannot be read. Optional: a store
+   * without it leaves the core holding its newest snapshot's bytes.
+   */
+  readBody?(meta: SnapshotMeta, offset: number, length: number): Promise<Uint8Array>;
   close(): Promise<void>;
 }
 

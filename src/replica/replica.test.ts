@@ -94,6 +94,7 @@ t.test('snapshots compact the log, and a node added later catches up through one
   await leader.coordinator.changeMembership({ type: 'add-learner', id: nodeId('n4'), address: 'n4:7500' });
   await waitUntil(() => n4.replica.status().applied >= leader.replica.status().commit, 10_000, 'n4 to catch up');
   t.ok(n4.replica.status().snapshotIndex > 0, 'n4 started from a snapshot sent by the leader');
+  t.ok(leader.snapshotStore.bodyReads > 0, 'read back from the leader’s store chunk by chunk: the leader no longer holds it in memory');
   for (let i = 0; i < 13; i++) t.same(get(n4, `k${i}`), get(leader, `k${i}`), `n4 has k${i} as the leader does`);
   await leader.coordinator.changeMembership({ type: 'promote', id: nodeId('n4') });
   t.equal(leader.replica.status().config.members.find((m) => m.id === 'n4')?.suffrage, 'voter');

@@ -1,5 +1,5 @@
 import { CairnError, ErrorCode, NO_NODE, silentLogger, type Clock, type LogIndex, type Logger, type NodeId, type Random, type Revision, type Term, type Timers } from '../base/index.js';
-import { RawNode, resolveRaftOptions, type Config, type ConfigChange, type Entry, type HardState, type Message, type PersistedState, type RaftOptions, type Ready, type SnapshotMeta, type Status } from '../raft/index.js';
+import { RawNode, resolveRaftOptions, type Config, type ConfigChange, type Entry, type HardState, type Message, type MsgSnap, type PersistedState, type RaftOptions, type Ready, type SnapshotMeta, type Status } from '../raft/index.js';
 import type { ChangeRecord } from '../store/index.js';
 import { CorruptLogError, type ChangePublisher, type LoadedLog, type LogStore, type SnapshotStore, type StateMachine, type Transport } from './ports.js';
 
@@ -357,6 +357,8 @@ export class Replica<Result = unknown, R = unknown> {
       log.info({ members: opts.bootstrap.members.map((m) => m.id) }, 'bootstrapped a new cluster');
     }
     const raw = new RawNode({ ...(opts.raft ?? {}), id: opts.id, random: opts.random }, state);
+    // The snapshot came from the store: the core reads chunks back from it rather than hold it.
+    if (snapshot && opts.snapshotStore.readBody !== undefined) raw.releaseSnapshotData(snapshot.meta.index);
     const st = raw.status();
     log.info(
       { term: st.term, commit: st.commit, lastIndex: st.lastIndex, snapshotIndex: afterIndex, ms: Math.round(opts.clock.monotonicMs() - started) },
@@ -656,6 +658,47 @@ export class Replica<Result = unknown, R = unknown> {
     }
   }
 
+  /**
+   * Hands messages to the transport. A snapshot chunk the core sent unfilled (it released the
+   * snapshot's bytes once they were saved: `releaseSnapshotData`) is read from the snapshot
+   * store first and goes out when the read completes; if the snapshot is gone (a newer one
+   * replaced it) or unreadable, the core is told, and the follower gets the newest one.
+   */
+  private send(messages: readonly Message[]): void {
+    let plain: readonly Message[] = messages;
+    if (messages.some((m) => m.type === 'snap' && m.fill !== undefined)) {
+      const rest: Message[] = [];
+      for (const m of messages) {
+        if (m.type === 'snap' && m.fill !== undefined) this.sendFilled(m);
+        else rest.push(m);
+      }
+      plain = rest;
+    }
+    if (plain.length > 0) this.opts.transport.send(plain);
+  }
+
+  private sendFilled(m: MsgSnap): void {
+    const store = this.opts.snapshotStore;
+    const fill = m.fill ?? 0;
+    if (store.readBody === undefined) {
+      // Unreachable: the core releases bytes only when the store can read them back.
+      this.stop(new Error('the raft core sent an unfilled snapshot chunk but the snapshot store cannot read one'));
+      return;
+    }
+    store.readBody(m.meta, m.offset, fill).then(
+      (chunk) => {
+        if (this.closed || this.failure) return;
+        this.opts.transport.send([{ type: 'snap', from: m.from, to: m.to, term: m.term, meta: m.meta, offset: m.offset, totalBytes: m.totalBytes, chunk }]);
+      },
+      (e: unknown) => {
+        if (this.closed || this.failure) return;
+        this.log.info({ peer: m.to, index: m.meta.index, err: e instanceof Error ? e.message : String(e) }, 'a snapshot chunk could not be read: the transfer starts over with the newest snapshot');
+        this.raw.reportSnapshotUnavailable(m.to, m.meta.index);
+        this.schedule();
+      },
+    );
+  }
+
   private receive(m: Message): void {
     if (this.closed || this.failure) return;
     const drop = this.memberFilter(m);
@@ -796,7 +839,7 @@ export class Replica<Result = unknown, R = unknown> {
     const early: Message[] = [];
     const late: Message[] = [];
     for (const m of rd.messages) (this.sendsNow(m, rd, pending) ? early : late).push(m);
-    if (early.length > 0) this.opts.transport.send(early);
+    if (early.length > 0) this.send(early);
     if (this.bugs?.applyBeforeCommit === true) {
       for (const e of rd.entries) if (e.index === this.sm.appliedIndex + 1) this.applyEntry(e);
     }
@@ -864,7 +907,7 @@ export class Replica<Result = unknown, R = unknown> {
     if (this.closed || this.failure) return;
     if (w.sync && w.hardState !== undefined && w.hardState.term > this.durableTerm) this.durableTerm = w.hardState.term;
     if (this.bugs?.countOwnWriteEarly !== true) for (const rd of w.readies) this.raw.persisted(rd);
-    if (w.late.length > 0) this.opts.transport.send(w.late);
+    if (w.late.length > 0) this.send(w.late);
     for (const r of w.roles) this.announceRole(r);
     this.startWrite();
     this.schedule();
@@ -888,16 +931,18 @@ export class Replica<Result = unknown, R = unknown> {
     const early: Message[] = [];
     const late: Message[] = [];
     for (const m of rd.messages) (this.sendsNow(m, rd, true) ? early : late).push(m);
-    if (early.length > 0) this.opts.transport.send(early);
+    if (early.length > 0) this.send(early);
     await this.drain();
     if (this.closed || this.failure) return;
     await this.persist(rd);
     const hs = rd.hardState;
     if (rd.mustSync && hs !== undefined && hs.term > this.durableTerm) this.durableTerm = hs.term;
-    if (late.length > 0) this.opts.transport.send(late);
+    if (late.length > 0) this.send(late);
     if (role !== undefined) this.announceRole(role);
     this.apply(rd);
     this.raw.advance(rd);
+    // An installed snapshot is saved (persist): the core need not hold its bytes.
+    if (rd.snapshot !== undefined && this.opts.snapshotStore.readBody !== undefined) this.raw.releaseSnapshotData(rd.snapshot.meta.index);
     this.maybeSnapshot();
   }
 
@@ -1081,6 +1126,8 @@ export class Replica<Result = unknown, R = unknown> {
     // Where the core's log now begins: the retained entries (by count and bytes) follow it.
     const kept = (this.raw.basicStatus().firstIndex - 1) as LogIndex;
     await this.opts.snapshotStore.save(snap);
+    // Saved: the core need not hold the bytes any more; chunks are read back as they are sent.
+    if (this.opts.snapshotStore.readBody !== undefined) this.raw.releaseSnapshotData(view.index);
     // The disk keeps the log back to the previous snapshot as well, so that if the newest
     // snapshot file is found corrupt at start-up the older one still joins up with the log.
     await this.opts.logStore.compact(Math.max(0, Math.min(this.lastSnapshotIndex, kept)) as LogIndex);

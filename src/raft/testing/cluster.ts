@@ -138,7 +138,21 @@ export class TestCluster {
       n.disk.entries = n.disk.entries.filter((e) => e.index < first.index).concat(rd.entries);
     }
     if (rd.hardState) n.disk.hardState = rd.hardState;
-    n.outbox.push(...rd.messages);
+    for (const m of rd.messages) {
+      if (m.type !== 'snap' || m.fill === undefined) {
+        n.outbox.push(m);
+        continue;
+      }
+      // A chunk of a released snapshot: read it from "disk", as the driver does, or report
+      // the snapshot gone when the disk holds another one.
+      const s = n.disk.snapshot;
+      if (s !== undefined && s.meta.index === m.meta.index && s.meta.term === m.meta.term) {
+        const { fill, ...rest } = m;
+        n.outbox.push({ ...rest, chunk: s.data.subarray(m.offset, m.offset + fill) });
+      } else {
+        n.raw.reportSnapshotUnavailable(m.to, m.meta.index);
+      }
+    }
     n.applied.push(...rd.committedEntries);
     n.readStates.push(...rd.readStates);
     n.readFailures.push(...rd.readFailures);

@@ -1,4 +1,4 @@
-import type { Snapshot } from '../../raft/index.js';
+import type { Snapshot, SnapshotMeta } from '../../raft/index.js';
 import type { SnapshotStore } from '../ports.js';
 
 /**
@@ -22,6 +22,8 @@ interface Stored {
 class Shelf {
   snapshots: Stored[] = []; // newest first
   saves = 0;
+  /** Successful `readBody` calls (a leader sending a snapshot it no longer holds in memory). */
+  bodyReads = 0;
   /** Every save, oldest first: its index and data size (for tests of the snapshot trigger). */
   readonly history: { readonly index: number; readonly bytes: number }[] = [];
 }
@@ -69,6 +71,15 @@ export class MemorySnapshotStore implements SnapshotStore {
     return { snapshot: undefined, skippedCorrupt };
   }
 
+  async readBody(meta: SnapshotMeta, offset: number, length: number): Promise<Uint8Array> {
+    this.checkOpen('readBody');
+    const s = this.shelf.snapshots.find((x) => x.snapshot.meta.index === meta.index && x.snapshot.meta.term === meta.term);
+    if (s === undefined) throw new Error(`snapshot ${meta.index} (term ${meta.term}) is no longer stored`);
+    if (offset < 0 || length < 0 || offset + length > s.snapshot.data.length) throw new Error(`bytes ${offset}..${offset + length} are outside snapshot ${meta.index}`);
+    this.shelf.bodyReads++;
+    return s.snapshot.data.slice(offset, offset + length);
+  }
+
   async close(): Promise<void> {
     this.closed = true;
   }
@@ -93,6 +104,10 @@ export class MemorySnapshotStore implements SnapshotStore {
 
   get saves(): number {
     return this.shelf.saves;
+  }
+
+  get bodyReads(): number {
+    return this.shelf.bodyReads;
   }
 
   /** Every save so far, oldest first: index and data bytes. */
