@@ -60,20 +60,33 @@ export function internedCounts(): { types: number; tenancies: number } {
   return { types: internedTypes.size, tenancies: internedTenancies.size };
 }
 
+// The last value each table answered: a snapshot holds resources in key order, so runs of one
+// type and tenancy follow each other, and a restore mostly skips the key and the lookup.
+let lastType: TypeRef | undefined;
+let lastTenancy: Tenancy | undefined;
+
 export function checkType(v: unknown, what: string): TypeRef {
   const o = obj(v, what);
   const group = keyPart(o['group'], `${what}.group`);
   const groupVersion = keyPart(o['groupVersion'], `${what}.groupVersion`);
   const kind = keyPart(o['kind'], `${what}.kind`);
+  const last = lastType;
+  if (last !== undefined && last.kind === kind && last.group === group && last.groupVersion === groupVersion) return last;
   // SEP (NUL) cannot occur in a key part, so the joined key is unambiguous.
-  return intern(internedTypes, group + SEP + groupVersion + SEP + kind, () => Object.freeze({ group, groupVersion, kind }));
+  const t = intern(internedTypes, group + SEP + groupVersion + SEP + kind, () => Object.freeze({ group, groupVersion, kind }));
+  lastType = t;
+  return t;
 }
 
 export function checkTenancy(v: unknown, what: string): Tenancy {
   const o = obj(v, what);
   const partition = keyPart(o['partition'], `${what}.partition`, true);
   const namespace = keyPart(o['namespace'], `${what}.namespace`, true);
-  return intern(internedTenancies, partition + SEP + namespace, () => Object.freeze({ partition, namespace }));
+  const last = lastTenancy;
+  if (last !== undefined && last.namespace === namespace && last.partition === partition) return last;
+  const t = intern(internedTenancies, partition + SEP + namespace, () => Object.freeze({ partition, namespace }));
+  lastTenancy = t;
+  return t;
 }
 
 export interface CheckedRef {
