@@ -2,7 +2,7 @@
  * The simulator's command line.
  *
  *   node dist/cluster-test/sim/cli.js swarm --seeds N [--start S] [--duration-ms M] [--faults P]
- *        [--nodes 3|5] [--planted-bug B] [--driver-bug B] [--jobs J]
+ *        [--nodes 3|5] [--planted-bug B] [--driver-bug B] [--fsm-bug B] [--jobs J]
  *   node dist/cluster-test/sim/cli.js replay --seed S [--verbose] [same run flags]
  *   node dist/cluster-test/sim/cli.js demo [--seed S] [--duration-ms M]
  *
@@ -17,7 +17,7 @@ import { isMainThread, parentPort, Worker, workerData } from 'node:worker_thread
 import { DEFAULT_FAULTS, FAULT_PROFILES } from './faults.js';
 import { Narrator } from './narrate.js';
 import type { PlantedBugs } from './raft.js';
-import type { ReplicaPlantedBugs } from './raft.js';
+import type { FsmPlantedBugs, ReplicaPlantedBugs } from './raft.js';
 import {
   DEFAULT_DURATION_MS,
   replayCommand,
@@ -31,6 +31,8 @@ import {
 
 const PLANTED_BUGS = ['doubleVote', 'commitOldTermByCount', 'readIndexWithoutHeartbeat'] as const;
 const DRIVER_BUGS = ['answerBeforeCommit', 'applyBeforeCommit', 'voteBeforeDurable', 'ackBeforeDurable', 'countOwnWriteEarly', 'syncOnlyEntries', 'answerAheadOfWrites'] as const satisfies readonly (keyof ReplicaPlantedBugs)[];
+
+const FSM_BUGS = ['txnDropsLastOp'] as const satisfies readonly (keyof FsmPlantedBugs)[];
 
 class UsageError extends Error {}
 
@@ -91,8 +93,13 @@ function runFlags(args: Args): Omit<SimulationOptions, 'seed'> {
   if (driverBug !== undefined && !(DRIVER_BUGS as readonly string[]).includes(driverBug)) {
     throw new UsageError(`option --driver-bug must be one of ${DRIVER_BUGS.join(', ')}, got ${JSON.stringify(driverBug)}`);
   }
+  const fsmBug = args.flags.get('fsm-bug');
+  if (fsmBug !== undefined && !(FSM_BUGS as readonly string[]).includes(fsmBug)) {
+    throw new UsageError(`option --fsm-bug must be one of ${FSM_BUGS.join(', ')}, got ${JSON.stringify(fsmBug)}`);
+  }
   return {
     ...(driverBug !== undefined ? { driverBugs: { [driverBug]: true } } : {}),
+    ...(fsmBug !== undefined ? { fsmBugs: { [fsmBug]: true } } : {}),
     ...(durationMs !== undefined ? { durationMs } : {}),
     ...(steps !== undefined ? { steps } : {}),
     ...(nodes !== undefined ? { nodes } : {}),
@@ -220,7 +227,7 @@ function printSummary(reports: readonly SeedReport[], secs: number): void {
   );
   console.log(
     `  clients: ${g('ops')} ops: ${g('okOps')} ok, ${g('infoOps')} info, ${g('failOps')} fail; ` +
-      `CAS ${g('casOk')} ok, ${g('casMismatch')} refused at the read, ${g('casConflict')} refused by the version CAS; ${g('noSpace')} refused with NO_SPACE; ` +
+      `CAS ${g('casOk')} ok, ${g('casMismatch')} refused at the read, ${g('casConflict')} refused by the version CAS; transactions ${g('txnApplied')} applied, ${g('txnNotApplied')} not (comparison); ${g('noSpace')} refused with NO_SPACE; ` +
       `linearizability unknown (search budget) on ${unknown} seed(s)`,
   );
   console.log(`  watches: ${g('watchEvents')} events checked on the nodes' event streams, ${g('watchRestarts')} subscriptions (starts, resumes, re-lists)`);
@@ -296,10 +303,12 @@ async function planted(args: Args): Promise<number> {
   const only = runFlags(args);
   const onlyCore = Object.keys(only.plantedBugs ?? {});
   const onlyDriver = Object.keys(only.driverBugs ?? {});
-  const filtered = onlyCore.length + onlyDriver.length > 0;
+  const onlyFsm = Object.keys(only.fsmBugs ?? {});
+  const filtered = onlyCore.length + onlyDriver.length + onlyFsm.length > 0;
   const bugs: { name: string; options: Omit<SimulationOptions, 'seed'> }[] = [
     ...PLANTED_BUGS.filter((b) => !filtered || onlyCore.includes(b)).map((b) => ({ name: `${b} (core)`, options: { plantedBugs: { [b]: true } } })),
     ...DRIVER_BUGS.filter((b) => !filtered || onlyDriver.includes(b)).map((b) => ({ name: `${b} (driver)`, options: { driverBugs: { [b]: true } } })),
+    ...FSM_BUGS.filter((b) => !filtered || onlyFsm.includes(b)).map((b) => ({ name: `${b} (fsm)`, options: { fsmBugs: { [b]: true } } })),
   ];
   console.log(`sim planted: ${bugs.length} planted bugs x ${profiles.length} fault profiles, seeds ${start}..${start + seeds - 1} each${durationMs !== undefined ? `, ${durationMs} ms of faults` : ''}`);
   console.log(`| bug | ${profiles.join(' | ')} |`);
@@ -327,12 +336,12 @@ async function planted(args: Args): Promise<number> {
 }
 
 const USAGE = `usage:
-  node dist/cluster-test/sim/cli.js swarm --seeds N [--start S] [--duration-ms M] [--faults P] [--nodes 3|5] [--snapshot-chunk-bytes B] [--quota-bytes Q] [--planted-bug B] [--driver-bug B] [--jobs J]
-  node dist/cluster-test/sim/cli.js replay --seed S [--verbose] [--duration-ms M] [--faults P] [--nodes 3|5] [--snapshot-chunk-bytes B] [--quota-bytes Q] [--planted-bug B] [--driver-bug B]
+  node dist/cluster-test/sim/cli.js swarm --seeds N [--start S] [--duration-ms M] [--faults P] [--nodes 3|5] [--snapshot-chunk-bytes B] [--quota-bytes Q] [--planted-bug B] [--driver-bug B] [--fsm-bug B] [--jobs J]
+  node dist/cluster-test/sim/cli.js replay --seed S [--verbose] [--duration-ms M] [--faults P] [--nodes 3|5] [--snapshot-chunk-bytes B] [--quota-bytes Q] [--planted-bug B] [--driver-bug B] [--fsm-bug B]
   node dist/cluster-test/sim/cli.js demo [--seed S] [--duration-ms M] [--faults P]
 fault profiles: mixed (default: drawn from the seed), default, none, partitions, crashes, slow-disk, membership, chaos, stale-leader, figure8, hung-disk
-  node dist/cluster-test/sim/cli.js planted [--seeds N] [--start S] [--duration-ms M] [--planted-bug B | --driver-bug B]   (every planted bug, or the one named, x every profile: share of seeds caught)
-planted bugs: ${PLANTED_BUGS.join(', ')} (--planted-bug, in the core), ${DRIVER_BUGS.join(', ')} (--driver-bug, in the shipped driver, src/replica)`;
+  node dist/cluster-test/sim/cli.js planted [--seeds N] [--start S] [--duration-ms M] [--planted-bug B | --driver-bug B | --fsm-bug B]   (every planted bug, or the one named, x every profile: share of seeds caught)
+planted bugs: ${PLANTED_BUGS.join(', ')} (--planted-bug, in the core), ${DRIVER_BUGS.join(', ')} (--driver-bug, in the shipped driver, src/replica), ${FSM_BUGS.join(', ')} (--fsm-bug, in the state machine, src/fsm)`;
 
 async function main(argv: readonly string[]): Promise<number> {
   const args = parseArgs(argv);

@@ -21,6 +21,14 @@
  *   ResourceWrite with expectedVersion = version: applied -> `ok` (the version, hence the
  *   value, was unchanged when it applied), CAS_FAILED -> `fail`, a timeout -> `info`. The
  *   history holds one operation from the start of the read to the end of the write.
+ * - txn(a, b): a two-register transaction (envelope `Txn`, resources.ts `encodePairTxn`): if `a`
+ *   is present (or, drawn at random, absent) at apply, write one fresh value to both `a` and
+ *   `b` in one entry; else nothing. Recorded as two writes of that value invoked and completed
+ *   together, one per key (the second under its own process number, `PAIR_PROCESS_OFFSET` +
+ *   worker, since a process has one operation at a time): `ok` when the branch applied, `fail`
+ *   when the comparison did not hold (no effect), `info` on a timeout. Each key's history is
+ *   checked for linearizability as any write's, so a transaction that changed one key and not
+ *   the other, or changed anything while answering "not applied", is a violation.
  */
 import { HistoryRecorder, type OpHandle } from '../checker/history.js';
 import { isCairnError, type SeededRandom } from './raft.js';
@@ -28,7 +36,7 @@ import type { ApplyResult } from './raft.js';
 import type { SimNode } from './node.js';
 import { SIM_EPOCH_MS } from './node.js';
 import type { EventLog } from './event-log.js';
-import { encodeRegisterWrite, writeVerdict, type RegisterState, type Stamp } from './resources.js';
+import { encodePairTxn, encodeRegisterWrite, pairTxnVerdict, writeVerdict, type RegisterState, type Stamp } from './resources.js';
 import type { Scheduler } from './scheduler.js';
 import { SimViolation } from './violation.js';
 
@@ -44,6 +52,8 @@ export interface ClientOptions {
   /** Probability that an operation is a read; of the rest, `casRatio` are CAS. */
   readonly readRatio: number;
   readonly casRatio: number;
+  /** Of the writes that are not CAS, the probability that one is a two-register transaction. */
+  readonly txnRatio: number;
   /** Probability that a client sends to the leader it last heard of rather than a random node. */
   readonly followLeaderProbability: number;
   /** The data quota stamped into every write (`--quota-bytes`); absent: none (the default). */
@@ -67,9 +77,11 @@ interface PendingOp {
   readonly opId: string;
   readonly worker: number;
   readonly node: SimNode;
-  readonly kind: 'read' | 'write' | 'cas';
+  readonly kind: 'read' | 'write' | 'cas' | 'txn';
   readonly key: string;
   readonly handle: OpHandle;
+  /** A transaction's second register and its history handle (recorded as a write of `value`). */
+  readonly pair?: { readonly key: string; readonly handle: OpHandle<'write'> };
   readonly value: string;
   readonly expected: string | null;
   /** `read` until a CAS's read is served (reads stay there); `propose` once its command is proposed. */
@@ -91,11 +103,17 @@ export interface ClientStats {
   casConflict: number;
   /** Writes the state machine refused with NO_SPACE (only with a quota). */
   noSpace: number;
+  /** Pair transactions whose branch applied (both registers), and whose comparison did not hold. */
+  txnApplied: number;
+  txnNotApplied: number;
 }
+
+/** A transaction's second register is recorded under this process number plus the worker's. */
+export const PAIR_PROCESS_OFFSET = 1_000_000;
 
 export class Clients {
   readonly history = new HistoryRecorder();
-  readonly stats: ClientStats = { ops: 0, ok: 0, info: 0, fail: 0, casOk: 0, casMismatch: 0, casConflict: 0, noSpace: 0 };
+  readonly stats: ClientStats = { ops: 0, ok: 0, info: 0, fail: 0, casOk: 0, casMismatch: 0, casConflict: 0, noSpace: 0, txnApplied: 0, txnNotApplied: 0 };
   private readonly pending = new Map<string, PendingOp>();
   private readonly seqOf = new Map<number, number>();
   /** Values recently seen per key (for plausible CAS expectations). */
@@ -153,7 +171,32 @@ export class Clients {
       const known = this.seen.get(key);
       const expected = known === undefined || this.random.chance(0.2) ? null : known;
       this.cas(worker, node, key, expected, again);
+    } else if (o.txnRatio > 0 && o.keys.length > 1 && this.random.chance(o.txnRatio)) {
+      const others = o.keys.filter((k) => k !== key);
+      this.txn(worker, node, key, this.random.pick(others), this.random.chance(0.5) ? 'exists' : 'absent', again);
     } else this.write(worker, node, key, again);
+  }
+
+  /**
+   * Invokes a pair transaction on `node`: if `key` is `when` at apply, write one fresh value to
+   * `key` and `other`; `done` is called once with the outcome.
+   */
+  txn(worker: number, node: SimNode, key: string, other: string, when: 'exists' | 'absent', done: (outcome: Outcome, value: string | null, why: string) => void): void {
+    const { opId, n } = this.nextOpId(worker);
+    const value = `${worker}-${n}`;
+    const now = this.host.scheduler.now();
+    const handle = this.history.invoke(worker, 'write', key, value, now);
+    const pairHandle = this.history.invoke(PAIR_PROCESS_OFFSET + worker, 'write', other, value, now);
+    const op = this.newOp({ opId, worker, node, kind: 'txn', key, handle, value, expected: null, phase: 'propose', onDone: done, pair: { key: other, handle: pairHandle } });
+    this.begin(op, `txn if ${key} ${when} then ${key},${other}=${value}`);
+    const hex = (): string => this.random.nextUint32().toString(16).padStart(8, '0');
+    const data = encodePairTxn(opId, key, other, when, value, this.stamp(), [`${hex()}-${hex()}-t0`, `${hex()}-${hex()}-t1`]);
+    this.host.log.add('cli', `${opId} propose txn on ${node.id}`);
+    node.propose(data).then(
+      (result) => this.guarded(() => this.onProposed(op, result)),
+      (e: unknown) => this.guarded(() => this.onRefused(op, e)),
+    );
+    this.armTimeout(op);
   }
 
   /** Invokes an unconditional write of a fresh unique value on `node`; `done` is called once with the outcome. */
@@ -223,6 +266,20 @@ export class Clients {
   private onProposed(op: PendingOp, result: ApplyResult): void {
     if (op.done || op.phase !== 'propose') return;
     this.host.checkAnswered(op.opId, op.node);
+    if (op.kind === 'txn') {
+      const v = pairTxnVerdict(op.opId, result, this.options.quotaBytes !== undefined);
+      if (v === 'applied') {
+        this.stats.txnApplied++;
+        this.finish(op, 'ok', 'applied to both registers');
+      } else if (v === 'not-applied') {
+        this.stats.txnNotApplied++;
+        this.finish(op, 'fail', 'the comparison did not hold: nothing applied');
+      } else {
+        this.stats.noSpace++;
+        this.finish(op, 'fail', 'NO_SPACE: the data quota is reached');
+      }
+      return;
+    }
     const verdict = writeVerdict(op.opId, result, this.options.quotaBytes !== undefined);
     if (verdict === 'ok') {
       this.finish(op, 'ok', 'applied');
@@ -308,6 +365,14 @@ export class Clients {
       case 'write':
         this.history.complete(op.handle as OpHandle<'write'>, outcome, op.value, now);
         if (outcome === 'ok') this.seen.set(op.key, op.value);
+        break;
+      case 'txn':
+        this.history.complete(op.handle as OpHandle<'write'>, outcome, op.value, now);
+        if (op.pair !== undefined) this.history.complete(op.pair.handle, outcome, op.value, now);
+        if (outcome === 'ok') {
+          this.seen.set(op.key, op.value);
+          if (op.pair !== undefined) this.seen.set(op.pair.key, op.value);
+        }
         break;
       case 'cas':
         this.history.complete(op.handle as OpHandle<'cas'>, outcome, [op.expected, op.value], now);

@@ -68,6 +68,8 @@ export interface ProfileOverrides {
   readonly keys?: number;
   readonly clients?: number;
   readonly readRatio?: number;
+  /** Of the non-CAS writes, the share that are two-register transactions (default 0.3). */
+  readonly txnRatio?: number;
   readonly thinkMaxMs?: number;
   readonly maxDelayMs?: number;
   readonly fsyncMaxMs?: number;

@@ -39,6 +39,7 @@ import {
   type NodeId,
   type RaftOptions,
   type ReplicaPlantedBugs,
+  type FsmPlantedBugs,
   type Resource,
   type Revision,
   type Role,
@@ -118,6 +119,8 @@ export interface NodeOptions {
   readonly writeStallMs?: number;
   /** Test only: driver bugs planted in the shipped replica. */
   readonly plantedBugs?: ReplicaPlantedBugs;
+  /** Test only: bugs planted in the state machine. */
+  readonly fsmBugs?: FsmPlantedBugs;
 }
 
 export interface NodeStats {
@@ -251,6 +254,7 @@ export class SimNode {
       dedupeWindow: this.options.dedupeWindow,
       // Unconditional register writes run the register type's hooks at apply (resources.ts).
       writeHooks: registerWriteHooks(),
+      ...(this.options.fsmBugs !== undefined ? { plantedBugs: this.options.fsmBugs } : {}),
       // The simulator proposes only well-formed commands: a malformed one in a committed entry
       // means it was corrupted on its way.
       onMalformedEntry: (type, index, message) => {

@@ -1,6 +1,6 @@
 /**
- * A checker that has never failed proves nothing (STYLE.md). Each planted bug, in the core or
- * in the shipped driver (src/replica), must be caught by the simulator within a bounded number
+ * A checker that has never failed proves nothing (STYLE.md). Each planted bug, in the core,
+ * in the shipped driver (src/replica) or in the state machine (src/fsm), must be caught by the simulator within a bounded number
  * of seeds, as the violation it causes.
  */
 import t from 'tap';
@@ -38,6 +38,12 @@ const CASES: readonly Case[] = [
     options: { faults: 'crashes', driverBugs: { answerBeforeCommit: true } },
     expect: ['answer-before-commit', 'linearizability'],
     maxSeeds: 300,
+  },
+  {
+    name: 'txnDropsLastOp (fsm): a two-register transaction applies its first write only and answers as if both applied',
+    options: { faults: 'default', fsmBugs: { txnDropsLastOp: true } },
+    expect: ['linearizability'],
+    maxSeeds: 20,
   },
   {
     name: 'applyBeforeCommit (driver): entries applied as soon as they are appended',
@@ -101,7 +107,7 @@ t.test('liveness: a cluster that cannot commit in the budget after faults stop i
 
 t.test('without planted bugs the same profiles pass', async (t) => {
   for (const c of CASES) {
-    const { plantedBugs: _p, driverBugs: _d, ...clean } = c.options;
+    const { plantedBugs: _p, driverBugs: _d, fsmBugs: _f, ...clean } = c.options;
     for (let seed = 1; seed <= 5; seed++) {
       const r = await runSimulation({ ...clean, seed });
       t.ok(r.ok, `${clean.faults ?? 'mixed'} seed ${seed}: ${r.violation?.message.split('\n')[0] ?? 'ok'}`);

@@ -6,7 +6,7 @@
  */
 export * from '../../src/base/index.js';
 export * from '../../src/raft/index.js';
-export { Fsm, CommandType, decodeBody, encodeEnvelope, envelopeType, type ApplyResult, type FsmOptions, type WriteCommand, type PutCommand, type WriteHooks } from '../../src/fsm/index.js';
+export { Fsm, CommandType, decodeBody, encodeEnvelope, envelopeType, type ApplyResult, type FsmOptions, type WriteCommand, type PutCommand, type TxnCommand, type WriteHooks, type FsmPlantedBugs } from '../../src/fsm/index.js';
 // The type registry's hooks, run by the FSM when an unconditional write applies (the registers' type).
 export { TypeRegistry, registryWriteHooks } from '../../src/api/index.js';
 export type { Resource, StoreReader, Tenancy, TypeRef } from '../../src/store/index.js';

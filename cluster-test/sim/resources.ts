@@ -24,6 +24,7 @@ import {
   type Tenancy,
   type TypeRef,
   type PutCommand,
+  type TxnCommand,
   type WriteCommand,
   type WriteHooks,
   TypeRegistry,
@@ -70,6 +71,46 @@ export function encodeRegisterWrite(w: RegisterWrite, stamp: Stamp): Uint8Array 
   if (w.expectedVersion === undefined) return encodeEnvelope(CommandType.ResourcePut, put);
   const cmd: WriteCommand = { ...put, expectedVersion: revision(w.expectedVersion) };
   return encodeEnvelope(CommandType.ResourceWrite, cmd);
+}
+
+/**
+ * A two-register transaction (envelope `Txn`, 0x15): if `key` is `when` (present or absent) at
+ * the entry's position, write `value` to both `key` and `other` in one entry at one revision;
+ * otherwise nothing (an empty else branch). The register type's hooks run for each write at
+ * apply, as for an unconditional write. The client records it as two writes of one value (one
+ * per key, each checked for linearizability), so a branch applied to one key and not the other,
+ * or a refused transaction that changed either, is a violation of that key's history.
+ */
+export function encodePairTxn(requestId: string, key: string, other: string, when: 'exists' | 'absent', value: string, stamp: Stamp, uids: readonly [string, string]): Uint8Array {
+  const id = (name: string): { type: TypeRef; tenancy: Tenancy; name: string } => ({ type: REGISTER_TYPE, tenancy: REGISTER_TENANCY, name });
+  const cmd: TxnCommand = {
+    requestId,
+    time: stamp.time,
+    uid: stamp.uid,
+    generation: stamp.generation,
+    ...(stamp.quotaBytes !== undefined ? { quotaBytes: stamp.quotaBytes } : {}),
+    compare: [{ target: when, id: id(key) }],
+    then: [
+      { op: 'write', id: id(key), data: { value } },
+      { op: 'write', id: id(other), data: { value } },
+    ],
+    else: [],
+    thenUids: uids,
+    elseUids: [],
+  };
+  return encodeEnvelope(CommandType.Txn, cmd);
+}
+
+/** How a client reads the apply result of its pair transaction: which branch applied, or refused. */
+export function pairTxnVerdict(requestId: string, result: ApplyResult, noSpaceExpected = false): 'applied' | 'not-applied' | 'no-space' {
+  if (result.ok) {
+    if (result.kind !== 'txn') throw new SimViolation('exception', `pair transaction ${requestId} applied as a ${result.kind}`);
+    if (result.succeeded && result.results.length !== 2) throw new SimViolation('exception', `pair transaction ${requestId} succeeded with ${result.results.length} op results, not 2`);
+    if (!result.succeeded && result.results.length !== 0) throw new SimViolation('exception', `pair transaction ${requestId} failed its comparison but reports ${result.results.length} op results`);
+    return result.succeeded ? 'applied' : 'not-applied';
+  }
+  if (result.error.code === 'NO_SPACE' && noSpaceExpected) return 'no-space';
+  throw new SimViolation('exception', `pair transaction ${requestId} was refused with ${result.error.code}: ${result.error.message}`);
 }
 
 /**

@@ -36,6 +36,7 @@ import {
   type NodeId,
   type PlantedBugs,
   type ReplicaPlantedBugs,
+  type FsmPlantedBugs,
 } from './raft.js';
 import { Scheduler } from './scheduler.js';
 import { SimViolation, type ViolationKind } from './violation.js';
@@ -59,6 +60,8 @@ export interface SimulationOptions {
   readonly plantedBugs?: PlantedBugs;
   /** Test-only: planted bugs in the shipped driver (`Replica`), not the core. */
   readonly driverBugs?: ReplicaPlantedBugs;
+  /** Test-only: planted bugs in the state machine (`Fsm`). */
+  readonly fsmBugs?: FsmPlantedBugs;
   /** Fault profile name (see FAULT_PROFILES), or 'mixed' (one drawn from the seed). Default 'mixed'. */
   readonly faults?: string;
   /** Keep the full event log text in the result. */
@@ -98,6 +101,9 @@ export interface SimulationStats {
   snapshotsSent: number;
   snapshotChunks: number;
   snapshotsTaken: number;
+  /** Two-register transactions whose branch applied, and whose comparison did not hold. */
+  txnApplied: number;
+  txnNotApplied: number;
   /** Snapshot chunks leaders read back from their disk to send (the core released the bytes). */
   snapshotChunksRead: number;
   /** Events the nodes' watchers received, and how often they (re)subscribed. */
@@ -215,6 +221,7 @@ function drawParams(r: SeededRandom, options: SimulationOptions, profile: FaultP
       timeoutMs,
       readRatio: o.readRatio ?? 0.4,
       casRatio: 0.3,
+      txnRatio: o.txnRatio ?? 0.3,
       followLeaderProbability: 0.8,
       ...(options.quotaBytes !== undefined ? { quotaBytes: options.quotaBytes } : {}),
     },
@@ -223,7 +230,7 @@ function drawParams(r: SeededRandom, options: SimulationOptions, profile: FaultP
 }
 
 function describeParams(seed: number, p: SimParams, profile: FaultProfile, options: SimulationOptions): string {
-  const bugs = Object.entries({ ...options.plantedBugs, ...options.driverBugs }).filter(([, v]) => v === true).map(([k]) => k);
+  const bugs = Object.entries({ ...options.plantedBugs, ...options.driverBugs, ...options.fsmBugs }).filter(([, v]) => v === true).map(([k]) => k);
   return (
     `seed ${seed} nodes ${p.nodes} faults ${profile.name}${(options.faults ?? DEFAULT_FAULTS) === DEFAULT_FAULTS ? ' (mixed)' : ''} duration ${options.durationMs ?? DEFAULT_DURATION_MS}ms tick ${p.tickMs}ms ` +
     `election ${p.electionTimeoutTicks} heartbeat ${p.heartbeatTimeoutTicks} delay ${p.network.minDelayMs}..${p.network.maxDelayMs}ms ` +
@@ -338,6 +345,7 @@ class Simulation implements NodeHost {
       requestTimeoutMs: p.clients.timeoutMs,
       ...(profile.overrides?.writeStallMs !== undefined ? { writeStallMs: profile.overrides.writeStallMs } : {}),
       ...(options.driverBugs !== undefined ? { plantedBugs: options.driverBugs } : {}),
+      ...(options.fsmBugs !== undefined ? { fsmBugs: options.fsmBugs } : {}),
     };
     this.clients = new Clients(p.clients, clientRandom, this);
     this.nemesis = new Nemesis(profile, nemesisRandom, {
@@ -590,6 +598,8 @@ class Simulation implements NodeHost {
       casOk: cs.casOk,
       casMismatch: cs.casMismatch,
       casConflict: cs.casConflict,
+      txnApplied: cs.txnApplied,
+      txnNotApplied: cs.txnNotApplied,
       noSpace: cs.noSpace,
       snapshotsSent: this.snapshotsSent,
       snapshotChunks: this.snapshotChunks,
@@ -747,6 +757,7 @@ export function replayCommand(options: SimulationOptions): string {
   if (options.faults !== undefined && options.faults !== DEFAULT_FAULTS) parts.push(`--faults ${options.faults}`);
   for (const [bug, on] of Object.entries(options.plantedBugs ?? {})) if (on === true) parts.push(`--planted-bug ${bug}`);
   for (const [bug, on] of Object.entries(options.driverBugs ?? {})) if (on === true) parts.push(`--driver-bug ${bug}`);
+  for (const [bug, on] of Object.entries(options.fsmBugs ?? {})) if (on === true) parts.push(`--fsm-bug ${bug}`);
   return parts.join(' ');
 }
 

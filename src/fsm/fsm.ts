@@ -75,6 +75,13 @@ export interface FsmOptions {
    * must have them; tests and harnesses that do not propose them need none).
    */
   readonly writeHooks?: WriteHooks;
+  /** Test-only: bugs planted so the simulator can show its checks catch them (never set in production). */
+  readonly plantedBugs?: FsmPlantedBugs;
+}
+
+export interface FsmPlantedBugs {
+  /** A transaction branch of two or more ops silently skips its last op, answering as if it applied. */
+  readonly txnDropsLastOp?: boolean;
 }
 
 const NONE: ApplyResult = { ok: true, kind: 'none' };
@@ -289,6 +296,10 @@ export class Fsm {
         const key = identityKey(op.id);
         if (named.has(key)) return at(new CairnError(ErrorCode.INVALID_ARGUMENT, 'it names a resource an earlier op of the branch names (a resource may appear once per branch)'));
         named.add(key);
+        if (this.opts.plantedBugs?.txnDropsLastOp === true && branch.length > 1 && i === branch.length - 1 && results.length > 0) {
+          results.push(results[results.length - 1] as TxnOpResult);
+          continue;
+        }
         const r = this.applyTxnOp(op, { ...opCtx, newUid: (branchName === 'then' ? cmd.thenUids : cmd.elseUids)?.[i] ?? txnOpUid(cmd.uid, i) }, index);
         if (!r.ok) return at(r.error);
         for (const c of r.value.changes) {

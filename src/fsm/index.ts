@@ -1,4 +1,4 @@
-export { Fsm, Alarm, UnknownEntryTypeError, skipUnknownEntry, txnResourceRef, type ApplyResult, type FsmOptions, type TxnOpResult, type TxnResourceRef } from './fsm.js';
+export { Fsm, Alarm, type FsmPlantedBugs, UnknownEntryTypeError, skipUnknownEntry, txnResourceRef, type ApplyResult, type FsmOptions, type TxnOpResult, type TxnResourceRef } from './fsm.js';
 export { CommandType, IGNORABLE_FLAG, encodeEnvelope, envelopeType, decodeBody } from './envelope.js';
 export type { CommandHeader, NameRef, WriteCommand, PutCommand, DeleteCommand, WriteStatusCommand, TxnCommand, TxnCompare, TxnCompareTarget, TxnOp } from './commands.js';
 export { txnCompareHolds, txnOpUid } from './commands.js';
