@@ -25,6 +25,8 @@ export interface ResourceJson {
   deletion_timestamp: string | null;
   data: unknown;
   status: Record<string, StatusJson>;
+  /** The lease the resource is attached to (docs/api.md "Leases"); absent when none. */
+  lease?: string;
 }
 
 export function idToJson(id: ResourceId): ResourceIdJson {
@@ -52,5 +54,6 @@ export function resourceToJson(r: Resource): ResourceJson {
     deletion_timestamp: r.deletionTimestamp,
     data: r.data,
     status,
+    ...(r.lease !== undefined ? { lease: r.lease } : {}),
   };
 }

@@ -1176,6 +1176,11 @@ export class ResourceService {
       this.checkForwardedTxn(command.cmd);
       return;
     }
+    if (command.kind === 'lease-grant' || command.kind === 'lease-revoke') {
+      // Only this leader's lease clock expires leases: a follower forwards client revokes only.
+      if (command.kind === 'lease-revoke' && command.cmd.reason !== 'revoked') throw invalid('a forwarded lease revoke must have reason "revoked": only the leader expires leases');
+      return;
+    }
     this.checkForwardedOp(command, store, protectData);
   }
 
@@ -1240,7 +1245,7 @@ export class ResourceService {
     return { tenancy, name: checkDnsLabel(id.name, 'name') };
   }
 
-  private checkForwardedOp(command: Exclude<DecodedCommand, { kind: 'restore' | 'txn' }>, store: StoreReader | undefined, protectData: boolean): void {
+  private checkForwardedOp(command: Exclude<DecodedCommand, { kind: 'restore' | 'txn' | 'lease-grant' | 'lease-revoke' }>, store: StoreReader | undefined, protectData: boolean): void {
     const cmd = command.cmd;
     const typeName = formatTypeRef(cmd.id.type);
     const t = this.registry.resolve(typeName);

@@ -71,7 +71,7 @@ t.test('the leader refuses forwarded envelopes and membership changes a local re
   const env = (bytes: number[]): Partial<ForwardRequestMsg> => ({ op: 'envelope', envelope: Uint8Array.from(bytes) });
 
   await refused('the poison pill (unknown non-ignorable type 0x7f)', env([0x7f, 0xc0]), /type 0x7f is not a command type this version knows/);
-  await refused('an unknown type 0x16 with a write body', { op: 'envelope', envelope: encodeEnvelope(0x16, write('x')) }, /0x16 is not a command type/);
+  await refused('an unknown type 0x18 with a write body', { op: 'envelope', envelope: encodeEnvelope(0x18, write('x')) }, /0x18 is not a command type/);
   // 0x15 is the transaction (Txn): a write body is not one.
   await refused('a transaction (0x15) with a write body', { op: 'envelope', envelope: encodeEnvelope(0x15, write('x')) }, /malformed txn command/);
   const put = (name: string, extra: Record<string, unknown> = {}): Record<string, unknown> => {

@@ -178,6 +178,7 @@ export class ResourceStore extends IndexReader {
       deletionTimestamp: null,
       data: w.data,
       status: EMPTY_STATUS,
+      ...(w.lease !== undefined && w.lease !== '' ? { lease: w.lease } : {}),
     });
     const full = this.checkSpace(what, undefined, resource, ctx);
     if (full !== undefined) return err(full);
@@ -215,11 +216,13 @@ export class ResourceStore extends IndexReader {
     const metadataChanged = !jsonEqual(metadata, stored.metadata);
     const finalizersChanged = !stringsEqual(finalizers, stored.finalizers);
     const groupVersionChanged = w.ref.type.groupVersion !== stored.id.type.groupVersion;
+    const lease = w.lease === undefined ? stored.lease : w.lease === '' ? undefined : w.lease;
+    const leaseChanged = lease !== stored.lease;
 
     if (stored.deletionTimestamp !== null) {
       // API.md: while deletion_timestamp is set, the only write accepted removes finalizers.
       const kept = new Set(stored.finalizers);
-      if (dataChanged || metadataChanged || groupVersionChanged || !finalizers.every((f) => kept.has(f))) {
+      if (dataChanged || metadataChanged || groupVersionChanged || leaseChanged || !finalizers.every((f) => kept.has(f))) {
         return err(
           new CairnError(
             ErrorCode.INVALID_ARGUMENT,
@@ -229,11 +232,13 @@ export class ResourceStore extends IndexReader {
         );
       }
     }
-    if (!dataChanged && !metadataChanged && !finalizersChanged && !groupVersionChanged) {
+    if (!dataChanged && !metadataChanged && !finalizersChanged && !groupVersionChanged && !leaseChanged) {
       return ok({ resource: stored, changed: false, changes: [] });
     }
+    const { lease: _storedLease, ...kept } = stored;
     const next: Resource = Object.freeze({
-      ...stored,
+      ...kept,
+      ...(lease !== undefined ? { lease } : {}),
       id: groupVersionChanged ? Object.freeze({ ...stored.id, type: w.ref.type }) : stored.id,
       version: ctx.revision,
       // Generation tracks the desired state: data, metadata, owner (fixed after creation) and
@@ -441,6 +446,7 @@ interface CheckedWrite {
   readonly data: Resource['data'];
   readonly status: Readonly<Record<string, StatusEntry>> | undefined;
   readonly expectedVersion: Revision | undefined;
+  readonly lease: string | undefined;
 }
 
 function checkWrite(input: WriteInput): CheckedWrite {
@@ -452,7 +458,14 @@ function checkWrite(input: WriteInput): CheckedWrite {
     data: checkData(input.data),
     status: input.status === undefined ? undefined : checkStatusMap(input.status),
     expectedVersion: checkExpectedVersion(input.expectedVersion),
+    lease: input.lease === undefined ? undefined : checkLease(input.lease),
   };
+}
+
+/** A lease id as the store keeps it: any string of at most 128 characters ('' detaches); its form and existence are the state machine's to check. */
+function checkLease(v: unknown): string {
+  if (typeof v !== 'string' || v.length > 128) throw new InvalidInput('lease must be a string of at most 128 characters');
+  return v;
 }
 
 /**
