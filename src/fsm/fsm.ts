@@ -95,11 +95,17 @@ export const LEASE_BYTES = 64;
 /** A lease in the replicated table: its granted TTL and the uids of the resources attached to it. */
 export interface LeaseEntry {
   readonly ttlSeconds: number;
+  /**
+   * The revision (log index) of the grant: tells two grants of one id apart, so the leader's
+   * lease clock gives a lease granted again under a revoked one's id a deadline of its own.
+   */
+  readonly grantRevision: number;
   readonly attached: ReadonlySet<string>;
 }
 
 interface MutableLease {
   readonly ttlSeconds: number;
+  readonly grantRevision: number;
   readonly attached: Set<string>;
 }
 
@@ -422,7 +428,7 @@ export class Fsm {
         return failure(new CairnError(ErrorCode.NO_SPACE, `grant lease ${cmd.id}: the data (${this.store.dataBytes + this.leaseBytes} bytes with leases) is at its quota of ${ctx.quota.bytes} bytes${ctx.quota.alarm ? ' (NO_SPACE alarm raised)' : ''}; delete data or revoke leases first`, { quota_bytes: ctx.quota.bytes }));
       }
     }
-    this.leases.set(cmd.id, { ttlSeconds: cmd.ttlSeconds, attached: new Set() });
+    this.leases.set(cmd.id, { ttlSeconds: cmd.ttlSeconds, grantRevision: ctx.revision, attached: new Set() });
     this.leaseBytes += bytes;
     this.leaseChangeCount++;
     return { ok: true, kind: 'lease-grant', id: cmd.id, ttlSeconds: cmd.ttlSeconds, revision: ctx.revision };
@@ -498,8 +504,8 @@ export class Fsm {
     this.leaseChangeCount++;
     if (Array.isArray(rows)) {
       for (const row of rows as unknown[]) {
-        if (!Array.isArray(row) || typeof row[0] !== 'string' || typeof row[1] !== 'number') throw new AssertionError('snapshot lease table row is malformed');
-        this.leases.set(row[0], { ttlSeconds: row[1], attached: new Set() });
+        if (!Array.isArray(row) || typeof row[0] !== 'string' || typeof row[1] !== 'number' || typeof row[2] !== 'number') throw new AssertionError('snapshot lease table row is malformed');
+        this.leases.set(row[0], { ttlSeconds: row[1], grantRevision: row[2], attached: new Set() });
         this.leaseBytes += leaseBytes(row[0]);
       }
     }
@@ -582,7 +588,7 @@ export class Fsm {
     // [id, result, entry bytes]: the size travels with the result so eviction stays identical.
     const dedupe = [...this.dedupe.entries()].map(([id, d]) => [id, d.result, d.bytes] as const);
     const alarms = [...this.alarms];
-    const leases = [...this.leases.entries()].map(([id, l]) => [id, l.ttlSeconds] as const).sort((a, b) => (a[0] < b[0] ? -1 : 1));
+    const leases = [...this.leases.entries()].map(([id, l]) => [id, l.ttlSeconds, l.grantRevision] as const).sort((a, b) => (a[0] < b[0] ? -1 : 1));
     return {
       index,
       chunks: () => writeSnapshotFrames({ format: 1, index, dedupe, alarms, ...(leases.length > 0 ? { leases } : {}) }, view.chunks()),

@@ -17,12 +17,13 @@ export interface SnapshotHeader {
    */
   readonly alarms?: readonly string[];
   /**
-   * The lease table (docs/api.md "Leases"): [lease id, granted TTL in seconds], in id order.
+   * The lease table (docs/api.md "Leases"): [lease id, granted TTL in seconds, revision of the
+   * grant], in id order.
    * Which resources are attached is in the resources themselves (the store's `lease` field).
    * Absent in snapshots written before leases existed: no leases. An older reader would ignore
    * it, but it also cannot read a resource attached to a lease (a 16-field tuple), so it stops.
    */
-  readonly leases?: ReadonlyArray<readonly [string, number]>;
+  readonly leases?: ReadonlyArray<readonly [string, number, number]>;
 }
 
 function frame(bytes: Uint8Array): Uint8Array {
