@@ -81,7 +81,14 @@ function scopedMay(r: Resource): boolean {
   return ['write', 'write-status', 'delete'].some((v) => refAuthorize(SCOPED_MODEL, v, target));
 }
 
+/** The lease table (ids and TTLs): no caller of the fuzz holds a grant on leases, so it never changes after the fixture's. */
+function leaseTable(): string {
+  return JSON.stringify([...(node.agent.coordinator()?.leaseTable().leases.entries() ?? [])].map(([id, l]) => [id, l.ttlSeconds]));
+}
+let fixtureLeases = '';
+
 function checkStore(kind: TokenKind, before: Map<string, Resource>, what: string): void {
+  if (leaseTable() !== fixtureLeases) throw new Error(`${what}: a ${kind} caller changed the lease table: ${leaseTable()}`);
   const diff = changed(before, snapshotStore());
   if (diff.length === 0) return;
   const names = diff.map((r) => `${r.id.type.group}.${r.id.type.kind} ${r.id.tenancy.partition}/${r.id.tenancy.namespace}/${r.id.name}`);
@@ -136,7 +143,7 @@ let keepAlive: https.Agent;
 let requestIds = 0;
 
 const TYPES = ['demo.v1.Artist', 'demo.v2.Artist', 'demo.Artist', 'demo.v1.Album', 'demo.v1.Executive', 'demo.v1.RecordLabel', 'cairn.v1.ACLToken', 'cairn.v1.ACLRole', 'cairn.v1.Nope', 'Demo.V1.Artist'];
-const NAMES = ['a1', 'b1', 'x', 'team-a', 'anonymous', 'bootstrap', 'global-management', 'reader'];
+const NAMES = ['a1', 'b1', 'x', 'team-a', 'anonymous', 'bootstrap', 'global-management', 'reader', 'fz'];
 const hostile = fc.oneof(
   fc.constantFrom('..', '%2e%2e', '%2E%2E%2F', '.', '%00', '%', '%zz', '%2F', '%2f..%2f', '\u00e9', '%C3%A9', '*', '%2A', '?', '#', ' ', '%20', 'a'.repeat(300), '-', '_', '~'),
   fc.string({ maxLength: 20 }).map((s) => encodeURIComponent(s)),
@@ -168,8 +175,12 @@ const ownerArb = fc.record({ type: fc.constantFrom('demo.v1.Artist', 'demo.v1.Al
 /** Bodies shaped for each route, so requests get past parsing to the access checks and the store. */
 const routeBodyArb = (pattern: string): fc.Arbitrary<unknown> => {
   switch (pattern) {
+    case '/v1/leases':
+      return fc.record({ ttl_seconds: fc.constantFrom(0, 1, 10, -1, 1.5, 9_000_000_001, '10'), id: fc.option(fc.constantFrom('fz', 'new', 'UP', '', 'x'.repeat(70)), { nil: undefined }) }, { requiredKeys: [] });
+    case '/v1/leases/:id/keepalive':
+      return fc.constantFrom({}, { x: 1 });
     case '/v1/resource/:type/:name':
-      return fc.record({ data: fc.oneof(fc.record({ name: fc.constantFrom('n', 'm') }), fc.record({ title: fc.constant('t') }), fc.constant({ rules: [{ verbs: ['admin'], types: ['*'] }] }), fc.constant({ secret_hash: `sha256:${'0'.repeat(64)}`, roles: ['global-management'] })), owner: fc.option(ownerArb, { nil: undefined }), finalizers: fc.option(fc.constantFrom([], ['a.io/x']), { nil: undefined }), version: fc.option(fc.constantFrom('0', '1'), { nil: undefined }) }, { requiredKeys: ['data'] });
+      return fc.record({ lease: fc.option(fc.constantFrom('fz', 'nope', '', 'UP'), { nil: undefined }), data: fc.oneof(fc.record({ name: fc.constantFrom('n', 'm') }), fc.record({ title: fc.constant('t') }), fc.constant({ rules: [{ verbs: ['admin'], types: ['*'] }] }), fc.constant({ secret_hash: `sha256:${'0'.repeat(64)}`, roles: ['global-management'] })), owner: fc.option(ownerArb, { nil: undefined }), finalizers: fc.option(fc.constantFrom([], ['a.io/x']), { nil: undefined }), version: fc.option(fc.constantFrom('0', '1'), { nil: undefined }) }, { requiredKeys: ['data'] });
     case '/v1/resource/:type/:name/status/:key':
       return fc.record({ uid: fc.constantFrom('x', ''), observed_generation: fc.constant('g'), conditions: fc.constant([{ type: 'Ready', state: 'TRUE', reason: '', message: '' }]) });
     case '/v1/watch':
@@ -242,6 +253,10 @@ t.before(async () => {
     if (r.status !== 200) throw new Error(`fixture: ${r.status} ${r.text}`);
   }
   const owner = (await node.http('GET', '/v1/resource/demo.v1.Artist/a1?namespace=team-a', { token: ids.management })).json as { id: unknown };
+  // A lease to find (and to try to revoke, keep alive, attach to).
+  const l = await node.http('POST', '/v1/leases', { token: ids.management, body: JSON.stringify({ ttl_seconds: 3600, id: 'fz' }) });
+  if (l.status !== 200) throw new Error(`lease fixture: ${l.status} ${l.text}`);
+  fixtureLeases = leaseTable();
   await node.http('PUT', '/v1/resource/demo.v1.Album/b-child?namespace=team-b', { token: ids.management, body: JSON.stringify({ data: { title: 't' }, owner: owner.id }) });
 });
 

@@ -92,6 +92,21 @@ async function deniedFor(t: Test, who: readonly Who[], method: string, p: string
   }
 }
 
+/** The lease table as this node has applied it: ids and TTLs. */
+function leaseTable(): string {
+  return JSON.stringify([...(node.agent.coordinator()?.leaseTable().leases.entries() ?? [])].map(([id, l]) => [id, l.ttlSeconds]));
+}
+
+/** As `deniedFor`, showing the lease table unchanged too. */
+async function leaseDeniedFor(t: Test, who: readonly Who[], method: string, p: string, body?: unknown): Promise<void> {
+  const before = leaseTable();
+  await deniedFor(t, who, method, p, body);
+  t.equal(leaseTable(), before, `${method} ${p}: the lease table unchanged`);
+}
+
+/** A token whose role may write, read and list leases named svc-* (made by the first lease case). */
+let leaser: string;
+
 const names = (a: HttpAnswer): string[] => ((a.json as { resources?: Res[] } | undefined)?.resources ?? []).map((r) => `${r.id.tenancy.namespace}/${r.id.name}`).sort();
 
 // Fixtures, made by the management token before the table runs.
@@ -226,6 +241,42 @@ const HTTP_TABLE: Record<string, Case> = {
     // The ACL types need admin, whatever else a token holds.
     await deniedFor(t, ['anonymous', 'reader', 'scoped'], 'PUT', '/v1/resource/cairn.v1.ACLRole/team-a', { data: { rules: [{ verbs: ['admin'], types: ['*'] }] } });
     await deniedFor(t, ['anonymous', 'reader', 'scoped'], 'PUT', '/v1/resource/cairn.v1.ACLToken/evil', { data: { secret_hash: `sha256:${'0'.repeat(64)}`, roles: ['global-management'] } });
+  },
+  // Leases (docs/api.md "Leases"): the pseudo-type cairn.v1.ClusterLease, named by the lease id;
+  // `write` grants, revokes and keeps alive, `read` reads the time to live, `list` lists. The
+  // suite's reader and scoped roles hold nothing on it; a role with a name prefix holds its own.
+  'POST /v1/leases': async (t) => {
+    await leaseDeniedFor(t, ['anonymous', 'reader', 'scoped'], 'POST', '/v1/leases', { ttl_seconds: 60, id: 'svc-denied' });
+    status(t, 'management', await req('management', 'POST', '/v1/leases', { ttl_seconds: 60, id: 'tbl' }), 200, 'grant');
+    await makeRole(node, ids.management, 'leaser', [{ verbs: ['write', 'read', 'list'], types: ['cairn.v1.ClusterLease'], name_prefix: 'svc-' }]);
+    leaser = (await makeToken(node, ids.management, ['leaser'])).secret;
+    t.equal((await node.http('POST', '/v1/leases', { token: leaser, body: JSON.stringify({ ttl_seconds: 60, id: 'svc-1' }) })).status, 200, 'leaser: its own prefix');
+    t.equal((await node.http('POST', '/v1/leases', { token: leaser, body: JSON.stringify({ ttl_seconds: 60, id: 'other' }) })).status, 403, 'leaser: another name');
+    t.equal((await node.http('POST', '/v1/leases', { token: leaser, body: JSON.stringify({ ttl_seconds: 60 }) })).status, 403, 'leaser: a server-chosen id is outside its prefix');
+  },
+  'GET /v1/leases': async (t) => {
+    await leaseDeniedFor(t, ['anonymous', 'reader', 'scoped'], 'GET', '/v1/leases');
+    const all = await req('management', 'GET', '/v1/leases');
+    t.same(((all.json as { leases: Array<{ id: string }> }).leases).map((l) => l.id), ['svc-1', 'tbl']);
+    const own = await node.http('GET', '/v1/leases', { token: leaser });
+    t.same(((own.json as { leases: Array<{ id: string }> }).leases).map((l) => l.id), ['svc-1'], 'leaser: filtered to its own');
+  },
+  'GET /v1/leases/:id': async (t) => {
+    await leaseDeniedFor(t, ['anonymous', 'reader', 'scoped'], 'GET', '/v1/leases/tbl');
+    status(t, 'management', await req('management', 'GET', '/v1/leases/tbl?attached=true'), 200, 'time to live');
+    t.equal((await node.http('GET', '/v1/leases/tbl', { token: leaser })).status, 403, 'leaser: another name');
+    t.equal((await node.http('GET', '/v1/leases/svc-1', { token: leaser })).status, 200, 'leaser: its own');
+  },
+  'POST /v1/leases/:id/keepalive': async (t) => {
+    await leaseDeniedFor(t, ['anonymous', 'reader', 'scoped'], 'POST', '/v1/leases/tbl/keepalive', {});
+    status(t, 'management', await req('management', 'POST', '/v1/leases/tbl/keepalive', {}), 200, 'keep-alive');
+    t.equal((await node.http('POST', '/v1/leases/svc-1/keepalive', { token: leaser, body: '{}' })).status, 200, 'leaser: its own');
+  },
+  'DELETE /v1/leases/:id': async (t) => {
+    await leaseDeniedFor(t, ['anonymous', 'reader', 'scoped'], 'DELETE', '/v1/leases/tbl');
+    t.equal((await node.http('DELETE', '/v1/leases/tbl', { token: leaser })).status, 403, 'leaser: another name');
+    status(t, 'management', await req('management', 'DELETE', '/v1/leases/tbl'), 200, 'revoke');
+    t.equal((await node.http('DELETE', '/v1/leases/svc-1', { token: leaser })).status, 200, 'leaser: its own');
   },
   'POST /v1/txn': async (t) => {
     const cmp = (name: string, namespace: string): object => ({ target: 'exists', type: ARTIST, namespace, name });

@@ -12,6 +12,7 @@ import {
   addOperatorRoutes,
   addResourceGrpcService,
   addResourceRoutes,
+  addLeaseRoutes,
   addSnapshotRoutes,
   addWatchRoutes,
   createHttpServer,
@@ -152,6 +153,7 @@ export async function serveNode(node: Node, config: AgentConfig, extend?: Extend
   });
   addAclRoutes(router, { resources: node.resources, clock: systemClock });
   addResourceRoutes(router, node.resources);
+  addLeaseRoutes(router, node.leases);
   addWatchRoutes(router, node.watches);
   addSnapshotRoutes(router, node, systemClock);
   addResourceGrpcService(grpcServer, node.resources, { logger, watches: node.watches, limits: node.limits, audit: node.audit, maxMessageBytes: config.grpcMaxMessageBytes });
