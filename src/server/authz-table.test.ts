@@ -6,6 +6,7 @@ import {
   appliedIndex,
   closeHttpsAgents,
   grpcUnary,
+  grpcKeepAlive,
   grpcWatch,
   httpWatch,
   makeRole,
@@ -600,6 +601,49 @@ const GRPC_TABLE: Record<string, Case> = {
       }
       t.equal(appliedIndex(node), before, `${who}: Txn without ops proposed nothing (the applied index did not move)`);
     }
+  },
+  // Leases: as their HTTP routes (cairn.v1.ClusterLease; the leaser token made there holds svc-*).
+  LeaseGrant: async (t) => {
+    for (const who of ['anonymous', 'reader', 'scoped'] as const) {
+      const before = leaseTable();
+      grpcStatus(t, who, await grpcUnary(node.grpc, 'LeaseGrant', { ttlSeconds: 60, id: 'g-denied' }, tok(who)), deniedGrpc(who), 'LeaseGrant');
+      t.equal(leaseTable(), before, `${who}: LeaseGrant changed nothing`);
+    }
+    grpcStatus(t, 'management', await grpcUnary(node.grpc, 'LeaseGrant', { ttlSeconds: 60, id: 'g-tbl' }, ids.management), 0, 'LeaseGrant');
+    t.equal((await grpcUnary(node.grpc, 'LeaseGrant', { ttlSeconds: 60, id: 'svc-g' }, leaser)).code, 0, 'leaser: its own prefix');
+    t.equal((await grpcUnary(node.grpc, 'LeaseGrant', { ttlSeconds: 60, id: 'g-other' }, leaser)).code, 7, 'leaser: another name');
+  },
+  LeaseTimeToLive: async (t) => {
+    for (const who of ['anonymous', 'reader', 'scoped'] as const) grpcStatus(t, who, await grpcUnary(node.grpc, 'LeaseTimeToLive', { id: 'g-tbl' }, tok(who)), deniedGrpc(who), 'LeaseTimeToLive');
+    const a = await grpcUnary(node.grpc, 'LeaseTimeToLive', { id: 'g-tbl', attached: true }, ids.management);
+    grpcStatus(t, 'management', a, 0, 'LeaseTimeToLive');
+    t.equal(a.value?.['ttlSeconds'], '60');
+  },
+  LeaseList: async (t) => {
+    for (const who of ['anonymous', 'reader', 'scoped'] as const) grpcStatus(t, who, await grpcUnary(node.grpc, 'LeaseList', {}, tok(who)), deniedGrpc(who), 'LeaseList');
+    const own = await grpcUnary(node.grpc, 'LeaseList', {}, leaser);
+    t.same((own.value?.['leases'] as Array<{ id: string }>).map((l) => l.id), ['svc-g'], 'leaser: filtered to its own');
+  },
+  LeaseKeepAlive: async (t) => {
+    for (const who of ['anonymous', 'reader', 'scoped'] as const) {
+      const r = await grpcKeepAlive(node.grpc, ['g-tbl'], tok(who));
+      t.equal(r.answers[0]?.['errorCode'], who === 'anonymous' ? 'UNAUTHENTICATED' : 'PERMISSION_DENIED', `${who}: keep-alive refused in its answer`);
+      t.equal(r.answers[0]?.['ttlSeconds'], '0');
+    }
+    const m = await grpcKeepAlive(node.grpc, ['g-tbl', 'svc-g', 'nope'], ids.management);
+    t.same(m.answers.map((a) => [a['id'], a['ttlSeconds'], a['errorCode']]), [['g-tbl', '60', ''], ['svc-g', '60', ''], ['nope', '0', 'NOT_FOUND']]);
+    const l = await grpcKeepAlive(node.grpc, ['svc-g', 'g-tbl'], leaser);
+    t.same(l.answers.map((a) => a['errorCode']), ['', 'PERMISSION_DENIED'], 'leaser: its own only');
+  },
+  LeaseRevoke: async (t) => {
+    for (const who of ['anonymous', 'reader', 'scoped'] as const) {
+      const before = leaseTable();
+      grpcStatus(t, who, await grpcUnary(node.grpc, 'LeaseRevoke', { id: 'g-tbl' }, tok(who)), deniedGrpc(who), 'LeaseRevoke');
+      t.equal(leaseTable(), before, `${who}: LeaseRevoke changed nothing`);
+    }
+    t.equal((await grpcUnary(node.grpc, 'LeaseRevoke', { id: 'g-tbl' }, leaser)).code, 7, 'leaser: another name');
+    grpcStatus(t, 'management', await grpcUnary(node.grpc, 'LeaseRevoke', { id: 'g-tbl' }, ids.management), 0, 'LeaseRevoke');
+    t.equal((await grpcUnary(node.grpc, 'LeaseRevoke', { id: 'svc-g' }, leaser)).code, 0, 'leaser: its own');
   },
   WatchList: async (t) => watchDoor(t, 'WatchList'),
   WatchListBatched: async (t) => watchDoor(t, 'WatchListBatched'),

@@ -156,7 +156,7 @@ export async function serveNode(node: Node, config: AgentConfig, extend?: Extend
   addLeaseRoutes(router, node.leases);
   addWatchRoutes(router, node.watches);
   addSnapshotRoutes(router, node, systemClock);
-  addResourceGrpcService(grpcServer, node.resources, { logger, watches: node.watches, limits: node.limits, audit: node.audit, maxMessageBytes: config.grpcMaxMessageBytes });
+  addResourceGrpcService(grpcServer, node.resources, { logger, watches: node.watches, leases: node.leases, limits: node.limits, audit: node.audit, maxMessageBytes: config.grpcMaxMessageBytes });
   extend?.({ router, grpcServer, node, registry: node.registry, resources: node.resources, watches: node.watches, agentConfig: config });
   const tlsNow = node.tls?.current;
   const httpServer = createHttpServer({
