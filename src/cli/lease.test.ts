@@ -28,6 +28,7 @@ t.test('grant, attach, ttl, list, revoke', async (t) => {
   const w = await cairn('resource', 'write', 'demo.v1.Artist', 'svc', '--data', '{"name":"svc"}', '--lease', 'cli-1');
   t.equal(w.code, 0, w.err);
   t.equal((await client.read({ type: 'demo.v1.Artist', name: 'svc' })).resource.lease, 'cli-1');
+  t.match((await cairn('resource', 'read', 'demo.v1.Artist', 'svc')).out, /\nlease: +cli-1\n/, 'read shows the lease');
   const missing = await cairn('resource', 'write', 'demo.v1.Artist', 'x', '--data', '{"name":"x"}', '--lease', 'nope');
   t.equal(missing.code, ExitCode.NOT_FOUND);
   t.match(missing.err, /lease nope does not exist/);

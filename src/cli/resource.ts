@@ -420,6 +420,8 @@ export function formatResource(r: Resource, freshness?: { revision: string; last
   const meta = Object.entries(r.metadata);
   fields.push(['metadata', meta.length === 0 ? '-' : meta.map(([k, v]) => `${k}=${v}`).join(', ')]);
   fields.push(['finalizers', r.finalizers.length === 0 ? '-' : r.finalizers.join(', ')]);
+  // Only when attached: the output of resources without a lease is as it was.
+  if (r.lease !== undefined) fields.push(['lease', r.lease]);
   if (r.deletion_timestamp !== null) fields.push(['deleting', `since ${r.deletion_timestamp}, waiting for its finalizers`]);
   for (const [key, s] of Object.entries(r.status)) {
     const seen = s.observed_generation === r.generation ? 'current' : `behind: observed ${s.observed_generation}`;
