@@ -5,7 +5,7 @@
  * follower forwards lease requests and a lease survives the leader's loss with its full TTL.
  */
 import t from 'tap';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { createLogger } from '../platform/index.js';
@@ -166,7 +166,7 @@ t.test('three nodes: a follower forwards lease requests; a lease survives the le
   const leader = await waitForAgreedLeader(agents, 15_000);
   const followers = agents.filter((a) => a !== leader);
   const f = followers[0] as Agent;
-  const TTL = 3;
+  const TTL = 4;
   t.equal((await http(f, 'POST', '/v1/leases', { ttl_seconds: TTL, id: 'fo' })).status, 200, 'granted through a follower');
   t.equal((await http(f, 'PUT', `/v1/resource/${ARTIST}/kept`, { data: { name: 'kept' }, lease: 'fo' })).status, 200);
   const ka = await http(f, 'POST', '/v1/leases/fo/keepalive', {});
@@ -195,4 +195,32 @@ t.test('three nodes: a follower forwards lease requests; a lease survives the le
     await waitUntil(() => a.coordinator()?.storeNow().get({ group: 'demo', kind: 'Artist', tenancy: { partition: 'default', namespace: 'default' }, name: 'kept' }) === undefined, 10_000, `${a.nodeId} to apply the expiry`);
     t.equal(a.coordinator()?.leaseTable().leases.size, 0, `${a.nodeId}: no leases left`);
   }
+});
+
+t.test('leases survive a restart (and a snapshot): the table, the attachments, a full TTL after it', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-lease-'));
+  // A snapshot every few entries, so the restart loads the lease table from one.
+  const config = devConfig(dir, { demoTypes: true, snapshotEntries: 4, snapshotLogPercent: 0 });
+  let agent = await startAgent(config, { logger: createLogger({ level: 'silent', nodeId: 'dev' }) });
+  t.teardown(async () => {
+    await agent.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  await agent.ready;
+  await waitUntil(() => agent.coordinator()?.status().role === 'leader', 10_000, 'the dev node to lead');
+  t.equal((await http(agent, 'POST', '/v1/leases', { ttl_seconds: 600, id: 'durable' })).status, 200);
+  for (const name of ['r1', 'r2', 'r3', 'r4', 'r5']) t.equal((await http(agent, 'PUT', `/v1/resource/${ARTIST}/${name}`, { data: { name }, ...(name !== 'r5' ? { lease: 'durable' } : {}) })).status, 200);
+  await agent.close();
+  const snapshots = await readdir(path.join(config.dataDir, 'snapshots'));
+  t.ok(snapshots.length > 0, `a snapshot was taken (${snapshots.join(', ')})`);
+  agent = await startAgent(config, { logger: createLogger({ level: 'silent', nodeId: 'dev' }) });
+  await agent.ready;
+  await waitUntil(() => agent.coordinator()?.status().role === 'leader', 10_000, 'the restarted node to lead');
+  const ttl = await http(agent, 'GET', '/v1/leases/durable?attached=true');
+  t.equal(ttl.status, 200, 'the lease is back');
+  t.same((ttl.json['attached'] as Array<{ name: string }>).map((x) => x.name), ['r1', 'r2', 'r3', 'r4'], 'with its attachments');
+  t.ok((ttl.json['remaining_ms'] as number) > 590_000, 'a full TTL from the restarted leader');
+  const rv = await http(agent, 'DELETE', '/v1/leases/durable');
+  t.equal(rv.json['deleted'], 4);
+  t.equal((await http(agent, 'GET', `/v1/resource/${ARTIST}/r5`)).status, 200);
 });
