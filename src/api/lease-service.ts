@@ -175,9 +175,9 @@ export class LeaseService {
     if (c === undefined) throw new CairnError(ErrorCode.UNAVAILABLE, 'the node is not running');
     switch (r.op) {
       case 'keepalive':
-        return this.clock.keepAlive(r.id);
+        return retryAfterBarrier(c, () => this.clock.keepAlive(r.id));
       case 'ttl': {
-        const ttl = this.clock.timeToLive(r.id);
+        const ttl = await retryAfterBarrier(c, () => this.clock.timeToLive(r.id));
         if (!r.attached) return ttl;
         const lease = c.leaseTable().leases.get(r.id);
         const store = c.storeNow();
@@ -198,6 +198,24 @@ export class LeaseService {
       }
     }
   }
+}
+
+/**
+ * Runs `f`; when it finds no such lease, once more after a read barrier. A new leader may not
+ * yet have applied every committed entry (a grant committed by the previous leader, applied
+ * only after this leader commits an entry of its term): without the barrier it would answer a
+ * keep-alive for a live lease NOT_FOUND, and the client would give the lease up. The barrier
+ * (ReadIndex, thesis §6.4) waits until this leader has applied everything committed before
+ * the call, as etcd's LeaseRenew waits for its applied index. Only a miss pays for it.
+ */
+async function retryAfterBarrier<T>(c: { read(consistency: 'linearizable', fn: () => undefined): Promise<unknown> }, f: () => T): Promise<T> {
+  try {
+    return f();
+  } catch (e) {
+    if (!(e instanceof CairnError) || e.code !== ErrorCode.NOT_FOUND) throw e;
+  }
+  await c.read('linearizable', () => undefined);
+  return f();
 }
 
 function parseLeaseRequest(v: unknown): LeaseRequest {
