@@ -49,6 +49,10 @@ t.test('a dev node: the client library over gRPC', async (t) => {
   t.equal((await client.read({ type: ARTIST, name: 'web' })).resource.lease, 'web-1');
   const plain = await client.write({ type: ARTIST, name: 'plain' }, { data: { name: 'plain' } });
   t.equal(plain.lease, undefined);
+  // Over gRPC, lease is proto3 optional: unset keeps the attachment, "" detaches.
+  t.equal((await client.write({ type: ARTIST, name: 'web' }, { data: { name: 'web2' } })).lease, 'web-1', 'unset: kept');
+  t.equal((await client.write({ type: ARTIST, name: 'plain' }, { data: { name: 'plain' }, lease: 'web-1' })).lease, 'web-1');
+  t.equal((await client.write({ type: ARTIST, name: 'plain' }, { data: { name: 'plain' }, lease: '' })).lease, undefined, '"": detached');
   t.equal(await codeOf(client.write({ type: ARTIST, name: 'orphan' }, { data: { name: 'o' }, lease: 'nope' })), 'NOT_FOUND', 'a missing lease fails the write');
   // A transaction write op attaches too.
   await client.txn().then(Op.write({ type: ARTIST, name: 'tx' }, { data: { name: 'tx' }, lease: 'web-1' })).commit();

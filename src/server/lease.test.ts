@@ -64,6 +64,12 @@ t.test('a dev node: grant, attach, keep alive, time to live, list, revoke', asyn
   t.equal(txnMissing.status, 404, 'a transaction attaching to a missing lease fails as a whole');
   t.equal((await http(agent, 'GET', `/v1/resource/${ARTIST}/e`)).status, 404);
 
+  // A later write that leaves lease out keeps the attachment (CAS and unconditional alike).
+  const a2 = await http(agent, 'PUT', `/v1/resource/${ARTIST}/a`, { data: { name: 'a2' } });
+  t.equal(a2.json['lease'], 'svc-a', 'omitted: the attachment stays');
+  t.equal((await http(agent, 'PUT', `/v1/resource/${ARTIST}/a`, { data: { name: 'a3' }, version: a2.json['version'] })).json['lease'], 'svc-a');
+  // "" detaches; attaching again brings it back.
+  t.equal((await http(agent, 'PUT', `/v1/resource/${ARTIST}/c`, { data: { name: 'c' }, lease: '' })).json['lease'], undefined);
   const ka = await http(agent, 'POST', '/v1/leases/svc-a/keepalive', {});
   t.same(ka.json, { id: 'svc-a', ttl_seconds: 60, remaining_seconds: 60, remaining_ms: 60_000 });
   const ttl = await http(agent, 'GET', '/v1/leases/svc-a?attached=true');
