@@ -44,7 +44,7 @@ function statusToJson(s: StatusEntry): StatusJson {
 export function resourceToJson(r: Resource): ResourceJson {
   const status: Record<string, StatusJson> = {};
   for (const [k, v] of Object.entries(r.status)) status[k] = statusToJson(v);
-  return {
+  const out: ResourceJson = {
     id: idToJson(r.id),
     owner: r.owner ? idToJson(r.owner) : null,
     version: String(r.version),
@@ -54,6 +54,8 @@ export function resourceToJson(r: Resource): ResourceJson {
     deletion_timestamp: r.deletionTimestamp,
     data: r.data,
     status,
-    ...(r.lease !== undefined ? { lease: r.lease } : {}),
   };
+  // Only when attached: every other resource's JSON is as it was.
+  if (r.lease !== undefined) out.lease = r.lease;
+  return out;
 }

@@ -56,7 +56,7 @@ function resourceTuple(r: Resource): unknown[] {
   for (const [k, e] of Object.entries(r.status)) {
     status[k] = [e.observedGeneration, e.updatedAt, e.conditions.map((c) => [c.type, c.state, c.reason, c.message])];
   }
-  return [
+  const tuple: unknown[] = [
     ...idTuple(r.id),
     r.owner === null ? null : idTuple(r.owner),
     r.version,
@@ -66,8 +66,10 @@ function resourceTuple(r: Resource): unknown[] {
     r.deletionTimestamp,
     r.data,
     status,
-    ...(r.lease !== undefined ? [r.lease] : []),
   ];
+  // Only an attached resource has the 16th field (no extra work for the others).
+  if (r.lease !== undefined) tuple.push(r.lease);
+  return tuple;
 }
 
 export function* encodeSnapshot(resources: Iterable<Resource>, count: number, revision: Revision, resourcesPerChunk: number): Generator<Uint8Array> {

@@ -235,10 +235,8 @@ export class ResourceStore extends IndexReader {
     if (!dataChanged && !metadataChanged && !finalizersChanged && !groupVersionChanged && !leaseChanged) {
       return ok({ resource: stored, changed: false, changes: [] });
     }
-    const { lease: _storedLease, ...kept } = stored;
-    const next: Resource = Object.freeze({
-      ...kept,
-      ...(lease !== undefined ? { lease } : {}),
+    let next: Resource = Object.freeze({
+      ...stored,
       id: groupVersionChanged ? Object.freeze({ ...stored.id, type: w.ref.type }) : stored.id,
       version: ctx.revision,
       // Generation tracks the desired state: data, metadata, owner (fixed after creation) and
@@ -249,6 +247,8 @@ export class ResourceStore extends IndexReader {
       finalizers: finalizersChanged ? finalizers : stored.finalizers,
       data: dataChanged ? w.data : stored.data,
     });
+    // Only a write that attaches or detaches pays for a second copy; the common update does not.
+    if (leaseChanged) next = withLease(next, lease);
     if (next.deletionTimestamp !== null && next.finalizers.length === 0) {
       // The last finalizer is gone: the resource is deleted by this same command.
       const refused = this.checkCascade(input.cascadeAllowed, stored, what);
@@ -477,6 +477,13 @@ function checkLease(v: unknown): string {
 function markForDeletion(r: Resource, ctx: ApplyContext): Resource {
   assert(r.deletionTimestamp === null, 'a resource is marked for deletion once');
   return Object.freeze({ ...r, version: ctx.revision, generation: ctx.newGeneration, deletionTimestamp: ctx.time });
+}
+
+/** `r` attached to `lease`, or detached when it is undefined (the field absent, not undefined). */
+function withLease(r: Resource, lease: string | undefined): Resource {
+  if (lease !== undefined) return Object.freeze({ ...r, lease });
+  const { lease: _dropped, ...rest } = r;
+  return Object.freeze(rest);
 }
 
 /** Owners compare by identity and uid; the group version of an owner reference is an attribute. */
