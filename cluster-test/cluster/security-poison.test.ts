@@ -45,7 +45,7 @@ const env = (bytes: number[]): Partial<ForwardRequestMsg> => ({ op: 'envelope', 
 /** Each would stop or corrupt a replica if proposed, or is not what a local request could make. */
 const BAD: readonly { readonly what: string; readonly req: Partial<ForwardRequestMsg> }[] = [
   { what: 'the poison pill (unknown non-ignorable type 0x7f)', req: env([0x7f, 0xc0]) },
-  { what: 'unknown type 0x16 with a write body', req: { op: 'envelope', envelope: encodeEnvelope(0x16, write('p16')) } },
+  { what: 'unknown type 0x18 with a write body', req: { op: 'envelope', envelope: encodeEnvelope(0x18, write('p18')) } },
   { what: 'a transaction (0x15) with a write body', req: { op: 'envelope', envelope: encodeEnvelope(0x15, write('p15')) } },
   { what: 'an unconditional write (0x14) carrying a version', req: { op: 'envelope', envelope: encodeEnvelope(0x14, write('p14')) } },
   { what: 'an unconditional write (0x14) of an unregistered type', req: { op: 'envelope', envelope: encodeEnvelope(0x14, unconditional('x', { id: { type: { group: 'evil', groupVersion: 'v1', kind: 'X' }, tenancy, name: 'x' } })) } },

@@ -11,6 +11,7 @@ import { grpcErrorOf, toCairnError } from './errors.js';
 import { ipOfGrpcPeer, type RequestLimits } from './limits.js';
 import type { Resource } from '../store/index.js';
 import { idToJson as storeIdToJson, resourceToJson, type ResourceIdJson, type ResourceJson, type StatusJson } from './resource-json.js';
+import type { LeaseService } from './lease-service.js';
 import { atPart, bearerToken, checkRequestId, checkTxnSize, LIMITS, type CallContext, type DeleteRequest, type ResourceService, type TxnAnswer, type TxnCompareRequest, type TxnOpRequest, type WriteRequest, type WriteStatusRequest } from './resource-service.js';
 import { SharedChangeEvent, type WatchEvent, type WatchService, type WatchSession } from './watch.js';
 
@@ -120,6 +121,23 @@ function serviceDefinition(limit: number) {
     list: method('List', pb.ListRequest, pb.ListResponse, limit),
     listByOwner: method('ListByOwner', pb.ListByOwnerRequest, pb.ListByOwnerResponse, limit),
     txn: method('Txn', pb.TxnRequest, pb.TxnResponse, limit),
+    leaseGrant: method('LeaseGrant', pb.LeaseGrantRequest, pb.LeaseGrantResponse, limit),
+    leaseRevoke: method('LeaseRevoke', pb.LeaseRevokeRequest, pb.LeaseRevokeResponse, limit),
+    leaseTimeToLive: method('LeaseTimeToLive', pb.LeaseTimeToLiveRequest, pb.LeaseTimeToLiveResponse, limit),
+    leaseList: method('LeaseList', pb.LeaseListRequest, pb.LeaseListResponse, limit),
+    leaseKeepAlive: {
+      path: `/${SERVICE}/LeaseKeepAlive`,
+      requestStream: true,
+      responseStream: true,
+      requestDeserialize: (b: Buffer) => decodeRequest(pb.LeaseKeepAliveRequest, 'LeaseKeepAliveRequest', b, limit),
+      requestSerialize: () => {
+        throw new Error('server-side definition');
+      },
+      responseSerialize: (m: pb.LeaseKeepAliveResponse.$Properties) => Buffer.from(pb.LeaseKeepAliveResponse.encode(m).finish()),
+      responseDeserialize: () => {
+        throw new Error('server-side definition');
+      },
+    } satisfies grpc.MethodDefinition<Decoded<pb.LeaseKeepAliveRequest>, pb.LeaseKeepAliveResponse.$Properties>,
     watchList: watchMethod('WatchList', limit),
     watchListBatched: watchMethod('WatchListBatched', limit),
   } satisfies grpc.ServiceDefinition;
@@ -399,6 +417,7 @@ function resourceToMsg(r: ResourceJson): pb.Resource.$Properties {
     deletionTimestamp: r.deletion_timestamp ?? '',
     dataJson: JSON.stringify(r.data),
     status,
+    lease: r.lease ?? '',
   };
 }
 
@@ -416,6 +435,8 @@ function writeRequestOf(req: pb.WriteRequest): WriteRequest {
     // An empty map is "left out": status cannot change through Write anyway.
     status: Object.keys(status).length === 0 ? undefined : status,
     uid: optional(id.uid),
+    // proto3 `optional`: null when absent (keep), "" detaches.
+    lease: req.lease === null || req.lease === undefined ? undefined : req.lease,
   };
 }
 
@@ -597,6 +618,8 @@ export interface ResourceGrpcServiceOptions {
   readonly audit?: AuditLog;
   /** The largest request message a public method takes (bytes). Default MAX_PUBLIC_MESSAGE_BYTES. */
   readonly maxMessageBytes?: number;
+  /** Serves the lease methods (docs/api.md "Leases"); without it they answer UNIMPLEMENTED. */
+  readonly leases?: LeaseService;
   /** Serve WatchListBatched. Default true; false answers it UNIMPLEMENTED (tests of clients' fallback). */
   readonly batchedWatches?: boolean;
 }
@@ -610,6 +633,75 @@ export const WATCH_BATCH_BYTES = 32 * 1024;
  * Serves WatchList (`batched` false: one WatchEvent per message) or WatchListBatched (one
  * WatchEventBatch per write the session makes: the events that queued while the stream waited).
  */
+/** A proto int64 as a number (protobufjs gives a Long for large values); beyond 2^53 it is not a safe integer, so the service refuses it. */
+function int64(v: number | Long | null | undefined): number {
+  if (v === null || v === undefined) return 0;
+  return typeof v === 'number' ? v : Number(v.toString());
+}
+
+/** Most keep-alives of one stream waiting for their answers; a client sending more is ended (RESOURCE_EXHAUSTED). */
+export const KEEPALIVE_STREAM_PENDING = 256;
+
+/**
+ * LeaseKeepAlive (docs/api.md "Leases"): one answer per request, in order. A request is checked
+ * (limits, decoding, the caller's grant) and renews the lease on the leader's clock; a refusal
+ * of one lease is an answer (ttl_seconds 0, error_code) and the stream goes on, as etcd's
+ * answers TTL 0 for a lease it does not have. The caller's deadline does not apply (the
+ * stream lives as long as the client keeps it); each request gets the node's request timeout.
+ */
+function leaseKeepAlive(leases: LeaseService, edge: Edge): grpc.handleBidiStreamingCall<Decoded<pb.LeaseKeepAliveRequest>, pb.LeaseKeepAliveResponse.$Properties> {
+  return (call) => {
+    const token = bearerToken(call.metadata.get('authorization')[0]);
+    const peer = peerOf(call as unknown as { getAuthContext?: () => unknown });
+    let chain: Promise<void> = Promise.resolve();
+    let pending = 0;
+    let ended = false;
+    const end = (err?: CairnError): void => {
+      if (ended) return;
+      ended = true;
+      if (err !== undefined) {
+        auditDenied(edge, 'LeaseKeepAlive', call, err);
+        call.emit('error', grpcErrorOf(err));
+      } else call.end();
+    };
+    call.on('data', (d: Decoded<pb.LeaseKeepAliveRequest>) => {
+      if (ended) return;
+      pending++;
+      if (pending > KEEPALIVE_STREAM_PENDING) {
+        end(new CairnError(ErrorCode.TOO_LARGE, `more than ${KEEPALIVE_STREAM_PENDING} keep-alives are waiting for their answers on this stream; wait for answers before sending more`));
+        return;
+      }
+      chain = chain.then(async () => {
+        if (ended) return;
+        let answer: pb.LeaseKeepAliveResponse.$Properties;
+        const id = d.ok ? d.value.id : '';
+        try {
+          edge.limits?.check(callerOf(call));
+          if (!d.ok) throw undecoded(d);
+          const r = await leases.keepAlive(id, { token, peer });
+          answer = { id: r.id, ttlSeconds: r.ttlSeconds };
+        } catch (e) {
+          const err = toCairnError(e);
+          if (err.code === ErrorCode.INTERNAL) edge.logger.error({ method: 'LeaseKeepAlive', err: err.message }, 'grpc keep-alive failed');
+          if (err.code === ErrorCode.UNAUTHENTICATED || err.code === ErrorCode.PERMISSION_DENIED || err.code === ErrorCode.RATE_LIMITED) auditDenied(edge, 'LeaseKeepAlive', call, err);
+          answer = { id, ttlSeconds: 0, errorCode: err.code, errorMessage: err.message };
+        }
+        pending--;
+        if (!ended) call.write(answer);
+      });
+    });
+    call.on('end', () => {
+      void chain.then(() => end());
+    });
+    call.on('error', () => {
+      ended = true;
+    });
+    call.on('cancelled', () => {
+      ended = true;
+    });
+  };
+}
+
 function watchList(watches: WatchService | undefined, edge: Edge, batched: boolean): grpc.handleServerStreamingCall<Decoded<pb.WatchListRequest>, Buffer> {
   const method = batched ? 'WatchListBatched' : 'WatchList';
   return (call) => {
@@ -765,6 +857,26 @@ export function addResourceGrpcService(server: grpc.Server, svc: ResourceService
       return { response: txnResponseOf(r), metadata: freshness(r.revision, undefined).metadata };
     }),
   };
+  const leases = opts.leases;
+  if (leases !== undefined) {
+    impl['leaseGrant'] = unary<pb.LeaseGrantRequest, pb.LeaseGrantResponse.$Properties>('LeaseGrant', edge, async (req, call) => {
+      const r = await leases.grant({ ttlSeconds: int64(req.ttlSeconds), id: req.id }, context(call, req.requestId));
+      return { response: { id: r.id, ttlSeconds: r.ttlSeconds } };
+    });
+    impl['leaseRevoke'] = unary<pb.LeaseRevokeRequest, pb.LeaseRevokeResponse.$Properties>('LeaseRevoke', edge, async (req, call) => {
+      const r = await leases.revoke(req.id, context(call, req.requestId));
+      return { response: { id: r.id, deleted: r.deleted, revision: String(r.revision) }, metadata: freshness(r.revision, undefined).metadata };
+    });
+    impl['leaseTimeToLive'] = unary<pb.LeaseTimeToLiveRequest, pb.LeaseTimeToLiveResponse.$Properties>('LeaseTimeToLive', edge, async (req, call) => {
+      const r = await leases.timeToLive(req.id, req.attached, context(call));
+      return { response: { id: r.id, ttlSeconds: r.ttlSeconds, remainingSeconds: r.remainingSeconds, remainingMs: Math.round(r.remainingMs), attached: (r.attached ?? []).map(idToMsg) } };
+    });
+    impl['leaseList'] = unary<pb.LeaseListRequest, pb.LeaseListResponse.$Properties>('LeaseList', edge, async (_req, call) => {
+      const r = await leases.list(context(call));
+      return { response: { leases: r.leases.map((l) => ({ id: l.id, ttlSeconds: l.ttlSeconds })) } };
+    });
+    impl['leaseKeepAlive'] = leaseKeepAlive(leases, edge);
+  }
   impl['watchList'] = watchList(opts.watches, edge, false);
   // Left out, grpc-js answers UNIMPLEMENTED, as a server from before the method did.
   if (opts.batchedWatches !== false) impl['watchListBatched'] = watchList(opts.watches, edge, true);

@@ -25,6 +25,8 @@ export interface ResourceJson {
   deletion_timestamp: string | null;
   data: unknown;
   status: Record<string, StatusJson>;
+  /** The lease the resource is attached to (docs/api.md "Leases"); absent when none. */
+  lease?: string;
 }
 
 export function idToJson(id: ResourceId): ResourceIdJson {
@@ -42,7 +44,7 @@ function statusToJson(s: StatusEntry): StatusJson {
 export function resourceToJson(r: Resource): ResourceJson {
   const status: Record<string, StatusJson> = {};
   for (const [k, v] of Object.entries(r.status)) status[k] = statusToJson(v);
-  return {
+  const out: ResourceJson = {
     id: idToJson(r.id),
     owner: r.owner ? idToJson(r.owner) : null,
     version: String(r.version),
@@ -53,4 +55,7 @@ export function resourceToJson(r: Resource): ResourceJson {
     data: r.data,
     status,
   };
+  // Only when attached: every other resource's JSON is as it was.
+  if (r.lease !== undefined) out.lease = r.lease;
+  return out;
 }

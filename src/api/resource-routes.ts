@@ -79,7 +79,7 @@ function limitParam(v: string | undefined): number | undefined {
 /** Fields of a transaction's parts in the JSON body (docs/api.md "Transactions"); anything else is refused. */
 const TXN_FIELDS = {
   compare: ['target', 'type', 'partition', 'namespace', 'name', 'version', 'uid'],
-  write: ['op', 'type', 'partition', 'namespace', 'name', 'data', 'metadata', 'owner', 'finalizers', 'version', 'status', 'uid'],
+  write: ['op', 'type', 'partition', 'namespace', 'name', 'data', 'metadata', 'owner', 'finalizers', 'version', 'status', 'uid', 'lease'],
   delete: ['op', 'type', 'partition', 'namespace', 'name', 'version', 'uid'],
   status: ['op', 'type', 'partition', 'namespace', 'name', 'key', 'uid', 'observed_generation', 'conditions', 'version'],
 } as const;
@@ -144,6 +144,7 @@ export function parseTxnBody(body: Record<string, unknown>, svc: Pick<ResourceSe
             version: partString(o, 'version', what),
             status: o['status'],
             uid: partString(o, 'uid', what),
+            lease: partString(o, 'lease', what),
           };
         case 'delete':
           return { op: 'delete', ...where(o, what), version: partString(o, 'version', what), uid: partString(o, 'uid', what) };
@@ -192,7 +193,7 @@ function txnRefJson(r: TxnResourceRef): { id: ResourceIdJson; version: string; g
 export function addResourceRoutes(router: Router, svc: ResourceService): void {
   router.add('PUT', '/v1/resource/:type/:name', async (req) => {
     queryOnly(req, ['partition', 'namespace']);
-    const o = bodyObject(req, ['data', 'metadata', 'owner', 'finalizers', 'version', 'status', 'uid'], 'the write');
+    const o = bodyObject(req, ['data', 'metadata', 'owner', 'finalizers', 'version', 'status', 'uid', 'lease'], 'the write');
     const resource = await svc.write(
       {
         type: req.params['type'] ?? '',
@@ -206,6 +207,7 @@ export function addResourceRoutes(router: Router, svc: ResourceService): void {
         version: optString(o, 'version'),
         status: o['status'],
         uid: optString(o, 'uid'),
+        lease: optString(o, 'lease'),
       },
       httpCallContext(req),
     );

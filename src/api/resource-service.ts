@@ -1,6 +1,6 @@
 import { ulid } from './ids.js';
 import { CairnError, ErrorCode, isCairnError, parseErrorCode, type Clock, type Revision } from '../base/index.js';
-import { CommandType, txnCompareHolds, type ApplyResult, type TxnResourceRef, type DecodedCommand, type DeleteCommand, type PutCommand, type TxnCommand, type TxnCompare, type TxnOp, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
+import { CommandType, leaseIdProblem, txnCompareHolds, type ApplyResult, type TxnResourceRef, type DecodedCommand, type DeleteCommand, type PutCommand, type TxnCommand, type TxnCompare, type TxnOp, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
 import type { Coordinator, Consistency } from '../replica/index.js';
 import { START_WAIT_DEFAULT_MS, type ServedNode } from './served-node.js';
 import { WILDCARD, type Page, type StoreReader, type Condition, type JsonValue, type ListQuery, type Resource, type ResourceId, type StatusEntry, type Tenancy, type TypeRef } from '../store/index.js';
@@ -235,6 +235,11 @@ export interface WriteRequest {
   readonly version?: string | undefined;
   readonly status?: unknown;
   readonly uid?: string | undefined;
+  /**
+   * The lease to attach the resource to (docs/api.md "Leases"): absent keeps the current
+   * attachment (none on create), '' detaches. The lease must exist when the write applies.
+   */
+  readonly lease?: string | undefined;
 }
 
 export interface DeleteRequest {
@@ -580,7 +585,7 @@ export class ResourceService {
    * and get that caller's result (a resource it may not see) instead of applying its own write.
    * The node's data quota is stamped in (docs/security.md "Quotas"): the FSM decides on it.
    */
-  private header(ctx: CallContext, identity: Identity): { requestId: string; time: string; uid: string; generation: string; quotaBytes?: number } {
+  header(ctx: CallContext, identity: Identity): { requestId: string; time: string; uid: string; generation: string; quotaBytes?: number } {
     const scope = identity.kind === 'token' ? `token:${identity.accessorId}/` : identity.kind === 'anonymous' ? 'anonymous/' : '';
     return {
       requestId: ctx.requestId === undefined ? ulid() : scope + ctx.requestId,
@@ -650,11 +655,12 @@ export class ResourceService {
     const expected = parseVersion(req.version);
     if (req.uid !== undefined && typeof req.uid !== 'string') throw invalid('uid must be a string');
     const uid = req.uid === undefined || req.uid === '' ? undefined : req.uid;
-    return { t, tenancy, name, dataBytes, metadata, finalizers, owner, status, expected, uid };
+    const lease = checkLeaseField(req.lease);
+    return { t, tenancy, name, dataBytes, metadata, finalizers, owner, status, expected, uid, lease };
   }
 
   async writeStored(req: WriteRequest, ctx: CallContext = {}): Promise<Resource> {
-    const { t, tenancy, name, metadata, finalizers, owner, status, expected, uid } = this.checkWriteRequest(req);
+    const { t, tenancy, name, metadata, finalizers, owner, status, expected, uid, lease } = this.checkWriteRequest(req);
     let c: Coordinator;
     [c, ctx] = await this.coord(ctx);
     const identity = await this.identify(c, ctx);
@@ -666,7 +672,7 @@ export class ResourceService {
       const id = { type: this.typeRef(t), tenancy, name, ...(uid !== undefined ? { uid } : {}) };
       // Non-plain values (a Date, a class instance) become their JSON form here, as on the CAS path.
       const data = isPlainJson(req.data) ? (req.data as JsonValue) : copyJson(req.data);
-      return this.put(c, ctx, identity, header, { id, data, metadata, owner, finalizers, status });
+      return this.put(c, ctx, identity, header, { id, data, metadata, owner, finalizers, status, lease });
     }
     // A compare-and-swap (or a create-only write, version "0") runs the hooks against the
     // version it names and proposes a CAS on it.
@@ -700,6 +706,7 @@ export class ResourceService {
         ...(status !== undefined ? { status } : {}),
         expectedVersion,
         ...(cascadeAllowed !== undefined ? { cascadeAllowed } : {}),
+        ...(lease !== undefined ? { lease } : {}),
       };
       const result = await c.propose(CommandType.ResourceWrite, cmd, ctx.timeoutMs);
       try {
@@ -738,7 +745,7 @@ export class ResourceService {
     ctx: CallContext,
     identity: Identity,
     header: ReturnType<ResourceService['header']>,
-    w: Pick<PutCommand, 'id' | 'data'> & { metadata: Record<string, string> | undefined; owner: ResourceId | null | undefined; finalizers: string[] | undefined; status: Record<string, StatusEntry> | undefined },
+    w: Pick<PutCommand, 'id' | 'data'> & { metadata: Record<string, string> | undefined; owner: ResourceId | null | undefined; finalizers: string[] | undefined; status: Record<string, StatusEntry> | undefined; lease: string | undefined },
   ): Promise<Resource> {
     const key = { group: w.id.type.group, kind: w.id.type.kind, tenancy: w.id.tenancy, name: w.id.name };
     const guarded = w.finalizers !== undefined && w.finalizers.length === 0 && this.restricted(identity);
@@ -768,6 +775,7 @@ export class ResourceService {
         ...(w.finalizers !== undefined ? { finalizers: w.finalizers } : {}),
         ...(w.status !== undefined ? { status: w.status } : {}),
         ...(cascadeAllowed !== undefined ? { cascadeAllowed } : {}),
+        ...(w.lease !== undefined ? { lease: w.lease } : {}),
       };
       const result = await c.propose(CommandType.ResourcePut, cmd, ctx.timeoutMs);
       if (!result.ok && result.error.details['cascade_changed'] === true && attempt + 1 < LIMITS.casRetries) {
@@ -1005,6 +1013,7 @@ export class ResourceService {
           ...(w.status !== undefined ? { status: w.status } : {}),
           ...(w.expected !== undefined ? { expectedVersion: w.expected } : {}),
           ...(cascadeAllowed !== undefined ? { cascadeAllowed } : {}),
+          ...(w.lease !== undefined ? { lease: w.lease } : {}),
         };
       }
       case 'delete': {
@@ -1176,6 +1185,11 @@ export class ResourceService {
       this.checkForwardedTxn(command.cmd);
       return;
     }
+    if (command.kind === 'lease-grant' || command.kind === 'lease-revoke') {
+      // Only this leader's lease clock expires leases: a follower forwards client revokes only.
+      if (command.kind === 'lease-revoke' && command.cmd.reason !== 'revoked') throw invalid('a forwarded lease revoke must have reason "revoked": only the leader expires leases');
+      return;
+    }
     this.checkForwardedOp(command, store, protectData);
   }
 
@@ -1240,7 +1254,7 @@ export class ResourceService {
     return { tenancy, name: checkDnsLabel(id.name, 'name') };
   }
 
-  private checkForwardedOp(command: Exclude<DecodedCommand, { kind: 'restore' | 'txn' }>, store: StoreReader | undefined, protectData: boolean): void {
+  private checkForwardedOp(command: Exclude<DecodedCommand, { kind: 'restore' | 'txn' | 'lease-grant' | 'lease-revoke' }>, store: StoreReader | undefined, protectData: boolean): void {
     const cmd = command.cmd;
     const typeName = formatTypeRef(cmd.id.type);
     const t = this.registry.resolve(typeName);
@@ -1437,6 +1451,16 @@ export class ResourceService {
 }
 
 /** The type's schema, then its validate hook: for a local write, and for a forwarded one (`checkCommand`). */
+/** A write's `lease` field (docs/api.md "Leases"): absent keeps, '' detaches, else a lease id. */
+export function checkLeaseField(v: unknown): string | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'string') throw invalid('lease must be a string (a lease id, or "" to detach)');
+  if (v === '') return '';
+  const problem = leaseIdProblem(v);
+  if (problem !== undefined) throw invalid(problem);
+  return v;
+}
+
 export function checkProposed(t: RegisteredType, typeName: string, proposed: ProposedResource, current: Resource | undefined): void {
   checkSchema(t, typeName, proposed);
   const reason = t.validate?.(proposed, current);
@@ -1455,7 +1479,7 @@ function checkToken(v: string, what: string, max: number): void {
   if (v === '' || v.length > max || !/^[\x21-\x7e]+$/.test(v)) throw invalid(`${what} must be 1-${max} printable ASCII characters`);
 }
 
-function fromApplyError(r: Extract<ApplyResult, { ok: false }>): CairnError {
+export function fromApplyError(r: Extract<ApplyResult, { ok: false }>): CairnError {
   const code = parseErrorCode(r.error.code);
   // errors.ts's publicDetails makes the details public (snake_case, versions as decimal strings).
   return new CairnError(code, r.error.message, r.error.details);

@@ -16,6 +16,7 @@ import { registerSnapshotCommands } from './snapshot.js';
 import { registerStreamingCommands } from './streaming.js';
 import { registerTlsCommands } from './tls.js';
 import { registerTxnCommand } from './txn.js';
+import { registerLeaseCommands } from './lease.js';
 
 function packageVersion(): string {
   try {
@@ -57,6 +58,7 @@ export function buildProgram(io: CliIo, agentDeps: () => Promise<AgentDeps>, set
   registerSnapshotCommands(program, io);
   registerResourceCommands(program, io);
   registerTxnCommand(program, io);
+  registerLeaseCommands(program, io);
   registerStreamingCommands(program, io);
   registerTlsCommands(program, io);
   registerAclCommands(program, io);

@@ -310,7 +310,7 @@ t.test('bad input: exit 2 when nothing was sent, exit 6 when the server refused 
   await writeFile(unknownField, 'data: {name: X}\nlabels: {a: b}\n');
   const u = await cairn(['resource', 'write', 'demo.v1.Artist', 'x', '-f', unknownField]);
   t.equal(u.code, ExitCode.USAGE);
-  t.equal(u.err, `cairn: unknown field 'labels' in ${unknownField} (allowed: data, metadata, owner, finalizers, version, status)\n`);
+  t.equal(u.err, `cairn: unknown field 'labels' in ${unknownField} (allowed: data, metadata, owner, finalizers, version, status, lease)\n`);
   const badEndpoint = await cairn(['resource', 'list', 'demo.v1.Artist'], {}, 'http://127.0.0.1:7500');
   t.equal(badEndpoint.code, ExitCode.USAGE);
   t.equal(badEndpoint.err, "cairn: --endpoint must be host:port (a node's gRPC host:port, not a URL), got 'http://127.0.0.1:7500'\n");

@@ -288,9 +288,11 @@ export interface BodyDocument {
   finalizers?: string[];
   version?: string;
   status?: Record<string, Status>;
+  /** A lease id to attach to, or '' to detach (docs/api.md "Leases"). */
+  lease?: string;
 }
 
-export const BODY_FIELDS = ['data', 'metadata', 'owner', 'finalizers', 'version', 'status'] as const;
+export const BODY_FIELDS = ['data', 'metadata', 'owner', 'finalizers', 'version', 'status', 'lease'] as const;
 
 /**
  * A write body from a file: JSON when the text starts with `{`, YAML otherwise. Unknown fields
@@ -306,7 +308,7 @@ export function parseBodyDocument(text: string, source: string): BodyDocument {
     const first = ((e as Error).message.split('\n')[0] ?? '').trim();
     throw usageError(`${source} is not valid ${json ? 'JSON' : 'YAML'}: ${first}`);
   }
-  if (!isRecord(doc)) throw usageError(`${source} must hold an object {data, metadata?, owner?, finalizers?, version?, status?}`);
+  if (!isRecord(doc)) throw usageError(`${source} must hold an object {data, metadata?, owner?, finalizers?, version?, status?, lease?}`);
   return bodyDocumentOf(doc, BODY_FIELDS, source);
 }
 
@@ -326,6 +328,10 @@ export function bodyDocumentOf(doc: Record<string, unknown>, allowed: readonly s
     const status = parseStatusMap(doc['status'], `${source}: status`);
     if (Object.keys(status).length > 0) out.status = status;
   }
+  if (doc['lease'] !== undefined && doc['lease'] !== null) {
+    if (typeof doc['lease'] !== 'string') throw usageError(`${source}: lease must be a lease id (a string), or "" to detach`);
+    out.lease = doc['lease'];
+  }
   return out;
 }
 
@@ -336,6 +342,7 @@ export interface WriteFlags {
   readonly owner?: string;
   readonly finalizer?: readonly string[];
   readonly version?: string;
+  readonly lease?: string;
 }
 
 /**
@@ -369,6 +376,7 @@ export function buildWriteBody(file: BodyDocument | undefined, flags: WriteFlags
   }
   if (flags.owner !== undefined) body.owner = parseOwner(flags.owner, '--owner');
   if (flags.version !== undefined) body.version = parseVersionArg(flags.version, '--version');
+  if (flags.lease !== undefined) body.lease = flags.lease;
   return {
     data: body.data,
     ...(body.metadata !== undefined ? { metadata: body.metadata } : {}),
@@ -376,6 +384,7 @@ export function buildWriteBody(file: BodyDocument | undefined, flags: WriteFlags
     ...(body.finalizers !== undefined ? { finalizers: body.finalizers } : {}),
     ...(body.version !== undefined ? { version: body.version } : {}),
     ...(body.status !== undefined ? { status: body.status } : {}),
+    ...(body.lease !== undefined ? { lease: body.lease } : {}),
   };
 }
 
@@ -411,6 +420,8 @@ export function formatResource(r: Resource, freshness?: { revision: string; last
   const meta = Object.entries(r.metadata);
   fields.push(['metadata', meta.length === 0 ? '-' : meta.map(([k, v]) => `${k}=${v}`).join(', ')]);
   fields.push(['finalizers', r.finalizers.length === 0 ? '-' : r.finalizers.join(', ')]);
+  // Only when attached: the output of resources without a lease is as it was.
+  if (r.lease !== undefined) fields.push(['lease', r.lease]);
   if (r.deletion_timestamp !== null) fields.push(['deleting', `since ${r.deletion_timestamp}, waiting for its finalizers`]);
   for (const [key, s] of Object.entries(r.status)) {
     const seen = s.observed_generation === r.generation ? 'current' : `behind: observed ${s.observed_generation}`;
@@ -525,13 +536,14 @@ export function registerResourceCommands(program: Command, io: CliIo, deps: Reso
         .description('create or replace a resource (compare-and-swap with --version; --version 0 creates only)')
         .argument('<type>', 'group.version.Kind, e.g. demo.v1.Artist')
         .argument('<name>', 'the resource name (a lowercase DNS label)')
-        .option('-f, --file <file>', "the body from a JSON or YAML file ('-' for standard input): {data, metadata, owner, finalizers, version, status}")
+        .option('-f, --file <file>', "the body from a JSON or YAML file ('-' for standard input): {data, metadata, owner, finalizers, version, status, lease}")
         .option('--data <json>', "the resource's data as JSON (replaces the file's)")
         .option('--metadata <key=value>', 'a metadata entry (repeatable); metadata given replaces the stored metadata', collect)
         .option('--owner <owner>', 'the owner (on create only): TYPE/NAMESPACE/NAME/UID, TYPE/PARTITION/NAMESPACE/NAME/UID, TYPE/NAME/UID or JSON')
         .option('--finalizer <name>', 'a finalizer (repeatable); finalizers given replace the stored ones', collect)
         .option('--version <n>', 'write only if the stored version is n (0: only if absent)')
-        .option('--uid <uid>', 'write only if the stored resource has this uid (UID_MISMATCH otherwise)'),
+        .option('--uid <uid>', 'write only if the stored resource has this uid (UID_MISMATCH otherwise)')
+        .option('--lease <id>', "attach the resource to this lease (cairn lease grant): it is deleted when the lease expires or is revoked; '' detaches; left out, the attachment stays as it is"),
       false,
     ),
     io,

@@ -32,6 +32,7 @@ import type {
 import { SharedInformerFactory, Informer } from './informer.js';
 import { MaterializedView, type ViewOptions } from './view.js';
 import { TxnBuilder, txnRequestMsg, txnResultFromMsg, writeMsg } from './txn.js';
+import { Leases, leaseKeepAliveMethod } from './lease.js';
 import { WatchStream, type WatchOptions, type WatchSpec, type WatchTransport } from './watch.js';
 import type { CacheSpec } from './feed.js';
 import {
@@ -203,6 +204,8 @@ export class CairnClient {
   private current: number;
   private closed = false;
   private readonly watches = new Set<WatchStream<unknown>>();
+  /** Leases (docs/api.md "Leases"): grant, revoke, timeToLive, list, and keepAlive in the background. */
+  readonly leases: Leases;
 
   constructor(opts: CairnClientOptions) {
     if (!Array.isArray(opts.endpoints) || opts.endpoints.length === 0) throw invalidOption('endpoints must list at least one gRPC address (host:port)');
@@ -234,6 +237,22 @@ export class CairnClient {
     if (order !== 'random' && order !== 'listed') throw invalidOption(`endpointOrder must be random or listed, got ${JSON.stringify(order)}`);
     // Clients start on different nodes, spreading the load.
     this.current = order === 'listed' ? 0 : Math.floor(Math.random() * this.endpoints.length);
+    this.leases = new Leases(
+      (m, req, o) => this.invoke(m, req, o),
+      {
+        endpoints: this.endpoints.length,
+        firstEndpoint: () => this.current,
+        closed: () => this.closed,
+        open: (index) => {
+          const ep = this.endpoints[index] as Endpoint;
+          const metadata = new grpc.Metadata();
+          if (this.token !== undefined) metadata.set('authorization', `Bearer ${this.token}`);
+          const m = leaseKeepAliveMethod;
+          return ep.client.makeBidiStreamRequest(m.path, m.serialize, m.deserialize, metadata, {});
+        },
+      },
+      () => ulid(),
+    );
   }
 
   /** The endpoint the next call goes to first. */

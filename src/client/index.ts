@@ -4,6 +4,7 @@ export { WatchStream, WATCH_DEFAULTS, type WatchEvent, type WatchLogger, type Wa
 export { MaterializedView, type ViewOptions, type WaitOptions } from './view.js';
 export { Informer, SharedInformerFactory, type DeleteInfo, type InformerHandlers } from './informer.js';
 export { keyOf, resourceKey, type CacheSpec, type WatchSource } from './feed.js';
+export { Leases, LeaseKeepAlive, type LeaseInfo, type LeaseTimeToLive, type LeaseGrantOptions, type LeaseLost, type LeaseLostReason, type KeepAliveOptions } from './lease.js';
 export { CairnClientError, ClientErrorCode, isCairnClientError, isOutcomeUnknown, type CairnClientErrorInit } from './errors.js';
 export type {
   CallOptions,

@@ -188,6 +188,7 @@ export function writeMsg(ref: ResourceRef, body: WriteBody): pb.WriteRequest.$Pr
     finalizers: body.finalizers === undefined ? null : { items: [...body.finalizers] },
     version: body.version ?? '',
     status,
+    ...(body.lease !== undefined ? { lease: body.lease } : {}),
   };
 }
 

@@ -64,6 +64,8 @@ export interface Resource<D = unknown> {
   readonly data: D;
   /** Keyed by controller. */
   readonly status: Readonly<Record<string, Status>>;
+  /** The lease it is attached to (docs/api.md "Leases"); absent when none. */
+  readonly lease?: string;
 }
 
 export type Consistency = 'linearizable' | 'stale';
@@ -138,6 +140,12 @@ export interface WriteBody<D = unknown> {
   readonly version?: string;
   /** The stored status passed back unchanged (as read), or absent. It cannot be changed by a write. */
   readonly status?: Readonly<Record<string, Status>>;
+  /**
+   * Absent: keep the resource's lease attachment (none on create). A lease id (from
+   * `client.leases.grant`): attach it, so it is deleted when the lease expires or is revoked;
+   * the lease must exist (NOT_FOUND otherwise). `''`: detach.
+   */
+  readonly lease?: string;
 }
 
 /** What `update` asks its function for: a write without `version` (update supplies it). */

@@ -61,6 +61,18 @@ export const methods = {
   list: method('List', false, pb.ListRequest, pb.ListResponse),
   listByOwner: method('ListByOwner', false, pb.ListByOwnerRequest, pb.ListByOwnerResponse),
   txn: method('Txn', true, pb.TxnRequest, pb.TxnResponse),
+  leaseGrant: method('LeaseGrant', true, pb.LeaseGrantRequest, pb.LeaseGrantResponse),
+  leaseRevoke: method('LeaseRevoke', true, pb.LeaseRevokeRequest, pb.LeaseRevokeResponse),
+  leaseTimeToLive: method('LeaseTimeToLive', false, pb.LeaseTimeToLiveRequest, pb.LeaseTimeToLiveResponse),
+  leaseList: method('LeaseList', false, pb.LeaseListRequest, pb.LeaseListResponse),
+} as const;
+
+/** The bidirectional LeaseKeepAlive call (see lease.ts). */
+export const leaseKeepAliveMethod = {
+  name: 'LeaseKeepAlive',
+  path: `/${SERVICE}/LeaseKeepAlive`,
+  serialize: (m: pb.LeaseKeepAliveRequest.$Properties): Buffer => Buffer.from(pb.LeaseKeepAliveRequest.encode(m).finish()),
+  deserialize: (b: Buffer): pb.LeaseKeepAliveResponse => pb.LeaseKeepAliveResponse.decode(b),
 } as const;
 
 /**
@@ -106,7 +118,7 @@ function malformedAnswer(what: string): CairnClientError {
   return new CairnClientError(ClientErrorCode.INTERNAL, `the server's answer is malformed: ${what}`);
 }
 
-function idFromMsg(m: pb.ResourceId.$Properties): ResourceId {
+export function idFromMsg(m: pb.ResourceId.$Properties): ResourceId {
   return { type: m.type ?? '', tenancy: { partition: m.tenancy?.partition ?? '', namespace: m.tenancy?.namespace ?? '' }, name: m.name ?? '', uid: m.uid ?? '' };
 }
 
@@ -138,6 +150,7 @@ export function resourceFromMsg<D>(m: pb.Resource.$Properties | null | undefined
     metadata: { ...m.metadata },
     finalizers: [...(m.finalizers ?? [])],
     deletion_timestamp: deletionTimestamp === '' ? null : deletionTimestamp,
+    ...(m.lease !== undefined && m.lease !== null && m.lease !== '' ? { lease: m.lease } : {}),
     data: data as D,
     status,
   };

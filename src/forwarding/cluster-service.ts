@@ -46,7 +46,7 @@ export interface ClusterServiceOptions {
    * asked (`peerNodeId`): a certificate from the cluster CA is what makes a process a node, so
    * it may forward and ask to join; the default allows that.
    */
-  readonly authorizeForward?: (peer: { readonly claimedId: string }, op: 'envelope' | 'configChange' | 'transferTo') => void;
+  readonly authorizeForward?: (peer: { readonly claimedId: string }, op: 'envelope' | 'configChange' | 'transferTo' | 'lease') => void;
 }
 
 /**
@@ -198,7 +198,7 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
     }
     const timeoutMs = Math.max(1, Math.min(req.timeoutMs || 10_000, 60_000));
     try {
-      if (req.op === 'envelope' || req.op === 'configChange' || req.op === 'transferTo') opts.authorizeForward?.({ claimedId: req.from }, req.op);
+      if (req.op === 'envelope' || req.op === 'configChange' || req.op === 'transferTo' || req.op === 'lease') opts.authorizeForward?.({ claimedId: req.from }, req.op);
       switch (req.op) {
         case 'envelope':
           reply(coordinator.proposeLocal(req.envelope ?? new Uint8Array(0), timeoutMs));
@@ -208,6 +208,10 @@ export function addClusterService(server: grpc.Server, opts: ClusterServiceOptio
           return;
         case 'transferTo':
           reply(coordinator.transferLeadership((req.transferTo ?? '') as NodeId | '', timeoutMs));
+          return;
+        case 'lease':
+          // Decoded here, shape-checked by the api's handler (it came from the network).
+          reply(coordinator.leaseRequest(unpackValue(req.lease ?? new Uint8Array(0)), timeoutMs));
           return;
         default:
           reply(Promise.reject(new CairnError(ErrorCode.INVALID_ARGUMENT, 'forward request names no operation')));

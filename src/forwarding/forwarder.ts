@@ -41,6 +41,9 @@ export class GrpcForwarder implements Forwarder {
       case 'transfer':
         req.transferTo = op.to;
         break;
+      case 'lease':
+        req.lease = packValue(op.request);
+        break;
     }
     const deadlines = this.opts.deadlines;
     return new Promise((resolve, reject) => {

@@ -28,7 +28,8 @@ export interface ForwardRequestMsg {
   envelope?: Uint8Array | null;
   configChange?: Uint8Array | null;
   transferTo?: string | null;
-  op?: 'envelope' | 'configChange' | 'transferTo';
+  lease?: Uint8Array | null;
+  op?: 'envelope' | 'configChange' | 'transferTo' | 'lease';
   timeoutMs: number;
 }
 export interface ForwardResponseMsg {

@@ -41,6 +41,12 @@ export interface WriteCommand extends CommandHeader {
   readonly expectedVersion?: Revision;
   /** The owned resources (uids) the caller may delete, when access control limits it (store `WriteInput.cascadeAllowed`). */
   readonly cascadeAllowed?: readonly string[];
+  /**
+   * Absent: keep the resource's lease attachment (none on create). A lease id: attach the
+   * resource to that lease, which must exist at this log position (else the write fails with
+   * NOT_FOUND). '': detach it (docs/api.md "Leases").
+   */
+  readonly lease?: string;
 }
 
 /**
@@ -95,7 +101,7 @@ export interface TxnCompare {
  * and generation.
  */
 export type TxnOp =
-  | ({ readonly op: 'write' } & Pick<WriteCommand, 'id' | 'owner' | 'metadata' | 'finalizers' | 'data' | 'status' | 'expectedVersion' | 'cascadeAllowed'>)
+  | ({ readonly op: 'write' } & Pick<WriteCommand, 'id' | 'owner' | 'metadata' | 'finalizers' | 'data' | 'status' | 'expectedVersion' | 'cascadeAllowed' | 'lease'>)
   | ({ readonly op: 'delete' } & Pick<DeleteCommand, 'id' | 'expectedVersion' | 'cascadeAllowed'>)
   | ({ readonly op: 'status' } & Pick<WriteStatusCommand, 'id' | 'key' | 'observedGeneration' | 'conditions' | 'expectedVersion'>);
 
@@ -140,4 +146,46 @@ export function txnCompareHolds(c: TxnCompare, stored: { readonly version: Revis
 /** The uid a transaction's write op `index` gives a resource it creates, for an entry without `thenUids` / `elseUids` (written before them). */
 export function txnOpUid(commandUid: string, index: number): string {
   return `${commandUid}-${index}`;
+}
+
+/** The longest TTL a lease may be granted, in seconds (etcd's MaxLeaseTTL). */
+export const MAX_LEASE_TTL_SECONDS = 9_000_000_000;
+
+/** A lease id: a DNS label (lowercase letters, digits and '-', 1-63 characters); a leader-chosen id is a lowercase ULID. */
+export const LEASE_ID_PATTERN = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+/** Why `id` is not a lease id, or undefined when it is one. */
+export function leaseIdProblem(id: unknown): string | undefined {
+  if (typeof id !== 'string') return 'a lease id must be a string';
+  if (!LEASE_ID_PATTERN.test(id)) return `lease id ${JSON.stringify(id.length > 80 ? `${id.slice(0, 80)}...` : id)} is not a lowercase DNS label (letters, digits and '-', 1-63 characters, starting and ending with a letter or digit)`;
+  return undefined;
+}
+
+/**
+ * Grants a lease (envelope `LeaseGrant`, 0x16; docs/api.md "Leases"): adds `id` with its TTL
+ * to the lease table. The id is the client's or, when it gave none, one the leader chose (so
+ * apply stays deterministic). Refused when the id is in use, when the table already holds
+ * `maxLeases` leases (the proposer's `--max-leases`, stamped in like `quotaBytes`), or for
+ * space (a lease counts `LEASE_BYTES` plus its id against the quota). The state machine keeps
+ * no deadline: when the lease expires is the leader's lease clock's business.
+ */
+export interface LeaseGrantCommand extends CommandHeader {
+  readonly id: string;
+  /** Whole seconds, 1 to MAX_LEASE_TTL_SECONDS (already raised to the proposer's minimum). */
+  readonly ttlSeconds: number;
+  readonly maxLeases?: number;
+}
+
+/** Why a lease ends: revoked by a client, or expired by the leader's lease clock. */
+export type LeaseRevokeReason = 'revoked' | 'expired';
+
+/**
+ * Revokes a lease (envelope `LeaseRevoke`, 0x17): removes it from the table and deletes every
+ * resource attached to it at this log position, through the ordinary delete (finalizers and
+ * owner cascade as a single delete), all at this entry's revision. Carries only the id: what
+ * is deleted is the replicated attachment set, never a list the proposer saw.
+ */
+export interface LeaseRevokeCommand extends CommandHeader {
+  readonly id: string;
+  readonly reason: LeaseRevokeReason;
 }

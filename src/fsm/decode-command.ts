@@ -1,8 +1,8 @@
 import { CairnError, ErrorCode } from '../base/index.js';
-import type { DeleteCommand, PutCommand, TxnCommand, WriteCommand, WriteStatusCommand } from './commands.js';
+import type { DeleteCommand, LeaseGrantCommand, LeaseRevokeCommand, PutCommand, TxnCommand, WriteCommand, WriteStatusCommand } from './commands.js';
 import { CommandType, decodeBody } from './envelope.js';
 import { readSnapshotFrames } from './snapshot-format.js';
-import { validateDelete, validatePut, validateTxn, validateWrite, validateWriteStatus } from './validate.js';
+import { validateDelete, validateLeaseGrant, validateLeaseRevoke, validatePut, validateTxn, validateWrite, validateWriteStatus } from './validate.js';
 
 /** An envelope decoded as the FSM will decode it when it applies the entry. */
 export type DecodedCommand =
@@ -11,6 +11,8 @@ export type DecodedCommand =
   | { readonly type: typeof CommandType.ResourceDelete; readonly kind: 'delete'; readonly cmd: DeleteCommand }
   | { readonly type: typeof CommandType.ResourceStatus; readonly kind: 'status'; readonly cmd: WriteStatusCommand }
   | { readonly type: typeof CommandType.Txn; readonly kind: 'txn'; readonly cmd: TxnCommand }
+  | { readonly type: typeof CommandType.LeaseGrant; readonly kind: 'lease-grant'; readonly cmd: LeaseGrantCommand }
+  | { readonly type: typeof CommandType.LeaseRevoke; readonly kind: 'lease-revoke'; readonly cmd: LeaseRevokeCommand }
   | { readonly type: typeof CommandType.Restore; readonly kind: 'restore'; readonly snapshotBytes: number };
 
 function refuse(why: string): CairnError {
@@ -31,7 +33,7 @@ export function decodeCommand(envelope: Uint8Array): DecodedCommand {
   if (type === undefined) throw refuse('it is empty (no type byte)');
   const hex = `0x${type.toString(16).padStart(2, '0')}`;
   if (type === CommandType.Noop || type === CommandType.Config) throw refuse(`type ${hex} belongs to Raft and is never proposed as a command`);
-  if (type !== CommandType.ResourceWrite && type !== CommandType.ResourcePut && type !== CommandType.ResourceDelete && type !== CommandType.ResourceStatus && type !== CommandType.Txn && type !== CommandType.Restore) {
+  if (type !== CommandType.ResourceWrite && type !== CommandType.ResourcePut && type !== CommandType.ResourceDelete && type !== CommandType.ResourceStatus && type !== CommandType.Txn && type !== CommandType.LeaseGrant && type !== CommandType.LeaseRevoke && type !== CommandType.Restore) {
     throw refuse(`type ${hex} is not a command type this version knows`);
   }
   let body: unknown;
@@ -65,6 +67,16 @@ export function decodeCommand(envelope: Uint8Array): DecodedCommand {
       const c = validateTxn(body);
       if (typeof c === 'string' || c.kind !== 'txn') throw refuse(`malformed txn command: ${String(c)}`);
       return { type, kind: 'txn', cmd: c.cmd };
+    }
+    case CommandType.LeaseGrant: {
+      const c = validateLeaseGrant(body);
+      if (typeof c === 'string' || c.kind !== 'lease-grant') throw refuse(`malformed lease grant command: ${String(c)}`);
+      return { type, kind: 'lease-grant', cmd: c.cmd };
+    }
+    case CommandType.LeaseRevoke: {
+      const c = validateLeaseRevoke(body);
+      if (typeof c === 'string' || c.kind !== 'lease-revoke') throw refuse(`malformed lease revoke command: ${String(c)}`);
+      return { type, kind: 'lease-revoke', cmd: c.cmd };
     }
     case CommandType.Restore: {
       const o = body as { snapshot?: unknown } | null;

@@ -18,6 +18,8 @@ import { AssertionError } from '../base/index.js';
  * | 0x13 | Restore         | fsm   | CommandHeader & { snapshot: bin }      |
  * | 0x14 | ResourcePut     | fsm   | CommandHeader & WriteBody, no version  |
  * | 0x15 | Txn             | fsm   | CommandHeader & { compare, then, else } |
+ * | 0x16 | LeaseGrant      | fsm   | CommandHeader & { id, ttlSeconds, maxLeases? } |
+ * | 0x17 | LeaseRevoke     | fsm   | CommandHeader & { id, reason }          |
  *
  * 0x14 is an unconditional write whose type hooks run at apply (`PutCommand`, `WriteHooks`).
  * It is a new type rather than a flag on 0x10 so that an older node, which would apply it
@@ -27,6 +29,14 @@ import { AssertionError } from '../base/index.js';
  * 0x15 is a transaction (`TxnCommand`): comparisons, then one of two branches of writes, status
  * writes and deletes, applied all or nothing at one revision. Not ignorable: an older node
  * that skipped it would diverge, so it stops on it instead.
+ *
+ * 0x16 and 0x17 are leases (`LeaseGrantCommand`, `LeaseRevokeCommand`; docs/api.md "Leases").
+ * 0x16 adds a lease (its id chosen by the client or by the leader, carried in the entry) to
+ * the replicated lease table; 0x17 removes one, deleting every resource attached to it at that
+ * log position in the same entry, at one revision (`reason`: `revoked` by a client, or `expired`
+ * by the leader's lease clock: the state machine never reads a clock). Keep-alives are not
+ * log entries. Not ignorable: an older node that skipped them would diverge (the resources of
+ * a revoked lease would live on there), so it stops on them instead.
  *
  * `CommandHeader` (commands.ts) includes the optional `quotaBytes` of writes, deletes and
  * status writes (docs/security.md "Quotas"); a body without it is an older entry: no quota.
@@ -43,6 +53,10 @@ export const CommandType = {
   ResourcePut: 0x14,
   /** A transaction: comparisons, then one branch of ops, all or nothing, at one revision (`TxnCommand`). */
   Txn: 0x15,
+  /** Grants a lease: adds it to the replicated lease table (`LeaseGrantCommand`). */
+  LeaseGrant: 0x16,
+  /** Revokes (or expires) a lease and deletes every resource attached to it, at one revision (`LeaseRevokeCommand`). */
+  LeaseRevoke: 0x17,
 } as const;
 export type CommandType = (typeof CommandType)[keyof typeof CommandType];
 

@@ -1,11 +1,11 @@
 import { AssertionError, CairnError, ErrorCode, err, ok, type LogIndex, type Result, type Revision } from '../base/index.js';
 import { EntryType, type Entry, type SnapshotMeta } from '../raft/index.js';
 import { ResourceStore, formatName, lowWaterBytes, type ApplyContext, type ChangeRecord, type Resource, type ResourceId, type Tenancy } from '../store/index.js';
-import { txnCompareHolds, txnOpUid, type DeleteCommand, type PutCommand, type TxnCommand, type TxnCompare, type TxnOp, type WriteCommand, type WriteStatusCommand } from './commands.js';
+import { txnCompareHolds, txnOpUid, type DeleteCommand, type LeaseGrantCommand, type LeaseRevokeCommand, type LeaseRevokeReason, type PutCommand, type TxnCommand, type TxnCompare, type TxnOp, type WriteCommand, type WriteStatusCommand } from './commands.js';
 import { MissingWriteHooksError, type WriteHooks } from './hooks.js';
 import { decodeBody, envelopeType, IGNORABLE_FLAG, CommandType } from './envelope.js';
 import { readSnapshotFrames, writeSnapshotFrames } from './snapshot-format.js';
-import { validateDelete, validatePut, validateTxn, validateWrite, validateWriteStatus } from './validate.js';
+import { validateDelete, validateLeaseGrant, validateLeaseRevoke, validatePut, validateTxn, validateWrite, validateWriteStatus } from './validate.js';
 
 /**
  * A resource as a transaction's op result names it: its id (with uid), version and generation,
@@ -49,6 +49,9 @@ export type ApplyResult =
   | { readonly ok: true; readonly kind: 'delete'; readonly deleted: boolean; readonly resource: Resource | null }
   | { readonly ok: true; readonly kind: 'status'; readonly resource: Resource }
   | { readonly ok: true; readonly kind: 'restore'; readonly resources: number; readonly revision: Revision }
+  | { readonly ok: true; readonly kind: 'lease-grant'; readonly id: string; readonly ttlSeconds: number; readonly revision: Revision }
+  /** `deleted`: how many resources the entry deleted (attached ones and their cascades); marked ones (finalizers) are not counted. */
+  | { readonly ok: true; readonly kind: 'lease-revoke'; readonly id: string; readonly reason: LeaseRevokeReason; readonly deleted: number; readonly revision: Revision }
   | { readonly ok: true; readonly kind: 'none' }
   | { readonly ok: false; readonly error: { readonly code: string; readonly message: string; readonly details: Readonly<Record<string, unknown>> } };
 
@@ -93,6 +96,26 @@ export const Alarm = {
 } as const;
 export type Alarm = (typeof Alarm)[keyof typeof Alarm];
 
+/** What one lease costs against the quota, besides its id's bytes (docs/api.md "Leases"). */
+export const LEASE_BYTES = 64;
+
+/** A lease in the replicated table: its granted TTL and the uids of the resources attached to it. */
+export interface LeaseEntry {
+  readonly ttlSeconds: number;
+  /**
+   * The revision (log index) of the grant: tells two grants of one id apart, so the leader's
+   * lease clock gives a lease granted again under a revoked one's id a deadline of its own.
+   */
+  readonly grantRevision: number;
+  readonly attached: ReadonlySet<string>;
+}
+
+interface MutableLease {
+  readonly ttlSeconds: number;
+  readonly grantRevision: number;
+  readonly attached: Set<string>;
+}
+
 /**
  * The finite state machine: decodes each committed envelope and applies it to the store,
  * deterministically. Owns the de-duplication window for proposal ids (so a retried
@@ -107,6 +130,12 @@ export class Fsm {
   private dedupeBytes = 0;
   /** The NO_SPACE alarm (docs/security.md "Quotas"): replicated, decided by stamped commands only. */
   private noSpace = false;
+  /** The lease table (docs/api.md "Leases"): id -> granted TTL and attached uids. No deadlines: time is the leader's. */
+  private leases = new Map<string, MutableLease>();
+  /** uid -> the lease it is attached to (the inverse of `attached`), kept from change records. */
+  private attachedTo = new Map<string, string>();
+  private leaseBytes = 0;
+  private leaseChangeCount = 0;
 
   constructor(private readonly opts: FsmOptions = {}) {
     this.store = new ResourceStore();
@@ -121,6 +150,16 @@ export class Fsm {
   /** The raised alarms, in a fixed order (`['NO_SPACE']` or `[]`). */
   get alarms(): readonly Alarm[] {
     return this.noSpace ? [Alarm.NO_SPACE] : [];
+  }
+
+  /** The replicated lease table, read-only (the leader's lease clock and the API read it; never change it). */
+  get leaseTable(): ReadonlyMap<string, LeaseEntry> {
+    return this.leases;
+  }
+
+  /** Counts grants, revokes and restores: the lease clock re-reads the table only when it moved. */
+  get leaseChanges(): number {
+    return this.leaseChangeCount;
   }
 
   apply(entry: Entry): { readonly result: ApplyResult; readonly changes: readonly ChangeRecord[]; readonly reset?: boolean } {
@@ -146,6 +185,8 @@ export class Fsm {
       case CommandType.ResourceDelete:
       case CommandType.ResourceStatus:
       case CommandType.Txn:
+      case CommandType.LeaseGrant:
+      case CommandType.LeaseRevoke:
         return this.applyCommand(type, entry);
       default:
         skipUnknownEntry(type, entry.index, this.opts.onIgnoredEntry);
@@ -169,7 +210,11 @@ export class Fsm {
             ? validateDelete(body)
             : type === CommandType.Txn
               ? validateTxn(body)
-              : validateWriteStatus(body);
+              : type === CommandType.LeaseGrant
+                ? validateLeaseGrant(body)
+                : type === CommandType.LeaseRevoke
+                  ? validateLeaseRevoke(body)
+                  : validateWriteStatus(body);
     if (typeof checked === 'string') return this.malformed(type, entry, checked);
     const cmd = checked.cmd;
     if (cmd.requestId !== undefined) {
@@ -187,7 +232,8 @@ export class Fsm {
     let changes: readonly ChangeRecord[] = [];
     switch (checked.kind) {
       case 'write': {
-        const r = this.store.write(toStoreWrite(checked.cmd), ctx);
+        const missing = this.missingLease(checked.cmd.lease, checked.cmd.id);
+        const r = missing !== undefined ? err(missing) : this.store.write(toStoreWrite(checked.cmd), ctx);
         if (r.ok) {
           result = { ok: true, kind: 'write', resource: r.value.resource, changed: r.value.changed };
           changes = r.value.changes;
@@ -195,7 +241,8 @@ export class Fsm {
         break;
       }
       case 'put': {
-        const r = this.applyPut(checked.cmd, ctx, entry.index);
+        const missing = this.missingLease(checked.cmd.lease, checked.cmd.id);
+        const r = missing !== undefined ? err(missing) : this.applyPut(checked.cmd, ctx, entry.index);
         if (r.ok) {
           result = { ok: true, kind: 'write', resource: r.value.resource, changed: r.value.changed };
           changes = r.value.changes;
@@ -224,7 +271,17 @@ export class Fsm {
         changes = r.changes;
         break;
       }
+      case 'lease-grant':
+        result = this.applyLeaseGrant(checked.cmd, ctx);
+        break;
+      case 'lease-revoke': {
+        const r = this.applyLeaseRevoke(checked.cmd, ctx);
+        result = r.result;
+        changes = r.changes;
+        break;
+      }
     }
+    if (changes.length > 0 && (this.leases.size > 0 || this.attachedTo.size > 0)) this.trackLeases(changes);
     if (cmd.requestId !== undefined) this.remember(cmd.requestId, result, entry.data.length);
     if (cmd.quotaBytes !== undefined) this.evaluateNoSpace(cmd.quotaBytes, result);
     return { result, changes };
@@ -338,6 +395,8 @@ export class Fsm {
   private applyTxnOp(op: TxnOp, ctx: ApplyContext, index: LogIndex): Result<{ result: TxnOpResult; changes: readonly ChangeRecord[] }, CairnError> {
     switch (op.op) {
       case 'write': {
+        const missing = this.missingLease(op.lease, op.id);
+        if (missing !== undefined) return err(missing);
         const r = this.applyPut({ ...op, ...HEADERLESS }, ctx, index, op.expectedVersion);
         return r.ok ? ok({ result: { kind: 'write', resource: txnResourceRef(r.value.resource), changed: r.value.changed }, changes: r.value.changes }) : r;
       }
@@ -354,6 +413,123 @@ export class Fsm {
     }
   }
 
+  /** NOT_FOUND when a write names a lease (not '': detach) that is not in the table at this log position. */
+  private missingLease(lease: string | undefined, id: { readonly type: { readonly group: string; readonly groupVersion: string; readonly kind: string }; readonly tenancy: Tenancy; readonly name: string }): CairnError | undefined {
+    if (lease === undefined || lease === '' || this.leases.has(lease)) return undefined;
+    return new CairnError(ErrorCode.NOT_FOUND, `write ${formatName(id.type, id.tenancy, id.name)}: lease ${lease} does not exist (never granted, revoked or expired); nothing was written`, { lease });
+  }
+
+  /**
+   * A lease grant (0x16; docs/api.md "Leases"): adds the lease with no resources attached. The
+   * same id twice is CAS_FAILED (the first grant stands; a retried request id is answered
+   * from the de-duplication window before this). `maxLeases` and the quota are the
+   * proposer's, stamped into the entry, so every replica reaches the same verdict.
+   */
+  private applyLeaseGrant(cmd: LeaseGrantCommand, ctx: ApplyContext): ApplyResult {
+    if (this.leases.has(cmd.id)) {
+      return failure(new CairnError(ErrorCode.CAS_FAILED, `grant lease ${cmd.id}: a lease with this id exists; revoke it first or choose another id`, { lease: cmd.id }));
+    }
+    if (cmd.maxLeases !== undefined && this.leases.size >= cmd.maxLeases) {
+      return failure(new CairnError(ErrorCode.NO_SPACE, `grant lease ${cmd.id}: the cluster holds ${this.leases.size} leases, the most --max-leases (${cmd.maxLeases}) allows; revoke some first`, { leases: this.leases.size, max_leases: cmd.maxLeases }));
+    }
+    const bytes = leaseBytes(cmd.id);
+    if (ctx.quota !== undefined) {
+      const after = this.store.dataBytes + this.leaseBytes + bytes;
+      if (ctx.quota.alarm || after > ctx.quota.bytes) {
+        return failure(new CairnError(ErrorCode.NO_SPACE, `grant lease ${cmd.id}: the data (${this.store.dataBytes + this.leaseBytes} bytes with leases) is at its quota of ${ctx.quota.bytes} bytes${ctx.quota.alarm ? ' (NO_SPACE alarm raised)' : ''}; delete data or revoke leases first`, { quota_bytes: ctx.quota.bytes }));
+      }
+    }
+    this.leases.set(cmd.id, { ttlSeconds: cmd.ttlSeconds, grantRevision: ctx.revision, attached: new Set() });
+    this.leaseBytes += bytes;
+    this.leaseChangeCount++;
+    return { ok: true, kind: 'lease-grant', id: cmd.id, ttlSeconds: cmd.ttlSeconds, revision: ctx.revision };
+  }
+
+  /**
+   * A lease revoke or expiry (0x17): every resource attached to the lease at this log position
+   * is deleted through the store's ordinary delete, as a single delete would (finalizers mark
+   * instead of remove; owned resources cascade), in one entry at one revision, inside
+   * `atomically` (all or nothing, as a transaction). The lease leaves the table. In key order,
+   * so the change records are the same on every replica however the attachments were built.
+   * A resource marked for deletion (finalizers) keeps showing the lease id until it goes.
+   */
+  private applyLeaseRevoke(cmd: LeaseRevokeCommand, ctx: ApplyContext): { result: ApplyResult; changes: readonly ChangeRecord[] } {
+    const lease = this.leases.get(cmd.id);
+    if (lease === undefined) {
+      return { result: failure(new CairnError(ErrorCode.NOT_FOUND, `revoke lease ${cmd.id}: no such lease (never granted, or already revoked or expired)`, { lease: cmd.id })), changes: [] };
+    }
+    const targets: Resource[] = [];
+    for (const uid of lease.attached) {
+      const r = this.store.getByUid(uid);
+      if (r !== undefined) targets.push(r);
+    }
+    targets.sort((a, b) => (identityKey(a.id) < identityKey(b.id) ? -1 : 1));
+    const changes: ChangeRecord[] = [];
+    const { quota: _quota, ...deleteCtx } = ctx;
+    const done = this.store.atomically((): Result<undefined, CairnError> => {
+      for (const r of targets) {
+        // An earlier delete's cascade may have removed it already.
+        if (this.store.getByUid(r.id.uid) === undefined) continue;
+        const d = this.store.delete({ id: { type: r.id.type, tenancy: r.id.tenancy, name: r.id.name, uid: r.id.uid } }, deleteCtx);
+        if (!d.ok) return err(d.error);
+        changes.push(...d.value.changes);
+      }
+      return ok(undefined);
+    });
+    if (!done.ok) return { result: failure(new CairnError(done.error.code, `revoke lease ${cmd.id}: ${done.error.message}; nothing was deleted and the lease stays`, { ...done.error.details, lease: cmd.id })), changes: [] };
+    this.leases.delete(cmd.id);
+    this.leaseBytes -= leaseBytes(cmd.id);
+    this.leaseChangeCount++;
+    // Marked (finalizers) resources still name it; they no longer count as attached.
+    for (const uid of lease.attached) if (this.attachedTo.get(uid) === cmd.id) this.attachedTo.delete(uid);
+    const deleted = changes.filter((c) => c.kind === 'delete').length;
+    return { result: { ok: true, kind: 'lease-revoke', id: cmd.id, reason: cmd.reason, deleted, revision: ctx.revision }, changes };
+  }
+
+  /**
+   * Keeps the attachment sets in step with the store from a command's change records: a
+   * deleted resource leaves its lease; an upserted one is attached to the lease its `lease`
+   * field names, when that lease is in the table (a resource marked for deletion may still name
+   * a revoked lease: it is attached to nothing).
+   */
+  private trackLeases(changes: readonly ChangeRecord[]): void {
+    for (const c of changes) {
+      const uid = c.resource.id.uid;
+      const before = this.attachedTo.get(uid);
+      const named = c.kind === 'delete' ? undefined : c.resource.lease;
+      const after = named !== undefined && this.leases.has(named) ? named : undefined;
+      if (before === after) continue;
+      if (before !== undefined) this.leases.get(before)?.attached.delete(uid);
+      if (after !== undefined) {
+        this.leases.get(after)?.attached.add(uid);
+        this.attachedTo.set(uid, after);
+      } else this.attachedTo.delete(uid);
+    }
+  }
+
+  /** Rebuilds the lease table from a snapshot header's `leases` and the store's resources (their `lease` fields). */
+  private restoreLeases(rows: unknown): void {
+    this.leases = new Map();
+    this.attachedTo = new Map();
+    this.leaseBytes = 0;
+    this.leaseChangeCount++;
+    if (Array.isArray(rows)) {
+      for (const row of rows as unknown[]) {
+        if (!Array.isArray(row) || typeof row[0] !== 'string' || typeof row[1] !== 'number' || typeof row[2] !== 'number') throw new AssertionError('snapshot lease table row is malformed');
+        this.leases.set(row[0], { ttlSeconds: row[1], grantRevision: row[2], attached: new Set() });
+        this.leaseBytes += leaseBytes(row[0]);
+      }
+    }
+    if (this.leases.size === 0) return;
+    for (const r of this.store.all()) {
+      if (r.lease === undefined) continue;
+      const lease = this.leases.get(r.lease);
+      if (lease === undefined) continue;
+      lease.attached.add(r.id.uid);
+      this.attachedTo.set(r.id.uid, r.lease);
+    }
+  }
+
   /**
    * The NO_SPACE alarm after a command stamped with `quotaBytes` (docs/security.md "Quotas"):
    * raised when the command was refused for space or the data is at or over the quota;
@@ -362,7 +538,7 @@ export class Fsm {
    * so every replica agrees. Commands without a quota (older entries) leave it as it is.
    */
   private evaluateNoSpace(quotaBytes: number, result: ApplyResult): void {
-    const data = this.store.dataBytes;
+    const data = this.store.dataBytes + this.leaseBytes;
     if ((!result.ok && result.error.code === ErrorCode.NO_SPACE) || data >= quotaBytes) this.noSpace = true;
     else if (data <= lowWaterBytes(quotaBytes)) this.noSpace = false;
   }
@@ -374,15 +550,19 @@ export class Fsm {
    */
   private applyRestore(entry: Entry): { result: ApplyResult; changes: readonly ChangeRecord[]; reset?: boolean } {
     let store: ResourceStore;
+    let leaseRows: unknown;
     try {
       const body = decodeBody(entry.data) as { snapshot?: unknown } | null;
       if (!body || !(body.snapshot instanceof Uint8Array)) throw new Error('the restore command carries no snapshot');
-      const { bodies } = readSnapshotFrames(body.snapshot);
+      const { header, bodies } = readSnapshotFrames(body.snapshot);
       store = ResourceStore.restore(bodies);
+      leaseRows = header.leases;
     } catch (e) {
       return this.malformed(CommandType.Restore, entry, e instanceof Error ? e.message : String(e));
     }
     this.store = store;
+    // The saved lease table comes back with the resources (their deadlines are the leader's: full TTLs).
+    this.restoreLeases(leaseRows);
     // A restored state starts without alarms; the next stamped command judges it against its quota.
     this.noSpace = false;
     return { result: { ok: true, kind: 'restore', resources: store.size, revision: entry.index as number as Revision }, changes: [], reset: true };
@@ -419,9 +599,10 @@ export class Fsm {
     // [id, result, entry bytes]: the size travels with the result so eviction stays identical.
     const dedupe = [...this.dedupe.entries()].map(([id, d]) => [id, d.result, d.bytes] as const);
     const alarms = [...this.alarms];
+    const leases = [...this.leases.entries()].map(([id, l]) => [id, l.ttlSeconds, l.grantRevision] as const).sort((a, b) => (a[0] < b[0] ? -1 : 1));
     return {
       index,
-      chunks: () => writeSnapshotFrames({ format: 1, index, dedupe, alarms }, view.chunks()),
+      chunks: () => writeSnapshotFrames({ format: 1, index, dedupe, alarms, ...(leases.length > 0 ? { leases } : {}) }, view.chunks()),
     };
   }
 
@@ -442,8 +623,14 @@ export class Fsm {
     }
     // Snapshots written before alarms existed have none: nothing raised.
     this.noSpace = Array.isArray(header.alarms) && header.alarms.includes(Alarm.NO_SPACE);
+    // Snapshots written before leases existed have none.
+    this.restoreLeases(header.leases);
     this.applied = meta.index;
   }
+}
+
+function leaseBytes(id: string): number {
+  return LEASE_BYTES + id.length;
 }
 
 /** Header fields an op borrows to reuse the single commands' conversions (they read none of them). */
@@ -491,6 +678,7 @@ function toStoreWrite(c: WriteCommand | PutCommand): Parameters<ResourceStore['w
     ...(c.status !== undefined ? { status: c.status } : {}),
     ...('expectedVersion' in c && c.expectedVersion !== undefined ? { expectedVersion: c.expectedVersion } : {}),
     ...(c.cascadeAllowed !== undefined ? { cascadeAllowed: c.cascadeAllowed } : {}),
+    ...(c.lease !== undefined ? { lease: c.lease } : {}),
   } as Parameters<ResourceStore['write']>[0];
 }
 

@@ -16,6 +16,14 @@ export interface SnapshotHeader {
    * before alarms existed: none raised. Older readers ignore the field (the format stays 1).
    */
   readonly alarms?: readonly string[];
+  /**
+   * The lease table (docs/api.md "Leases"): [lease id, granted TTL in seconds, revision of the
+   * grant], in id order.
+   * Which resources are attached is in the resources themselves (the store's `lease` field).
+   * Absent in snapshots written before leases existed: no leases. An older reader would ignore
+   * it, but it also cannot read a resource attached to a lease (a 16-field tuple), so it stops.
+   */
+  readonly leases?: ReadonlyArray<readonly [string, number, number]>;
 }
 
 function frame(bytes: Uint8Array): Uint8Array {

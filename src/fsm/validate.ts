@@ -1,6 +1,6 @@
 import type { Revision } from '../base/index.js';
 import type { Condition, JsonValue, ResourceId, StatusEntry, Tenancy, TypeRef } from '../store/index.js';
-import type { DeleteCommand, NameRef, PutCommand, TxnCommand, TxnCompare, TxnOp, WriteCommand, WriteStatusCommand } from './commands.js';
+import { MAX_LEASE_TTL_SECONDS, leaseIdProblem, type DeleteCommand, type LeaseGrantCommand, type LeaseRevokeCommand, type NameRef, type PutCommand, type TxnCommand, type TxnCompare, type TxnOp, type WriteCommand, type WriteStatusCommand } from './commands.js';
 
 /**
  * Structural checks of decoded command bodies. The API layer validated the content before
@@ -12,7 +12,9 @@ type Checked =
   | { readonly kind: 'put'; readonly cmd: PutCommand }
   | { readonly kind: 'delete'; readonly cmd: DeleteCommand }
   | { readonly kind: 'status'; readonly cmd: WriteStatusCommand }
-  | { readonly kind: 'txn'; readonly cmd: TxnCommand };
+  | { readonly kind: 'txn'; readonly cmd: TxnCommand }
+  | { readonly kind: 'lease-grant'; readonly cmd: LeaseGrantCommand }
+  | { readonly kind: 'lease-revoke'; readonly cmd: LeaseRevokeCommand };
 
 class Invalid extends Error {}
 
@@ -143,7 +145,7 @@ function optQuota(v: unknown): number | undefined {
 }
 
 /** The header fields, in the order a command's keys always had; the body's fields are added to the same object. */
-type Building = { -readonly [K in keyof WriteCommand | keyof DeleteCommand | keyof WriteStatusCommand]?: unknown };
+type Building = { -readonly [K in keyof WriteCommand | keyof DeleteCommand | keyof WriteStatusCommand | keyof LeaseGrantCommand | keyof LeaseRevokeCommand]?: unknown };
 
 // Objects are built by assignment, not spreads of conditional objects (each spread allocated
 // an object and copied it: most of this file's time at apply).
@@ -182,6 +184,12 @@ export function validateWrite(body: unknown): Checked | string {
     if (o['status'] !== undefined) cmd.status = statusMap(o['status']);
     if (expectedVersion !== undefined) cmd.expectedVersion = expectedVersion;
     if (o['cascadeAllowed'] !== undefined) cmd.cascadeAllowed = strings(o['cascadeAllowed'], 'cascadeAllowed');
+    if (o['lease'] !== undefined && o['lease'] !== null) {
+      const lease = str(o['lease'], 'lease');
+      const problem = lease === '' ? undefined : leaseIdProblem(lease);
+      if (problem !== undefined) throw new Invalid(problem);
+      cmd.lease = lease;
+    }
     return { kind: 'write', cmd: cmd as WriteCommand };
   });
 }
@@ -311,5 +319,42 @@ export function validateTxn(body: unknown): Checked | string {
       cmd[key] = uids;
     }
     return { kind: 'txn', cmd: cmd as unknown as TxnCommand };
+  });
+}
+
+function leaseId(v: unknown): string {
+  const problem = leaseIdProblem(v);
+  if (problem !== undefined) throw new Invalid(problem);
+  return v as string;
+}
+
+/** A lease grant (0x16): the header, a lease id, a TTL of whole seconds within MAX_LEASE_TTL_SECONDS, and optionally the proposer's `maxLeases`. */
+export function validateLeaseGrant(body: unknown): Checked | string {
+  return guard(() => {
+    const o = rec(body, 'lease grant command');
+    const cmd = header(o);
+    cmd.id = leaseId(o['id']);
+    const ttl = o['ttlSeconds'];
+    if (typeof ttl !== 'number' || !Number.isSafeInteger(ttl) || ttl < 1 || ttl > MAX_LEASE_TTL_SECONDS) throw new Invalid(`ttlSeconds must be an integer from 1 to ${MAX_LEASE_TTL_SECONDS}`);
+    cmd.ttlSeconds = ttl;
+    const max = o['maxLeases'];
+    if (max !== undefined && max !== null) {
+      if (typeof max !== 'number' || !Number.isSafeInteger(max) || max < 1) throw new Invalid('maxLeases must be a positive integer');
+      cmd.maxLeases = max;
+    }
+    return { kind: 'lease-grant', cmd: cmd as LeaseGrantCommand };
+  });
+}
+
+/** A lease revoke (0x17): the header, a lease id and a reason (`revoked` or `expired`). */
+export function validateLeaseRevoke(body: unknown): Checked | string {
+  return guard(() => {
+    const o = rec(body, 'lease revoke command');
+    const cmd = header(o);
+    cmd.id = leaseId(o['id']);
+    const reason = o['reason'];
+    if (reason !== 'revoked' && reason !== 'expired') throw new Invalid('reason must be revoked or expired');
+    cmd.reason = reason;
+    return { kind: 'lease-revoke', cmd: cmd as LeaseRevokeCommand };
   });
 }

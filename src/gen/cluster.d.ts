@@ -387,11 +387,14 @@ export namespace cairn {
                 /** ForwardRequest transferTo. */
                 transferTo?: (string|null);
 
+                /** ForwardRequest lease. */
+                lease?: (Uint8Array|null);
+
                 /** ForwardRequest timeoutMs. */
                 timeoutMs: number;
 
                 /** ForwardRequest op. */
-                op?: ("envelope"|"configChange"|"transferTo");
+                op?: ("envelope"|"configChange"|"transferTo"|"lease");
 
                 /**
                  * Creates a new ForwardRequest instance using the specified properties.
@@ -492,11 +495,14 @@ export namespace cairn {
                     /** ForwardRequest transferTo */
                     transferTo?: (string|null);
 
+                    /** ForwardRequest lease */
+                    lease?: (Uint8Array|null);
+
                     /** ForwardRequest timeoutMs */
                     timeoutMs?: (number|null);
 
                     /** ForwardRequest op */
-                    op?: ("envelope"|"configChange"|"transferTo");
+                    op?: ("envelope"|"configChange"|"transferTo"|"lease");
 
                     /** Unknown fields preserved while decoding when enabled */
                     $unknowns?: Uint8Array[];
@@ -509,10 +515,11 @@ export namespace cairn {
                   envelope?: Uint8Array|null;
                   configChange?: Uint8Array|null;
                   transferTo?: string|null;
+                  lease?: Uint8Array|null;
                   timeoutMs?: number|null;
                   $unknowns?: Uint8Array[];
                 } & (
-                  ({ op?: undefined; envelope?: null; configChange?: null; transferTo?: null }|{ op?: "envelope"; envelope: Uint8Array; configChange?: null; transferTo?: null }|{ op?: "configChange"; envelope?: null; configChange: Uint8Array; transferTo?: null }|{ op?: "transferTo"; envelope?: null; configChange?: null; transferTo: string })
+                  ({ op?: undefined; envelope?: null; configChange?: null; transferTo?: null; lease?: null }|{ op?: "envelope"; envelope: Uint8Array; configChange?: null; transferTo?: null; lease?: null }|{ op?: "configChange"; envelope?: null; configChange: Uint8Array; transferTo?: null; lease?: null }|{ op?: "transferTo"; envelope?: null; configChange?: null; transferTo: string; lease?: null }|{ op?: "lease"; envelope?: null; configChange?: null; transferTo?: null; lease: Uint8Array })
                 );
             }
 

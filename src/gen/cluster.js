@@ -896,8 +896,9 @@ export const cairn = $root.cairn = (() => {
                  * @property {Uint8Array|null} [envelope] ForwardRequest envelope
                  * @property {Uint8Array|null} [configChange] ForwardRequest configChange
                  * @property {string|null} [transferTo] ForwardRequest transferTo
+                 * @property {Uint8Array|null} [lease] ForwardRequest lease
                  * @property {number|null} [timeoutMs] ForwardRequest timeoutMs
-                 * @property {"envelope"|"configChange"|"transferTo"} [op] ForwardRequest op
+                 * @property {"envelope"|"configChange"|"transferTo"|"lease"} [op] ForwardRequest op
                  * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
                  */
 
@@ -917,10 +918,11 @@ export const cairn = $root.cairn = (() => {
                  *   envelope?: Uint8Array|null;
                  *   configChange?: Uint8Array|null;
                  *   transferTo?: string|null;
+                 *   lease?: Uint8Array|null;
                  *   timeoutMs?: number|null;
                  *   $unknowns?: Array.<Uint8Array>;
                  * } & (
-                 *   ({ op?: undefined; envelope?: null; configChange?: null; transferTo?: null }|{ op?: "envelope"; envelope: Uint8Array; configChange?: null; transferTo?: null }|{ op?: "configChange"; envelope?: null; configChange: Uint8Array; transferTo?: null }|{ op?: "transferTo"; envelope?: null; configChange?: null; transferTo: string })
+                 *   ({ op?: undefined; envelope?: null; configChange?: null; transferTo?: null; lease?: null }|{ op?: "envelope"; envelope: Uint8Array; configChange?: null; transferTo?: null; lease?: null }|{ op?: "configChange"; envelope?: null; configChange: Uint8Array; transferTo?: null; lease?: null }|{ op?: "transferTo"; envelope?: null; configChange?: null; transferTo: string; lease?: null }|{ op?: "lease"; envelope?: null; configChange?: null; transferTo?: null; lease: Uint8Array })
                  * )} cairn.cluster.v1.ForwardRequest.$Shape
                  */
 
@@ -980,6 +982,14 @@ export const cairn = $root.cairn = (() => {
                 ForwardRequest.prototype.transferTo = null;
 
                 /**
+                 * ForwardRequest lease.
+                 * @member {Uint8Array|null|undefined} lease
+                 * @memberof cairn.cluster.v1.ForwardRequest
+                 * @instance
+                 */
+                ForwardRequest.prototype.lease = null;
+
+                /**
                  * ForwardRequest timeoutMs.
                  * @member {number} timeoutMs
                  * @memberof cairn.cluster.v1.ForwardRequest
@@ -992,12 +1002,12 @@ export const cairn = $root.cairn = (() => {
 
                 /**
                  * ForwardRequest op.
-                 * @member {"envelope"|"configChange"|"transferTo"|undefined} op
+                 * @member {"envelope"|"configChange"|"transferTo"|"lease"|undefined} op
                  * @memberof cairn.cluster.v1.ForwardRequest
                  * @instance
                  */
                 $Object.defineProperty(ForwardRequest.prototype, "op", {
-                    get: $util.oneOfGetter($oneOfFields = ["envelope", "configChange", "transferTo"]),
+                    get: $util.oneOfGetter($oneOfFields = ["envelope", "configChange", "transferTo", "lease"]),
                     set: $util.oneOfSetter($oneOfFields)
                 });
 
@@ -1045,6 +1055,8 @@ export const cairn = $root.cairn = (() => {
                         w.uint32(/* id 5, wireType 2 =*/42).string(m.transferTo);
                     if (m.timeoutMs != null && $Object.hasOwnProperty.call(m, "timeoutMs") && m.timeoutMs !== 0)
                         w.uint32(/* id 6, wireType 0 =*/48).uint32(m.timeoutMs);
+                    if (m.lease != null && $Object.hasOwnProperty.call(m, "lease"))
+                        w.uint32(/* id 7, wireType 2 =*/58).bytes(m.lease);
                     if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
                         for (var i = 0; i < m.$unknowns.length; ++i)
                             w.raw(m.$unknowns[i]);
@@ -1141,6 +1153,13 @@ export const cairn = $root.cairn = (() => {
                                 m.op = "transferTo";
                                 continue;
                             }
+                        case 7: {
+                                if (u !== 2)
+                                    break;
+                                m.lease = r.bytes();
+                                m.op = "lease";
+                                continue;
+                            }
                         case 6: {
                                 if (u !== 0)
                                     break;
@@ -1226,6 +1245,13 @@ export const cairn = $root.cairn = (() => {
                         if (!$util.isString(m.transferTo))
                             return "transferTo: string expected";
                     }
+                    if (m.lease != null && $Object.hasOwnProperty.call(m, "lease")) {
+                        if (p.op === 1)
+                            return "op: multiple values";
+                        p.op = 1;
+                        if (!(m.lease && typeof m.lease.length === "number" || $util.isString(m.lease)))
+                            return "lease: buffer expected";
+                    }
                     if (m.timeoutMs != null && $Object.hasOwnProperty.call(m, "timeoutMs")) {
                         if (!$util.isInteger(m.timeoutMs))
                             return "timeoutMs: integer expected";
@@ -1275,6 +1301,12 @@ export const cairn = $root.cairn = (() => {
                     }
                     if (d.transferTo != null) {
                         m.transferTo = $String(d.transferTo);
+                    }
+                    if (d.lease != null) {
+                        if (typeof d.lease === "string")
+                            $util.base64.decode(d.lease, m.lease = $util.newBuffer($util.base64.length(d.lease)), 0);
+                        else if (d.lease.length >= 0)
+                            m.lease = d.lease;
                     }
                     if (d.timeoutMs != null) {
                         if ($Number(d.timeoutMs) !== 0) {
@@ -1329,6 +1361,11 @@ export const cairn = $root.cairn = (() => {
                     }
                     if (m.timeoutMs != null && $Object.hasOwnProperty.call(m, "timeoutMs")) {
                         d.timeoutMs = m.timeoutMs;
+                    }
+                    if (m.lease != null && $Object.hasOwnProperty.call(m, "lease")) {
+                        d.lease = o.bytes === $String ? $util.base64.encode(m.lease, 0, m.lease.length) : o.bytes === $Array ? $Array.prototype.slice.call(m.lease) : m.lease;
+                        if (o.oneofs)
+                            d.op = "lease";
                     }
                     return d;
                 };

@@ -57,6 +57,21 @@ export namespace cairn {
 
                 /** Calls Txn. */
                 txn: cairn.resource.v1.ResourceService.Txn;
+
+                /** Calls LeaseGrant. */
+                leaseGrant: cairn.resource.v1.ResourceService.LeaseGrant;
+
+                /** Calls LeaseRevoke. */
+                leaseRevoke: cairn.resource.v1.ResourceService.LeaseRevoke;
+
+                /** Calls LeaseKeepAlive. */
+                leaseKeepAlive: cairn.resource.v1.ResourceService.LeaseKeepAlive;
+
+                /** Calls LeaseTimeToLive. */
+                leaseTimeToLive: cairn.resource.v1.ResourceService.LeaseTimeToLive;
+
+                /** Calls LeaseList. */
+                leaseList: cairn.resource.v1.ResourceService.LeaseList;
             }
 
             namespace ResourceService {
@@ -228,6 +243,101 @@ export namespace cairn {
                   readonly path: "/cairn.resource.v1.ResourceService/Txn";
                   readonly requestType: "TxnRequest";
                   readonly responseType: "TxnResponse";
+                  readonly requestStream: undefined;
+                  readonly responseStream: undefined;
+                };
+
+                /**
+                 * Callback as used by {@link cairn.resource.v1.ResourceService#leaseGrant}.
+                 * @param error Error, if any
+                 * @param [response] LeaseGrantResponse
+                 */
+                type LeaseGrantCallback = (error: (Error|null), response?: cairn.resource.v1.LeaseGrantResponse) => void;
+
+                /** Calls LeaseGrant. */
+                type LeaseGrant = {
+                  (request: cairn.resource.v1.ILeaseGrantRequest, callback: cairn.resource.v1.ResourceService.LeaseGrantCallback): void;
+                  (request: cairn.resource.v1.ILeaseGrantRequest): Promise<cairn.resource.v1.LeaseGrantResponse>;
+                  readonly name: "LeaseGrant";
+                  readonly path: "/cairn.resource.v1.ResourceService/LeaseGrant";
+                  readonly requestType: "LeaseGrantRequest";
+                  readonly responseType: "LeaseGrantResponse";
+                  readonly requestStream: undefined;
+                  readonly responseStream: undefined;
+                };
+
+                /**
+                 * Callback as used by {@link cairn.resource.v1.ResourceService#leaseRevoke}.
+                 * @param error Error, if any
+                 * @param [response] LeaseRevokeResponse
+                 */
+                type LeaseRevokeCallback = (error: (Error|null), response?: cairn.resource.v1.LeaseRevokeResponse) => void;
+
+                /** Calls LeaseRevoke. */
+                type LeaseRevoke = {
+                  (request: cairn.resource.v1.ILeaseRevokeRequest, callback: cairn.resource.v1.ResourceService.LeaseRevokeCallback): void;
+                  (request: cairn.resource.v1.ILeaseRevokeRequest): Promise<cairn.resource.v1.LeaseRevokeResponse>;
+                  readonly name: "LeaseRevoke";
+                  readonly path: "/cairn.resource.v1.ResourceService/LeaseRevoke";
+                  readonly requestType: "LeaseRevokeRequest";
+                  readonly responseType: "LeaseRevokeResponse";
+                  readonly requestStream: undefined;
+                  readonly responseStream: undefined;
+                };
+
+                /**
+                 * Callback as used by {@link cairn.resource.v1.ResourceService#leaseKeepAlive}.
+                 * @param error Error, if any
+                 * @param [response] LeaseKeepAliveResponse
+                 */
+                type LeaseKeepAliveCallback = (error: (Error|null), response?: cairn.resource.v1.LeaseKeepAliveResponse) => void;
+
+                /** Calls LeaseKeepAlive. */
+                type LeaseKeepAlive = {
+                  (request: cairn.resource.v1.ILeaseKeepAliveRequest, callback: cairn.resource.v1.ResourceService.LeaseKeepAliveCallback): void;
+                  (request: cairn.resource.v1.ILeaseKeepAliveRequest): Promise<cairn.resource.v1.LeaseKeepAliveResponse>;
+                  readonly name: "LeaseKeepAlive";
+                  readonly path: "/cairn.resource.v1.ResourceService/LeaseKeepAlive";
+                  readonly requestType: "LeaseKeepAliveRequest";
+                  readonly responseType: "LeaseKeepAliveResponse";
+                  readonly requestStream: true;
+                  readonly responseStream: true;
+                };
+
+                /**
+                 * Callback as used by {@link cairn.resource.v1.ResourceService#leaseTimeToLive}.
+                 * @param error Error, if any
+                 * @param [response] LeaseTimeToLiveResponse
+                 */
+                type LeaseTimeToLiveCallback = (error: (Error|null), response?: cairn.resource.v1.LeaseTimeToLiveResponse) => void;
+
+                /** Calls LeaseTimeToLive. */
+                type LeaseTimeToLive = {
+                  (request: cairn.resource.v1.ILeaseTimeToLiveRequest, callback: cairn.resource.v1.ResourceService.LeaseTimeToLiveCallback): void;
+                  (request: cairn.resource.v1.ILeaseTimeToLiveRequest): Promise<cairn.resource.v1.LeaseTimeToLiveResponse>;
+                  readonly name: "LeaseTimeToLive";
+                  readonly path: "/cairn.resource.v1.ResourceService/LeaseTimeToLive";
+                  readonly requestType: "LeaseTimeToLiveRequest";
+                  readonly responseType: "LeaseTimeToLiveResponse";
+                  readonly requestStream: undefined;
+                  readonly responseStream: undefined;
+                };
+
+                /**
+                 * Callback as used by {@link cairn.resource.v1.ResourceService#leaseList}.
+                 * @param error Error, if any
+                 * @param [response] LeaseListResponse
+                 */
+                type LeaseListCallback = (error: (Error|null), response?: cairn.resource.v1.LeaseListResponse) => void;
+
+                /** Calls LeaseList. */
+                type LeaseList = {
+                  (request: cairn.resource.v1.ILeaseListRequest, callback: cairn.resource.v1.ResourceService.LeaseListCallback): void;
+                  (request: cairn.resource.v1.ILeaseListRequest): Promise<cairn.resource.v1.LeaseListResponse>;
+                  readonly name: "LeaseList";
+                  readonly path: "/cairn.resource.v1.ResourceService/LeaseList";
+                  readonly requestType: "LeaseListRequest";
+                  readonly responseType: "LeaseListResponse";
                   readonly requestStream: undefined;
                   readonly responseStream: undefined;
                 };
@@ -801,6 +911,9 @@ export namespace cairn {
                 /** Resource status. */
                 status: { [k: string]: cairn.resource.v1.Status.$Properties };
 
+                /** Resource lease. */
+                lease: string;
+
                 /**
                  * Creates a new Resource instance using the specified properties.
                  * @param [properties] Properties to set
@@ -911,6 +1024,9 @@ export namespace cairn {
 
                     /** Resource status */
                     status?: ({ [k: string]: cairn.resource.v1.Status.$Properties }|null);
+
+                    /** Resource lease */
+                    lease?: (string|null);
 
                     /** Unknown fields preserved while decoding when enabled */
                     $unknowns?: Uint8Array[];
@@ -1462,6 +1578,9 @@ export namespace cairn {
                 /** WriteRequest requestId. */
                 requestId: string;
 
+                /** WriteRequest lease. */
+                lease?: (string|null);
+
                 /**
                  * Creates a new WriteRequest instance using the specified properties.
                  * @param [properties] Properties to set
@@ -1569,6 +1688,9 @@ export namespace cairn {
 
                     /** WriteRequest requestId */
                     requestId?: (string|null);
+
+                    /** WriteRequest lease */
+                    lease?: (string|null);
 
                     /** Unknown fields preserved while decoding when enabled */
                     $unknowns?: Uint8Array[];
@@ -4657,6 +4779,1377 @@ export namespace cairn {
                   results?: cairn.resource.v1.TxnOpResult.$Shape[]|null;
                   $unknowns?: Uint8Array[];
                 };
+            }
+
+            /**
+             * Properties of a LeaseGrantRequest.
+             * @deprecated Use cairn.resource.v1.LeaseGrantRequest.$Properties instead.
+             */
+            interface ILeaseGrantRequest extends cairn.resource.v1.LeaseGrantRequest.$Properties {
+            }
+
+            /** Represents a LeaseGrantRequest. */
+            class LeaseGrantRequest {
+
+                /**
+                 * Constructs a new LeaseGrantRequest.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.LeaseGrantRequest.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** LeaseGrantRequest ttlSeconds. */
+                ttlSeconds: (number|Long);
+
+                /** LeaseGrantRequest id. */
+                id: string;
+
+                /** LeaseGrantRequest requestId. */
+                requestId: string;
+
+                /**
+                 * Creates a new LeaseGrantRequest instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns LeaseGrantRequest instance
+                 */
+                static create(properties: cairn.resource.v1.LeaseGrantRequest.$Shape): cairn.resource.v1.LeaseGrantRequest & cairn.resource.v1.LeaseGrantRequest.$Shape;
+                static create(properties?: cairn.resource.v1.LeaseGrantRequest.$Properties): cairn.resource.v1.LeaseGrantRequest;
+
+                /**
+                 * Encodes the specified LeaseGrantRequest message. Does not implicitly {@link cairn.resource.v1.LeaseGrantRequest.verify|verify} messages.
+                 * @param m LeaseGrantRequest message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.LeaseGrantRequest.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified LeaseGrantRequest message, length delimited. Does not implicitly {@link cairn.resource.v1.LeaseGrantRequest.verify|verify} messages.
+                 * @param message LeaseGrantRequest message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.LeaseGrantRequest.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a LeaseGrantRequest message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.LeaseGrantRequest & cairn.resource.v1.LeaseGrantRequest.$Shape} LeaseGrantRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.LeaseGrantRequest & cairn.resource.v1.LeaseGrantRequest.$Shape;
+
+                /**
+                 * Decodes a LeaseGrantRequest message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.LeaseGrantRequest & cairn.resource.v1.LeaseGrantRequest.$Shape} LeaseGrantRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.LeaseGrantRequest & cairn.resource.v1.LeaseGrantRequest.$Shape;
+
+                /**
+                 * Verifies a LeaseGrantRequest message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a LeaseGrantRequest message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns LeaseGrantRequest
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.LeaseGrantRequest;
+
+                /**
+                 * Creates a plain object from a LeaseGrantRequest message. Also converts values to other types if specified.
+                 * @param m LeaseGrantRequest
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.LeaseGrantRequest, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this LeaseGrantRequest to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for LeaseGrantRequest
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace LeaseGrantRequest {
+
+                /** Properties of a LeaseGrantRequest. */
+                interface $Properties {
+
+                    /** LeaseGrantRequest ttlSeconds */
+                    ttlSeconds?: (number|Long|null);
+
+                    /** LeaseGrantRequest id */
+                    id?: (string|null);
+
+                    /** LeaseGrantRequest requestId */
+                    requestId?: (string|null);
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a LeaseGrantRequest. */
+                type $Shape = cairn.resource.v1.LeaseGrantRequest.$Properties;
+            }
+
+            /**
+             * Properties of a LeaseGrantResponse.
+             * @deprecated Use cairn.resource.v1.LeaseGrantResponse.$Properties instead.
+             */
+            interface ILeaseGrantResponse extends cairn.resource.v1.LeaseGrantResponse.$Properties {
+            }
+
+            /** Represents a LeaseGrantResponse. */
+            class LeaseGrantResponse {
+
+                /**
+                 * Constructs a new LeaseGrantResponse.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.LeaseGrantResponse.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** LeaseGrantResponse id. */
+                id: string;
+
+                /** LeaseGrantResponse ttlSeconds. */
+                ttlSeconds: (number|Long);
+
+                /**
+                 * Creates a new LeaseGrantResponse instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns LeaseGrantResponse instance
+                 */
+                static create(properties: cairn.resource.v1.LeaseGrantResponse.$Shape): cairn.resource.v1.LeaseGrantResponse & cairn.resource.v1.LeaseGrantResponse.$Shape;
+                static create(properties?: cairn.resource.v1.LeaseGrantResponse.$Properties): cairn.resource.v1.LeaseGrantResponse;
+
+                /**
+                 * Encodes the specified LeaseGrantResponse message. Does not implicitly {@link cairn.resource.v1.LeaseGrantResponse.verify|verify} messages.
+                 * @param m LeaseGrantResponse message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.LeaseGrantResponse.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified LeaseGrantResponse message, length delimited. Does not implicitly {@link cairn.resource.v1.LeaseGrantResponse.verify|verify} messages.
+                 * @param message LeaseGrantResponse message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.LeaseGrantResponse.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a LeaseGrantResponse message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.LeaseGrantResponse & cairn.resource.v1.LeaseGrantResponse.$Shape} LeaseGrantResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.LeaseGrantResponse & cairn.resource.v1.LeaseGrantResponse.$Shape;
+
+                /**
+                 * Decodes a LeaseGrantResponse message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.LeaseGrantResponse & cairn.resource.v1.LeaseGrantResponse.$Shape} LeaseGrantResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.LeaseGrantResponse & cairn.resource.v1.LeaseGrantResponse.$Shape;
+
+                /**
+                 * Verifies a LeaseGrantResponse message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a LeaseGrantResponse message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns LeaseGrantResponse
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.LeaseGrantResponse;
+
+                /**
+                 * Creates a plain object from a LeaseGrantResponse message. Also converts values to other types if specified.
+                 * @param m LeaseGrantResponse
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.LeaseGrantResponse, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this LeaseGrantResponse to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for LeaseGrantResponse
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace LeaseGrantResponse {
+
+                /** Properties of a LeaseGrantResponse. */
+                interface $Properties {
+
+                    /** LeaseGrantResponse id */
+                    id?: (string|null);
+
+                    /** LeaseGrantResponse ttlSeconds */
+                    ttlSeconds?: (number|Long|null);
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a LeaseGrantResponse. */
+                type $Shape = cairn.resource.v1.LeaseGrantResponse.$Properties;
+            }
+
+            /**
+             * Properties of a LeaseRevokeRequest.
+             * @deprecated Use cairn.resource.v1.LeaseRevokeRequest.$Properties instead.
+             */
+            interface ILeaseRevokeRequest extends cairn.resource.v1.LeaseRevokeRequest.$Properties {
+            }
+
+            /** Represents a LeaseRevokeRequest. */
+            class LeaseRevokeRequest {
+
+                /**
+                 * Constructs a new LeaseRevokeRequest.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.LeaseRevokeRequest.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** LeaseRevokeRequest id. */
+                id: string;
+
+                /** LeaseRevokeRequest requestId. */
+                requestId: string;
+
+                /**
+                 * Creates a new LeaseRevokeRequest instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns LeaseRevokeRequest instance
+                 */
+                static create(properties: cairn.resource.v1.LeaseRevokeRequest.$Shape): cairn.resource.v1.LeaseRevokeRequest & cairn.resource.v1.LeaseRevokeRequest.$Shape;
+                static create(properties?: cairn.resource.v1.LeaseRevokeRequest.$Properties): cairn.resource.v1.LeaseRevokeRequest;
+
+                /**
+                 * Encodes the specified LeaseRevokeRequest message. Does not implicitly {@link cairn.resource.v1.LeaseRevokeRequest.verify|verify} messages.
+                 * @param m LeaseRevokeRequest message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.LeaseRevokeRequest.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified LeaseRevokeRequest message, length delimited. Does not implicitly {@link cairn.resource.v1.LeaseRevokeRequest.verify|verify} messages.
+                 * @param message LeaseRevokeRequest message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.LeaseRevokeRequest.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a LeaseRevokeRequest message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.LeaseRevokeRequest & cairn.resource.v1.LeaseRevokeRequest.$Shape} LeaseRevokeRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.LeaseRevokeRequest & cairn.resource.v1.LeaseRevokeRequest.$Shape;
+
+                /**
+                 * Decodes a LeaseRevokeRequest message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.LeaseRevokeRequest & cairn.resource.v1.LeaseRevokeRequest.$Shape} LeaseRevokeRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.LeaseRevokeRequest & cairn.resource.v1.LeaseRevokeRequest.$Shape;
+
+                /**
+                 * Verifies a LeaseRevokeRequest message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a LeaseRevokeRequest message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns LeaseRevokeRequest
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.LeaseRevokeRequest;
+
+                /**
+                 * Creates a plain object from a LeaseRevokeRequest message. Also converts values to other types if specified.
+                 * @param m LeaseRevokeRequest
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.LeaseRevokeRequest, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this LeaseRevokeRequest to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for LeaseRevokeRequest
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace LeaseRevokeRequest {
+
+                /** Properties of a LeaseRevokeRequest. */
+                interface $Properties {
+
+                    /** LeaseRevokeRequest id */
+                    id?: (string|null);
+
+                    /** LeaseRevokeRequest requestId */
+                    requestId?: (string|null);
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a LeaseRevokeRequest. */
+                type $Shape = cairn.resource.v1.LeaseRevokeRequest.$Properties;
+            }
+
+            /**
+             * Properties of a LeaseRevokeResponse.
+             * @deprecated Use cairn.resource.v1.LeaseRevokeResponse.$Properties instead.
+             */
+            interface ILeaseRevokeResponse extends cairn.resource.v1.LeaseRevokeResponse.$Properties {
+            }
+
+            /** Represents a LeaseRevokeResponse. */
+            class LeaseRevokeResponse {
+
+                /**
+                 * Constructs a new LeaseRevokeResponse.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.LeaseRevokeResponse.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** LeaseRevokeResponse id. */
+                id: string;
+
+                /** LeaseRevokeResponse deleted. */
+                deleted: number;
+
+                /** LeaseRevokeResponse revision. */
+                revision: string;
+
+                /**
+                 * Creates a new LeaseRevokeResponse instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns LeaseRevokeResponse instance
+                 */
+                static create(properties: cairn.resource.v1.LeaseRevokeResponse.$Shape): cairn.resource.v1.LeaseRevokeResponse & cairn.resource.v1.LeaseRevokeResponse.$Shape;
+                static create(properties?: cairn.resource.v1.LeaseRevokeResponse.$Properties): cairn.resource.v1.LeaseRevokeResponse;
+
+                /**
+                 * Encodes the specified LeaseRevokeResponse message. Does not implicitly {@link cairn.resource.v1.LeaseRevokeResponse.verify|verify} messages.
+                 * @param m LeaseRevokeResponse message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.LeaseRevokeResponse.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified LeaseRevokeResponse message, length delimited. Does not implicitly {@link cairn.resource.v1.LeaseRevokeResponse.verify|verify} messages.
+                 * @param message LeaseRevokeResponse message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.LeaseRevokeResponse.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a LeaseRevokeResponse message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.LeaseRevokeResponse & cairn.resource.v1.LeaseRevokeResponse.$Shape} LeaseRevokeResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.LeaseRevokeResponse & cairn.resource.v1.LeaseRevokeResponse.$Shape;
+
+                /**
+                 * Decodes a LeaseRevokeResponse message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.LeaseRevokeResponse & cairn.resource.v1.LeaseRevokeResponse.$Shape} LeaseRevokeResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.LeaseRevokeResponse & cairn.resource.v1.LeaseRevokeResponse.$Shape;
+
+                /**
+                 * Verifies a LeaseRevokeResponse message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a LeaseRevokeResponse message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns LeaseRevokeResponse
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.LeaseRevokeResponse;
+
+                /**
+                 * Creates a plain object from a LeaseRevokeResponse message. Also converts values to other types if specified.
+                 * @param m LeaseRevokeResponse
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.LeaseRevokeResponse, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this LeaseRevokeResponse to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for LeaseRevokeResponse
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace LeaseRevokeResponse {
+
+                /** Properties of a LeaseRevokeResponse. */
+                interface $Properties {
+
+                    /** LeaseRevokeResponse id */
+                    id?: (string|null);
+
+                    /** LeaseRevokeResponse deleted */
+                    deleted?: (number|null);
+
+                    /** LeaseRevokeResponse revision */
+                    revision?: (string|null);
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a LeaseRevokeResponse. */
+                type $Shape = cairn.resource.v1.LeaseRevokeResponse.$Properties;
+            }
+
+            /**
+             * Properties of a LeaseKeepAliveRequest.
+             * @deprecated Use cairn.resource.v1.LeaseKeepAliveRequest.$Properties instead.
+             */
+            interface ILeaseKeepAliveRequest extends cairn.resource.v1.LeaseKeepAliveRequest.$Properties {
+            }
+
+            /** Represents a LeaseKeepAliveRequest. */
+            class LeaseKeepAliveRequest {
+
+                /**
+                 * Constructs a new LeaseKeepAliveRequest.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.LeaseKeepAliveRequest.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** LeaseKeepAliveRequest id. */
+                id: string;
+
+                /**
+                 * Creates a new LeaseKeepAliveRequest instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns LeaseKeepAliveRequest instance
+                 */
+                static create(properties: cairn.resource.v1.LeaseKeepAliveRequest.$Shape): cairn.resource.v1.LeaseKeepAliveRequest & cairn.resource.v1.LeaseKeepAliveRequest.$Shape;
+                static create(properties?: cairn.resource.v1.LeaseKeepAliveRequest.$Properties): cairn.resource.v1.LeaseKeepAliveRequest;
+
+                /**
+                 * Encodes the specified LeaseKeepAliveRequest message. Does not implicitly {@link cairn.resource.v1.LeaseKeepAliveRequest.verify|verify} messages.
+                 * @param m LeaseKeepAliveRequest message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.LeaseKeepAliveRequest.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified LeaseKeepAliveRequest message, length delimited. Does not implicitly {@link cairn.resource.v1.LeaseKeepAliveRequest.verify|verify} messages.
+                 * @param message LeaseKeepAliveRequest message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.LeaseKeepAliveRequest.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a LeaseKeepAliveRequest message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.LeaseKeepAliveRequest & cairn.resource.v1.LeaseKeepAliveRequest.$Shape} LeaseKeepAliveRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.LeaseKeepAliveRequest & cairn.resource.v1.LeaseKeepAliveRequest.$Shape;
+
+                /**
+                 * Decodes a LeaseKeepAliveRequest message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.LeaseKeepAliveRequest & cairn.resource.v1.LeaseKeepAliveRequest.$Shape} LeaseKeepAliveRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.LeaseKeepAliveRequest & cairn.resource.v1.LeaseKeepAliveRequest.$Shape;
+
+                /**
+                 * Verifies a LeaseKeepAliveRequest message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a LeaseKeepAliveRequest message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns LeaseKeepAliveRequest
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.LeaseKeepAliveRequest;
+
+                /**
+                 * Creates a plain object from a LeaseKeepAliveRequest message. Also converts values to other types if specified.
+                 * @param m LeaseKeepAliveRequest
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.LeaseKeepAliveRequest, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this LeaseKeepAliveRequest to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for LeaseKeepAliveRequest
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace LeaseKeepAliveRequest {
+
+                /** Properties of a LeaseKeepAliveRequest. */
+                interface $Properties {
+
+                    /** LeaseKeepAliveRequest id */
+                    id?: (string|null);
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a LeaseKeepAliveRequest. */
+                type $Shape = cairn.resource.v1.LeaseKeepAliveRequest.$Properties;
+            }
+
+            /**
+             * Properties of a LeaseKeepAliveResponse.
+             * @deprecated Use cairn.resource.v1.LeaseKeepAliveResponse.$Properties instead.
+             */
+            interface ILeaseKeepAliveResponse extends cairn.resource.v1.LeaseKeepAliveResponse.$Properties {
+            }
+
+            /** Represents a LeaseKeepAliveResponse. */
+            class LeaseKeepAliveResponse {
+
+                /**
+                 * Constructs a new LeaseKeepAliveResponse.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.LeaseKeepAliveResponse.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** LeaseKeepAliveResponse id. */
+                id: string;
+
+                /** LeaseKeepAliveResponse ttlSeconds. */
+                ttlSeconds: (number|Long);
+
+                /** LeaseKeepAliveResponse errorCode. */
+                errorCode: string;
+
+                /** LeaseKeepAliveResponse errorMessage. */
+                errorMessage: string;
+
+                /**
+                 * Creates a new LeaseKeepAliveResponse instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns LeaseKeepAliveResponse instance
+                 */
+                static create(properties: cairn.resource.v1.LeaseKeepAliveResponse.$Shape): cairn.resource.v1.LeaseKeepAliveResponse & cairn.resource.v1.LeaseKeepAliveResponse.$Shape;
+                static create(properties?: cairn.resource.v1.LeaseKeepAliveResponse.$Properties): cairn.resource.v1.LeaseKeepAliveResponse;
+
+                /**
+                 * Encodes the specified LeaseKeepAliveResponse message. Does not implicitly {@link cairn.resource.v1.LeaseKeepAliveResponse.verify|verify} messages.
+                 * @param m LeaseKeepAliveResponse message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.LeaseKeepAliveResponse.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified LeaseKeepAliveResponse message, length delimited. Does not implicitly {@link cairn.resource.v1.LeaseKeepAliveResponse.verify|verify} messages.
+                 * @param message LeaseKeepAliveResponse message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.LeaseKeepAliveResponse.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a LeaseKeepAliveResponse message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.LeaseKeepAliveResponse & cairn.resource.v1.LeaseKeepAliveResponse.$Shape} LeaseKeepAliveResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.LeaseKeepAliveResponse & cairn.resource.v1.LeaseKeepAliveResponse.$Shape;
+
+                /**
+                 * Decodes a LeaseKeepAliveResponse message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.LeaseKeepAliveResponse & cairn.resource.v1.LeaseKeepAliveResponse.$Shape} LeaseKeepAliveResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.LeaseKeepAliveResponse & cairn.resource.v1.LeaseKeepAliveResponse.$Shape;
+
+                /**
+                 * Verifies a LeaseKeepAliveResponse message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a LeaseKeepAliveResponse message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns LeaseKeepAliveResponse
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.LeaseKeepAliveResponse;
+
+                /**
+                 * Creates a plain object from a LeaseKeepAliveResponse message. Also converts values to other types if specified.
+                 * @param m LeaseKeepAliveResponse
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.LeaseKeepAliveResponse, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this LeaseKeepAliveResponse to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for LeaseKeepAliveResponse
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace LeaseKeepAliveResponse {
+
+                /** Properties of a LeaseKeepAliveResponse. */
+                interface $Properties {
+
+                    /** LeaseKeepAliveResponse id */
+                    id?: (string|null);
+
+                    /** LeaseKeepAliveResponse ttlSeconds */
+                    ttlSeconds?: (number|Long|null);
+
+                    /** LeaseKeepAliveResponse errorCode */
+                    errorCode?: (string|null);
+
+                    /** LeaseKeepAliveResponse errorMessage */
+                    errorMessage?: (string|null);
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a LeaseKeepAliveResponse. */
+                type $Shape = cairn.resource.v1.LeaseKeepAliveResponse.$Properties;
+            }
+
+            /**
+             * Properties of a LeaseTimeToLiveRequest.
+             * @deprecated Use cairn.resource.v1.LeaseTimeToLiveRequest.$Properties instead.
+             */
+            interface ILeaseTimeToLiveRequest extends cairn.resource.v1.LeaseTimeToLiveRequest.$Properties {
+            }
+
+            /** Represents a LeaseTimeToLiveRequest. */
+            class LeaseTimeToLiveRequest {
+
+                /**
+                 * Constructs a new LeaseTimeToLiveRequest.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.LeaseTimeToLiveRequest.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** LeaseTimeToLiveRequest id. */
+                id: string;
+
+                /** LeaseTimeToLiveRequest attached. */
+                attached: boolean;
+
+                /**
+                 * Creates a new LeaseTimeToLiveRequest instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns LeaseTimeToLiveRequest instance
+                 */
+                static create(properties: cairn.resource.v1.LeaseTimeToLiveRequest.$Shape): cairn.resource.v1.LeaseTimeToLiveRequest & cairn.resource.v1.LeaseTimeToLiveRequest.$Shape;
+                static create(properties?: cairn.resource.v1.LeaseTimeToLiveRequest.$Properties): cairn.resource.v1.LeaseTimeToLiveRequest;
+
+                /**
+                 * Encodes the specified LeaseTimeToLiveRequest message. Does not implicitly {@link cairn.resource.v1.LeaseTimeToLiveRequest.verify|verify} messages.
+                 * @param m LeaseTimeToLiveRequest message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.LeaseTimeToLiveRequest.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified LeaseTimeToLiveRequest message, length delimited. Does not implicitly {@link cairn.resource.v1.LeaseTimeToLiveRequest.verify|verify} messages.
+                 * @param message LeaseTimeToLiveRequest message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.LeaseTimeToLiveRequest.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a LeaseTimeToLiveRequest message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.LeaseTimeToLiveRequest & cairn.resource.v1.LeaseTimeToLiveRequest.$Shape} LeaseTimeToLiveRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.LeaseTimeToLiveRequest & cairn.resource.v1.LeaseTimeToLiveRequest.$Shape;
+
+                /**
+                 * Decodes a LeaseTimeToLiveRequest message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.LeaseTimeToLiveRequest & cairn.resource.v1.LeaseTimeToLiveRequest.$Shape} LeaseTimeToLiveRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.LeaseTimeToLiveRequest & cairn.resource.v1.LeaseTimeToLiveRequest.$Shape;
+
+                /**
+                 * Verifies a LeaseTimeToLiveRequest message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a LeaseTimeToLiveRequest message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns LeaseTimeToLiveRequest
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.LeaseTimeToLiveRequest;
+
+                /**
+                 * Creates a plain object from a LeaseTimeToLiveRequest message. Also converts values to other types if specified.
+                 * @param m LeaseTimeToLiveRequest
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.LeaseTimeToLiveRequest, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this LeaseTimeToLiveRequest to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for LeaseTimeToLiveRequest
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace LeaseTimeToLiveRequest {
+
+                /** Properties of a LeaseTimeToLiveRequest. */
+                interface $Properties {
+
+                    /** LeaseTimeToLiveRequest id */
+                    id?: (string|null);
+
+                    /** LeaseTimeToLiveRequest attached */
+                    attached?: (boolean|null);
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a LeaseTimeToLiveRequest. */
+                type $Shape = cairn.resource.v1.LeaseTimeToLiveRequest.$Properties;
+            }
+
+            /**
+             * Properties of a LeaseTimeToLiveResponse.
+             * @deprecated Use cairn.resource.v1.LeaseTimeToLiveResponse.$Properties instead.
+             */
+            interface ILeaseTimeToLiveResponse extends cairn.resource.v1.LeaseTimeToLiveResponse.$Properties {
+            }
+
+            /** Represents a LeaseTimeToLiveResponse. */
+            class LeaseTimeToLiveResponse {
+
+                /**
+                 * Constructs a new LeaseTimeToLiveResponse.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.LeaseTimeToLiveResponse.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** LeaseTimeToLiveResponse id. */
+                id: string;
+
+                /** LeaseTimeToLiveResponse ttlSeconds. */
+                ttlSeconds: (number|Long);
+
+                /** LeaseTimeToLiveResponse remainingSeconds. */
+                remainingSeconds: (number|Long);
+
+                /** LeaseTimeToLiveResponse remainingMs. */
+                remainingMs: (number|Long);
+
+                /** LeaseTimeToLiveResponse attached. */
+                attached: cairn.resource.v1.ResourceId.$Properties[];
+
+                /**
+                 * Creates a new LeaseTimeToLiveResponse instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns LeaseTimeToLiveResponse instance
+                 */
+                static create(properties: cairn.resource.v1.LeaseTimeToLiveResponse.$Shape): cairn.resource.v1.LeaseTimeToLiveResponse & cairn.resource.v1.LeaseTimeToLiveResponse.$Shape;
+                static create(properties?: cairn.resource.v1.LeaseTimeToLiveResponse.$Properties): cairn.resource.v1.LeaseTimeToLiveResponse;
+
+                /**
+                 * Encodes the specified LeaseTimeToLiveResponse message. Does not implicitly {@link cairn.resource.v1.LeaseTimeToLiveResponse.verify|verify} messages.
+                 * @param m LeaseTimeToLiveResponse message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.LeaseTimeToLiveResponse.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified LeaseTimeToLiveResponse message, length delimited. Does not implicitly {@link cairn.resource.v1.LeaseTimeToLiveResponse.verify|verify} messages.
+                 * @param message LeaseTimeToLiveResponse message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.LeaseTimeToLiveResponse.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a LeaseTimeToLiveResponse message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.LeaseTimeToLiveResponse & cairn.resource.v1.LeaseTimeToLiveResponse.$Shape} LeaseTimeToLiveResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.LeaseTimeToLiveResponse & cairn.resource.v1.LeaseTimeToLiveResponse.$Shape;
+
+                /**
+                 * Decodes a LeaseTimeToLiveResponse message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.LeaseTimeToLiveResponse & cairn.resource.v1.LeaseTimeToLiveResponse.$Shape} LeaseTimeToLiveResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.LeaseTimeToLiveResponse & cairn.resource.v1.LeaseTimeToLiveResponse.$Shape;
+
+                /**
+                 * Verifies a LeaseTimeToLiveResponse message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a LeaseTimeToLiveResponse message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns LeaseTimeToLiveResponse
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.LeaseTimeToLiveResponse;
+
+                /**
+                 * Creates a plain object from a LeaseTimeToLiveResponse message. Also converts values to other types if specified.
+                 * @param m LeaseTimeToLiveResponse
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.LeaseTimeToLiveResponse, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this LeaseTimeToLiveResponse to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for LeaseTimeToLiveResponse
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace LeaseTimeToLiveResponse {
+
+                /** Properties of a LeaseTimeToLiveResponse. */
+                interface $Properties {
+
+                    /** LeaseTimeToLiveResponse id */
+                    id?: (string|null);
+
+                    /** LeaseTimeToLiveResponse ttlSeconds */
+                    ttlSeconds?: (number|Long|null);
+
+                    /** LeaseTimeToLiveResponse remainingSeconds */
+                    remainingSeconds?: (number|Long|null);
+
+                    /** LeaseTimeToLiveResponse remainingMs */
+                    remainingMs?: (number|Long|null);
+
+                    /** LeaseTimeToLiveResponse attached */
+                    attached?: (cairn.resource.v1.ResourceId.$Properties[]|null);
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a LeaseTimeToLiveResponse. */
+                type $Shape = cairn.resource.v1.LeaseTimeToLiveResponse.$Properties;
+            }
+
+            /**
+             * Properties of a LeaseListRequest.
+             * @deprecated Use cairn.resource.v1.LeaseListRequest.$Properties instead.
+             */
+            interface ILeaseListRequest extends cairn.resource.v1.LeaseListRequest.$Properties {
+            }
+
+            /** Represents a LeaseListRequest. */
+            class LeaseListRequest {
+
+                /**
+                 * Constructs a new LeaseListRequest.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.LeaseListRequest.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /**
+                 * Creates a new LeaseListRequest instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns LeaseListRequest instance
+                 */
+                static create(properties: cairn.resource.v1.LeaseListRequest.$Shape): cairn.resource.v1.LeaseListRequest & cairn.resource.v1.LeaseListRequest.$Shape;
+                static create(properties?: cairn.resource.v1.LeaseListRequest.$Properties): cairn.resource.v1.LeaseListRequest;
+
+                /**
+                 * Encodes the specified LeaseListRequest message. Does not implicitly {@link cairn.resource.v1.LeaseListRequest.verify|verify} messages.
+                 * @param m LeaseListRequest message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.LeaseListRequest.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified LeaseListRequest message, length delimited. Does not implicitly {@link cairn.resource.v1.LeaseListRequest.verify|verify} messages.
+                 * @param message LeaseListRequest message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.LeaseListRequest.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a LeaseListRequest message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.LeaseListRequest & cairn.resource.v1.LeaseListRequest.$Shape} LeaseListRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.LeaseListRequest & cairn.resource.v1.LeaseListRequest.$Shape;
+
+                /**
+                 * Decodes a LeaseListRequest message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.LeaseListRequest & cairn.resource.v1.LeaseListRequest.$Shape} LeaseListRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.LeaseListRequest & cairn.resource.v1.LeaseListRequest.$Shape;
+
+                /**
+                 * Verifies a LeaseListRequest message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a LeaseListRequest message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns LeaseListRequest
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.LeaseListRequest;
+
+                /**
+                 * Creates a plain object from a LeaseListRequest message. Also converts values to other types if specified.
+                 * @param m LeaseListRequest
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.LeaseListRequest, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this LeaseListRequest to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for LeaseListRequest
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace LeaseListRequest {
+
+                /** Properties of a LeaseListRequest. */
+                interface $Properties {
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a LeaseListRequest. */
+                type $Shape = cairn.resource.v1.LeaseListRequest.$Properties;
+            }
+
+            /**
+             * Properties of a Lease.
+             * @deprecated Use cairn.resource.v1.Lease.$Properties instead.
+             */
+            interface ILease extends cairn.resource.v1.Lease.$Properties {
+            }
+
+            /** Represents a Lease. */
+            class Lease {
+
+                /**
+                 * Constructs a new Lease.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.Lease.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** Lease id. */
+                id: string;
+
+                /** Lease ttlSeconds. */
+                ttlSeconds: (number|Long);
+
+                /**
+                 * Creates a new Lease instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns Lease instance
+                 */
+                static create(properties: cairn.resource.v1.Lease.$Shape): cairn.resource.v1.Lease & cairn.resource.v1.Lease.$Shape;
+                static create(properties?: cairn.resource.v1.Lease.$Properties): cairn.resource.v1.Lease;
+
+                /**
+                 * Encodes the specified Lease message. Does not implicitly {@link cairn.resource.v1.Lease.verify|verify} messages.
+                 * @param m Lease message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.Lease.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified Lease message, length delimited. Does not implicitly {@link cairn.resource.v1.Lease.verify|verify} messages.
+                 * @param message Lease message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.Lease.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a Lease message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.Lease & cairn.resource.v1.Lease.$Shape} Lease
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.Lease & cairn.resource.v1.Lease.$Shape;
+
+                /**
+                 * Decodes a Lease message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.Lease & cairn.resource.v1.Lease.$Shape} Lease
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.Lease & cairn.resource.v1.Lease.$Shape;
+
+                /**
+                 * Verifies a Lease message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a Lease message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns Lease
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.Lease;
+
+                /**
+                 * Creates a plain object from a Lease message. Also converts values to other types if specified.
+                 * @param m Lease
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.Lease, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this Lease to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for Lease
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace Lease {
+
+                /** Properties of a Lease. */
+                interface $Properties {
+
+                    /** Lease id */
+                    id?: (string|null);
+
+                    /** Lease ttlSeconds */
+                    ttlSeconds?: (number|Long|null);
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a Lease. */
+                type $Shape = cairn.resource.v1.Lease.$Properties;
+            }
+
+            /**
+             * Properties of a LeaseListResponse.
+             * @deprecated Use cairn.resource.v1.LeaseListResponse.$Properties instead.
+             */
+            interface ILeaseListResponse extends cairn.resource.v1.LeaseListResponse.$Properties {
+            }
+
+            /** Represents a LeaseListResponse. */
+            class LeaseListResponse {
+
+                /**
+                 * Constructs a new LeaseListResponse.
+                 * @param [p] Properties to set
+                 */
+                constructor(p?: cairn.resource.v1.LeaseListResponse.$Properties);
+
+                /** Unknown fields preserved while decoding when enabled */
+                $unknowns?: Uint8Array[];
+
+                /** LeaseListResponse leases. */
+                leases: cairn.resource.v1.Lease.$Properties[];
+
+                /**
+                 * Creates a new LeaseListResponse instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns LeaseListResponse instance
+                 */
+                static create(properties: cairn.resource.v1.LeaseListResponse.$Shape): cairn.resource.v1.LeaseListResponse & cairn.resource.v1.LeaseListResponse.$Shape;
+                static create(properties?: cairn.resource.v1.LeaseListResponse.$Properties): cairn.resource.v1.LeaseListResponse;
+
+                /**
+                 * Encodes the specified LeaseListResponse message. Does not implicitly {@link cairn.resource.v1.LeaseListResponse.verify|verify} messages.
+                 * @param m LeaseListResponse message or plain object to encode
+                 * @param [w] Writer to encode to
+                 * @returns Writer
+                 */
+                static encode(m: cairn.resource.v1.LeaseListResponse.$Properties, w?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified LeaseListResponse message, length delimited. Does not implicitly {@link cairn.resource.v1.LeaseListResponse.verify|verify} messages.
+                 * @param message LeaseListResponse message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                static encodeDelimited(message: cairn.resource.v1.LeaseListResponse.$Properties, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes a LeaseListResponse message from the specified reader or buffer.
+                 * @param r Reader or buffer to decode from
+                 * @param [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.LeaseListResponse & cairn.resource.v1.LeaseListResponse.$Shape} LeaseListResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decode(r: ($protobuf.Reader|Uint8Array), l?: number): cairn.resource.v1.LeaseListResponse & cairn.resource.v1.LeaseListResponse.$Shape;
+
+                /**
+                 * Decodes a LeaseListResponse message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.LeaseListResponse & cairn.resource.v1.LeaseListResponse.$Shape} LeaseListResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): cairn.resource.v1.LeaseListResponse & cairn.resource.v1.LeaseListResponse.$Shape;
+
+                /**
+                 * Verifies a LeaseListResponse message.
+                 * @param m Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                static verify(m: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates a LeaseListResponse message from a plain object. Also converts values to their respective internal types.
+                 * @param d Plain object
+                 * @returns LeaseListResponse
+                 */
+                static fromObject(d: { [k: string]: any }): cairn.resource.v1.LeaseListResponse;
+
+                /**
+                 * Creates a plain object from a LeaseListResponse message. Also converts values to other types if specified.
+                 * @param m LeaseListResponse
+                 * @param [o] Conversion options
+                 * @returns Plain object
+                 */
+                static toObject(m: cairn.resource.v1.LeaseListResponse, o?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this LeaseListResponse to JSON.
+                 * @returns JSON object
+                 */
+                toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the type url for LeaseListResponse
+                 * @param [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns The type url
+                 */
+                static getTypeUrl(prefix?: string): string;
+            }
+
+            namespace LeaseListResponse {
+
+                /** Properties of a LeaseListResponse. */
+                interface $Properties {
+
+                    /** LeaseListResponse leases */
+                    leases?: (cairn.resource.v1.Lease.$Properties[]|null);
+
+                    /** Unknown fields preserved while decoding when enabled */
+                    $unknowns?: Uint8Array[];
+                }
+
+                /** Shape of a LeaseListResponse. */
+                type $Shape = cairn.resource.v1.LeaseListResponse.$Properties;
             }
         }
     }

@@ -437,6 +437,211 @@ export const cairn = $root.cairn = (() => {
                     responseStream: { value: $undefined }
                 });
 
+                /**
+                 * Callback as used by {@link cairn.resource.v1.ResourceService#leaseGrant}.
+                 * @memberof cairn.resource.v1.ResourceService
+                 * @typedef LeaseGrantCallback
+                 * @type {function}
+                 * @param {Error|null} error Error, if any
+                 * @param {cairn.resource.v1.LeaseGrantResponse} [response] LeaseGrantResponse
+                 */
+
+                /**
+                 * Calls LeaseGrant.
+                 * @memberof cairn.resource.v1.ResourceService
+                 * @typedef LeaseGrant
+                 * @type {{
+                 *   (request: cairn.resource.v1.ILeaseGrantRequest, callback: cairn.resource.v1.ResourceService.LeaseGrantCallback): void;
+                 *   (request: cairn.resource.v1.ILeaseGrantRequest): Promise<cairn.resource.v1.LeaseGrantResponse>;
+                 *   readonly name: "LeaseGrant";
+                 *   readonly path: "/cairn.resource.v1.ResourceService/LeaseGrant";
+                 *   readonly requestType: "LeaseGrantRequest";
+                 *   readonly responseType: "LeaseGrantResponse";
+                 *   readonly requestStream: undefined;
+                 *   readonly responseStream: undefined;
+                 * }}
+                 */
+
+                /**
+                 * Calls LeaseGrant.
+                 * @name cairn.resource.v1.ResourceService#leaseGrant
+                 * @type {cairn.resource.v1.ResourceService.LeaseGrant}
+                 */
+                $Object.defineProperties(ResourceService.prototype.leaseGrant = function(request, callback) {
+                    return $protobuf.rpc.Service.prototype.rpcCall.call(this, ResourceService.prototype.leaseGrant, $root.cairn.resource.v1.LeaseGrantRequest, $root.cairn.resource.v1.LeaseGrantResponse, request, callback);
+                }, {
+                    name: { value: "LeaseGrant" },
+                    path: { value: "/cairn.resource.v1.ResourceService/LeaseGrant" },
+                    requestType: { value: "LeaseGrantRequest" },
+                    responseType: { value: "LeaseGrantResponse" },
+                    requestStream: { value: $undefined },
+                    responseStream: { value: $undefined }
+                });
+
+                /**
+                 * Callback as used by {@link cairn.resource.v1.ResourceService#leaseRevoke}.
+                 * @memberof cairn.resource.v1.ResourceService
+                 * @typedef LeaseRevokeCallback
+                 * @type {function}
+                 * @param {Error|null} error Error, if any
+                 * @param {cairn.resource.v1.LeaseRevokeResponse} [response] LeaseRevokeResponse
+                 */
+
+                /**
+                 * Calls LeaseRevoke.
+                 * @memberof cairn.resource.v1.ResourceService
+                 * @typedef LeaseRevoke
+                 * @type {{
+                 *   (request: cairn.resource.v1.ILeaseRevokeRequest, callback: cairn.resource.v1.ResourceService.LeaseRevokeCallback): void;
+                 *   (request: cairn.resource.v1.ILeaseRevokeRequest): Promise<cairn.resource.v1.LeaseRevokeResponse>;
+                 *   readonly name: "LeaseRevoke";
+                 *   readonly path: "/cairn.resource.v1.ResourceService/LeaseRevoke";
+                 *   readonly requestType: "LeaseRevokeRequest";
+                 *   readonly responseType: "LeaseRevokeResponse";
+                 *   readonly requestStream: undefined;
+                 *   readonly responseStream: undefined;
+                 * }}
+                 */
+
+                /**
+                 * Calls LeaseRevoke.
+                 * @name cairn.resource.v1.ResourceService#leaseRevoke
+                 * @type {cairn.resource.v1.ResourceService.LeaseRevoke}
+                 */
+                $Object.defineProperties(ResourceService.prototype.leaseRevoke = function(request, callback) {
+                    return $protobuf.rpc.Service.prototype.rpcCall.call(this, ResourceService.prototype.leaseRevoke, $root.cairn.resource.v1.LeaseRevokeRequest, $root.cairn.resource.v1.LeaseRevokeResponse, request, callback);
+                }, {
+                    name: { value: "LeaseRevoke" },
+                    path: { value: "/cairn.resource.v1.ResourceService/LeaseRevoke" },
+                    requestType: { value: "LeaseRevokeRequest" },
+                    responseType: { value: "LeaseRevokeResponse" },
+                    requestStream: { value: $undefined },
+                    responseStream: { value: $undefined }
+                });
+
+                /**
+                 * Callback as used by {@link cairn.resource.v1.ResourceService#leaseKeepAlive}.
+                 * @memberof cairn.resource.v1.ResourceService
+                 * @typedef LeaseKeepAliveCallback
+                 * @type {function}
+                 * @param {Error|null} error Error, if any
+                 * @param {cairn.resource.v1.LeaseKeepAliveResponse} [response] LeaseKeepAliveResponse
+                 */
+
+                /**
+                 * Calls LeaseKeepAlive.
+                 * @memberof cairn.resource.v1.ResourceService
+                 * @typedef LeaseKeepAlive
+                 * @type {{
+                 *   (request: cairn.resource.v1.ILeaseKeepAliveRequest, callback: cairn.resource.v1.ResourceService.LeaseKeepAliveCallback): void;
+                 *   (request: cairn.resource.v1.ILeaseKeepAliveRequest): Promise<cairn.resource.v1.LeaseKeepAliveResponse>;
+                 *   readonly name: "LeaseKeepAlive";
+                 *   readonly path: "/cairn.resource.v1.ResourceService/LeaseKeepAlive";
+                 *   readonly requestType: "LeaseKeepAliveRequest";
+                 *   readonly responseType: "LeaseKeepAliveResponse";
+                 *   readonly requestStream: true;
+                 *   readonly responseStream: true;
+                 * }}
+                 */
+
+                /**
+                 * Calls LeaseKeepAlive.
+                 * @name cairn.resource.v1.ResourceService#leaseKeepAlive
+                 * @type {cairn.resource.v1.ResourceService.LeaseKeepAlive}
+                 */
+                $Object.defineProperties(ResourceService.prototype.leaseKeepAlive = function(request, callback) {
+                    return $protobuf.rpc.Service.prototype.rpcCall.call(this, ResourceService.prototype.leaseKeepAlive, $root.cairn.resource.v1.LeaseKeepAliveRequest, $root.cairn.resource.v1.LeaseKeepAliveResponse, request, callback);
+                }, {
+                    name: { value: "LeaseKeepAlive" },
+                    path: { value: "/cairn.resource.v1.ResourceService/LeaseKeepAlive" },
+                    requestType: { value: "LeaseKeepAliveRequest" },
+                    responseType: { value: "LeaseKeepAliveResponse" },
+                    requestStream: { value: true },
+                    responseStream: { value: true }
+                });
+
+                /**
+                 * Callback as used by {@link cairn.resource.v1.ResourceService#leaseTimeToLive}.
+                 * @memberof cairn.resource.v1.ResourceService
+                 * @typedef LeaseTimeToLiveCallback
+                 * @type {function}
+                 * @param {Error|null} error Error, if any
+                 * @param {cairn.resource.v1.LeaseTimeToLiveResponse} [response] LeaseTimeToLiveResponse
+                 */
+
+                /**
+                 * Calls LeaseTimeToLive.
+                 * @memberof cairn.resource.v1.ResourceService
+                 * @typedef LeaseTimeToLive
+                 * @type {{
+                 *   (request: cairn.resource.v1.ILeaseTimeToLiveRequest, callback: cairn.resource.v1.ResourceService.LeaseTimeToLiveCallback): void;
+                 *   (request: cairn.resource.v1.ILeaseTimeToLiveRequest): Promise<cairn.resource.v1.LeaseTimeToLiveResponse>;
+                 *   readonly name: "LeaseTimeToLive";
+                 *   readonly path: "/cairn.resource.v1.ResourceService/LeaseTimeToLive";
+                 *   readonly requestType: "LeaseTimeToLiveRequest";
+                 *   readonly responseType: "LeaseTimeToLiveResponse";
+                 *   readonly requestStream: undefined;
+                 *   readonly responseStream: undefined;
+                 * }}
+                 */
+
+                /**
+                 * Calls LeaseTimeToLive.
+                 * @name cairn.resource.v1.ResourceService#leaseTimeToLive
+                 * @type {cairn.resource.v1.ResourceService.LeaseTimeToLive}
+                 */
+                $Object.defineProperties(ResourceService.prototype.leaseTimeToLive = function(request, callback) {
+                    return $protobuf.rpc.Service.prototype.rpcCall.call(this, ResourceService.prototype.leaseTimeToLive, $root.cairn.resource.v1.LeaseTimeToLiveRequest, $root.cairn.resource.v1.LeaseTimeToLiveResponse, request, callback);
+                }, {
+                    name: { value: "LeaseTimeToLive" },
+                    path: { value: "/cairn.resource.v1.ResourceService/LeaseTimeToLive" },
+                    requestType: { value: "LeaseTimeToLiveRequest" },
+                    responseType: { value: "LeaseTimeToLiveResponse" },
+                    requestStream: { value: $undefined },
+                    responseStream: { value: $undefined }
+                });
+
+                /**
+                 * Callback as used by {@link cairn.resource.v1.ResourceService#leaseList}.
+                 * @memberof cairn.resource.v1.ResourceService
+                 * @typedef LeaseListCallback
+                 * @type {function}
+                 * @param {Error|null} error Error, if any
+                 * @param {cairn.resource.v1.LeaseListResponse} [response] LeaseListResponse
+                 */
+
+                /**
+                 * Calls LeaseList.
+                 * @memberof cairn.resource.v1.ResourceService
+                 * @typedef LeaseList
+                 * @type {{
+                 *   (request: cairn.resource.v1.ILeaseListRequest, callback: cairn.resource.v1.ResourceService.LeaseListCallback): void;
+                 *   (request: cairn.resource.v1.ILeaseListRequest): Promise<cairn.resource.v1.LeaseListResponse>;
+                 *   readonly name: "LeaseList";
+                 *   readonly path: "/cairn.resource.v1.ResourceService/LeaseList";
+                 *   readonly requestType: "LeaseListRequest";
+                 *   readonly responseType: "LeaseListResponse";
+                 *   readonly requestStream: undefined;
+                 *   readonly responseStream: undefined;
+                 * }}
+                 */
+
+                /**
+                 * Calls LeaseList.
+                 * @name cairn.resource.v1.ResourceService#leaseList
+                 * @type {cairn.resource.v1.ResourceService.LeaseList}
+                 */
+                $Object.defineProperties(ResourceService.prototype.leaseList = function(request, callback) {
+                    return $protobuf.rpc.Service.prototype.rpcCall.call(this, ResourceService.prototype.leaseList, $root.cairn.resource.v1.LeaseListRequest, $root.cairn.resource.v1.LeaseListResponse, request, callback);
+                }, {
+                    name: { value: "LeaseList" },
+                    path: { value: "/cairn.resource.v1.ResourceService/LeaseList" },
+                    requestType: { value: "LeaseListRequest" },
+                    responseType: { value: "LeaseListResponse" },
+                    requestStream: { value: $undefined },
+                    responseStream: { value: $undefined }
+                });
+
                 return ResourceService;
             })();
 
@@ -1890,6 +2095,7 @@ export const cairn = $root.cairn = (() => {
                  * @property {string|null} [deletionTimestamp] Resource deletionTimestamp
                  * @property {string|null} [dataJson] Resource dataJson
                  * @property {Object.<string,cairn.resource.v1.Status.$Properties>|null} [status] Resource status
+                 * @property {string|null} [lease] Resource lease
                  * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
                  */
 
@@ -1997,6 +2203,14 @@ export const cairn = $root.cairn = (() => {
                 Resource.prototype.status = $util.emptyObject;
 
                 /**
+                 * Resource lease.
+                 * @member {string} lease
+                 * @memberof cairn.resource.v1.Resource
+                 * @instance
+                 */
+                Resource.prototype.lease = "";
+
+                /**
                  * Creates a new Resource instance using the specified properties.
                  * @function create
                  * @memberof cairn.resource.v1.Resource
@@ -2055,6 +2269,8 @@ export const cairn = $root.cairn = (() => {
                             $root.cairn.resource.v1.Status.encode(m.status[ks[i]], w.uint32(/* id 2, wireType 2 =*/18).fork(), q + 1).ldelim().ldelim();
                         }
                     }
+                    if (m.lease != null && $Object.hasOwnProperty.call(m, "lease") && m.lease !== "")
+                        w.uint32(/* id 10, wireType 2 =*/82).string(m.lease);
                     if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
                         for (var i = 0; i < m.$unknowns.length; ++i)
                             w.raw(m.$unknowns[i]);
@@ -2240,6 +2456,15 @@ export const cairn = $root.cairn = (() => {
                                 m.status[k] = v || new $root.cairn.resource.v1.Status();
                                 continue;
                             }
+                        case 10: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.lease = v;
+                                else
+                                    delete m.lease;
+                                continue;
+                            }
                         }
                         r.skipType(u, q, t);
                         if (!r.discardUnknown) {
@@ -2347,6 +2572,10 @@ export const cairn = $root.cairn = (() => {
                             }
                         }
                     }
+                    if (m.lease != null && $Object.hasOwnProperty.call(m, "lease")) {
+                        if (!$util.isString(m.lease))
+                            return "lease: string expected";
+                    }
                     return null;
                 };
 
@@ -2428,6 +2657,11 @@ export const cairn = $root.cairn = (() => {
                             m.status[ks[i]] = $root.cairn.resource.v1.Status.fromObject(d.status[ks[i]], q + 1);
                         }
                     }
+                    if (d.lease != null) {
+                        if (typeof d.lease !== "string" || d.lease.length) {
+                            m.lease = $String(d.lease);
+                        }
+                    }
                     return m;
                 };
 
@@ -2462,6 +2696,7 @@ export const cairn = $root.cairn = (() => {
                         d.generation = "";
                         d.deletionTimestamp = "";
                         d.dataJson = "";
+                        d.lease = "";
                     }
                     if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
                         d.id = $root.cairn.resource.v1.ResourceId.toObject(m.id, o, q + 1);
@@ -2503,6 +2738,9 @@ export const cairn = $root.cairn = (() => {
                                 $util.makeProp(d.status, ks2[j]);
                             d.status[ks2[j]] = $root.cairn.resource.v1.Status.toObject(m.status[ks2[j]], o, q + 1);
                         }
+                    }
+                    if (m.lease != null && $Object.hasOwnProperty.call(m, "lease")) {
+                        d.lease = m.lease;
                     }
                     return d;
                 };
@@ -3874,6 +4112,7 @@ export const cairn = $root.cairn = (() => {
                  * @property {string|null} [version] WriteRequest version
                  * @property {Object.<string,cairn.resource.v1.Status.$Properties>|null} [status] WriteRequest status
                  * @property {string|null} [requestId] WriteRequest requestId
+                 * @property {string|null} [lease] WriteRequest lease
                  * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
                  */
 
@@ -3971,6 +4210,23 @@ export const cairn = $root.cairn = (() => {
                 WriteRequest.prototype.requestId = "";
 
                 /**
+                 * WriteRequest lease.
+                 * @member {string|null|undefined} lease
+                 * @memberof cairn.resource.v1.WriteRequest
+                 * @instance
+                 */
+                WriteRequest.prototype.lease = null;
+
+                // OneOf field names bound to virtual getters and setters
+                let $oneOfFields;
+
+                // Virtual OneOf for proto3 optional field
+                $Object.defineProperty(WriteRequest.prototype, "_lease", {
+                    get: $util.oneOfGetter($oneOfFields = ["lease"]),
+                    set: $util.oneOfSetter($oneOfFields)
+                });
+
+                /**
                  * Creates a new WriteRequest instance using the specified properties.
                  * @function create
                  * @memberof cairn.resource.v1.WriteRequest
@@ -4022,6 +4278,8 @@ export const cairn = $root.cairn = (() => {
                     }
                     if (m.requestId != null && $Object.hasOwnProperty.call(m, "requestId") && m.requestId !== "")
                         w.uint32(/* id 8, wireType 2 =*/66).string(m.requestId);
+                    if (m.lease != null && $Object.hasOwnProperty.call(m, "lease"))
+                        w.uint32(/* id 9, wireType 2 =*/74).string(m.lease);
                     if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
                         for (var i = 0; i < m.$unknowns.length; ++i)
                             w.raw(m.$unknowns[i]);
@@ -4166,6 +4424,13 @@ export const cairn = $root.cairn = (() => {
                                     delete m.requestId;
                                 continue;
                             }
+                        case 9: {
+                                if (u !== 2)
+                                    break;
+                                m.lease = r.stringVerify();
+                                m._lease = "lease";
+                                continue;
+                            }
                         }
                         r.skipType(u, q, t);
                         if (!r.discardUnknown) {
@@ -4214,6 +4479,7 @@ export const cairn = $root.cairn = (() => {
                         q = 0;
                     if (q > $util.recursionLimit)
                         return "max depth exceeded";
+                    var p = {};
                     if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
                         {
                             var e = $root.cairn.resource.v1.ResourceId.verify(m.id, q + 1);
@@ -4265,6 +4531,11 @@ export const cairn = $root.cairn = (() => {
                     if (m.requestId != null && $Object.hasOwnProperty.call(m, "requestId")) {
                         if (!$util.isString(m.requestId))
                             return "requestId: string expected";
+                    }
+                    if (m.lease != null && $Object.hasOwnProperty.call(m, "lease")) {
+                        p._lease = 1;
+                        if (!$util.isString(m.lease))
+                            return "lease: string expected";
                     }
                     return null;
                 };
@@ -4334,6 +4605,9 @@ export const cairn = $root.cairn = (() => {
                             m.requestId = $String(d.requestId);
                         }
                     }
+                    if (d.lease != null) {
+                        m.lease = $String(d.lease);
+                    }
                     return m;
                 };
 
@@ -4395,6 +4669,9 @@ export const cairn = $root.cairn = (() => {
                     }
                     if (m.requestId != null && $Object.hasOwnProperty.call(m, "requestId")) {
                         d.requestId = m.requestId;
+                    }
+                    if (m.lease != null && $Object.hasOwnProperty.call(m, "lease")) {
+                        d.lease = m.lease;
                     }
                     return d;
                 };
@@ -12982,6 +13259,3683 @@ export const cairn = $root.cairn = (() => {
                 };
 
                 return TxnResponse;
+            })();
+
+            v1.LeaseGrantRequest = (function() {
+
+                /**
+                 * Properties of a LeaseGrantRequest.
+                 * @typedef {Object} cairn.resource.v1.LeaseGrantRequest.$Properties
+                 * @property {number|Long|null} [ttlSeconds] LeaseGrantRequest ttlSeconds
+                 * @property {string|null} [id] LeaseGrantRequest id
+                 * @property {string|null} [requestId] LeaseGrantRequest requestId
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a LeaseGrantRequest.
+                 * @memberof cairn.resource.v1
+                 * @interface ILeaseGrantRequest
+                 * @augments cairn.resource.v1.LeaseGrantRequest.$Properties
+                 * @deprecated Use cairn.resource.v1.LeaseGrantRequest.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a LeaseGrantRequest.
+                 * @typedef {cairn.resource.v1.LeaseGrantRequest.$Properties} cairn.resource.v1.LeaseGrantRequest.$Shape
+                 */
+
+                /**
+                 * Constructs a new LeaseGrantRequest.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a LeaseGrantRequest.
+                 * @constructor
+                 * @param {cairn.resource.v1.LeaseGrantRequest.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const LeaseGrantRequest = function (p) {
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * LeaseGrantRequest ttlSeconds.
+                 * @member {number|Long} ttlSeconds
+                 * @memberof cairn.resource.v1.LeaseGrantRequest
+                 * @instance
+                 */
+                LeaseGrantRequest.prototype.ttlSeconds = $util.Long ? $util.Long.fromBits(0,0,false) : 0;
+
+                /**
+                 * LeaseGrantRequest id.
+                 * @member {string} id
+                 * @memberof cairn.resource.v1.LeaseGrantRequest
+                 * @instance
+                 */
+                LeaseGrantRequest.prototype.id = "";
+
+                /**
+                 * LeaseGrantRequest requestId.
+                 * @member {string} requestId
+                 * @memberof cairn.resource.v1.LeaseGrantRequest
+                 * @instance
+                 */
+                LeaseGrantRequest.prototype.requestId = "";
+
+                /**
+                 * Creates a new LeaseGrantRequest instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.LeaseGrantRequest
+                 * @static
+                 * @param {cairn.resource.v1.LeaseGrantRequest.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.LeaseGrantRequest} LeaseGrantRequest instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.LeaseGrantRequest.$Shape): cairn.resource.v1.LeaseGrantRequest & cairn.resource.v1.LeaseGrantRequest.$Shape;
+                 *   (properties?: cairn.resource.v1.LeaseGrantRequest.$Properties): cairn.resource.v1.LeaseGrantRequest;
+                 * }}
+                 */
+                LeaseGrantRequest.create = function(properties) {
+                    return new LeaseGrantRequest(properties);
+                };
+
+                /**
+                 * Encodes the specified LeaseGrantRequest message. Does not implicitly {@link cairn.resource.v1.LeaseGrantRequest.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.LeaseGrantRequest
+                 * @static
+                 * @param {cairn.resource.v1.LeaseGrantRequest.$Properties} m LeaseGrantRequest message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                LeaseGrantRequest.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.ttlSeconds != null && $Object.hasOwnProperty.call(m, "ttlSeconds") && (typeof m.ttlSeconds === "object" ? m.ttlSeconds.low || m.ttlSeconds.high : m.ttlSeconds !== 0))
+                        w.uint32(/* id 1, wireType 0 =*/8).int64(m.ttlSeconds);
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id") && m.id !== "")
+                        w.uint32(/* id 2, wireType 2 =*/18).string(m.id);
+                    if (m.requestId != null && $Object.hasOwnProperty.call(m, "requestId") && m.requestId !== "")
+                        w.uint32(/* id 3, wireType 2 =*/26).string(m.requestId);
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified LeaseGrantRequest message, length delimited. Does not implicitly {@link cairn.resource.v1.LeaseGrantRequest.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.LeaseGrantRequest
+                 * @static
+                 * @param {cairn.resource.v1.LeaseGrantRequest.$Properties} message LeaseGrantRequest message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                LeaseGrantRequest.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a LeaseGrantRequest message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.LeaseGrantRequest
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.LeaseGrantRequest & cairn.resource.v1.LeaseGrantRequest.$Shape} LeaseGrantRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                LeaseGrantRequest.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m, v;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.LeaseGrantRequest();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 0)
+                                    break;
+                                if (typeof (v = r.int64()) === "object" ? v.low || v.high : v !== 0)
+                                    m.ttlSeconds = v;
+                                else
+                                    delete m.ttlSeconds;
+                                continue;
+                            }
+                        case 2: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.id = v;
+                                else
+                                    delete m.id;
+                                continue;
+                            }
+                        case 3: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.requestId = v;
+                                else
+                                    delete m.requestId;
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a LeaseGrantRequest message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.LeaseGrantRequest
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.LeaseGrantRequest & cairn.resource.v1.LeaseGrantRequest.$Shape} LeaseGrantRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                LeaseGrantRequest.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a LeaseGrantRequest message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.LeaseGrantRequest
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                LeaseGrantRequest.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    if (m.ttlSeconds != null && $Object.hasOwnProperty.call(m, "ttlSeconds")) {
+                        if (!$util.isInteger(m.ttlSeconds) && !(m.ttlSeconds && $util.isInteger(m.ttlSeconds.low) && $util.isInteger(m.ttlSeconds.high)))
+                            return "ttlSeconds: integer|Long expected";
+                    }
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        if (!$util.isString(m.id))
+                            return "id: string expected";
+                    }
+                    if (m.requestId != null && $Object.hasOwnProperty.call(m, "requestId")) {
+                        if (!$util.isString(m.requestId))
+                            return "requestId: string expected";
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a LeaseGrantRequest message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.LeaseGrantRequest
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.LeaseGrantRequest} LeaseGrantRequest
+                 */
+                LeaseGrantRequest.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.LeaseGrantRequest)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.LeaseGrantRequest: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.LeaseGrantRequest();
+                    if (d.ttlSeconds != null) {
+                        if (typeof d.ttlSeconds === "object" ? d.ttlSeconds.low || d.ttlSeconds.high : $Number(d.ttlSeconds) !== 0) {
+                            if ($util.Long)
+                                m.ttlSeconds = $util.Long.fromValue(d.ttlSeconds, false);
+                            else if (typeof d.ttlSeconds === "string")
+                                m.ttlSeconds = $parseInt(d.ttlSeconds, 10);
+                            else if (typeof d.ttlSeconds === "number")
+                                m.ttlSeconds = d.ttlSeconds;
+                            else if (typeof d.ttlSeconds === "object")
+                                m.ttlSeconds = new $util.LongBits(d.ttlSeconds.low >>> 0, d.ttlSeconds.high >>> 0).toNumber();
+                        }
+                    }
+                    if (d.id != null) {
+                        if (typeof d.id !== "string" || d.id.length) {
+                            m.id = $String(d.id);
+                        }
+                    }
+                    if (d.requestId != null) {
+                        if (typeof d.requestId !== "string" || d.requestId.length) {
+                            m.requestId = $String(d.requestId);
+                        }
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a LeaseGrantRequest message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.LeaseGrantRequest
+                 * @static
+                 * @param {cairn.resource.v1.LeaseGrantRequest} m LeaseGrantRequest
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                LeaseGrantRequest.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.defaults) {
+                        if ($util.Long) {
+                            var n = new $util.Long(0, 0, false);
+                            d.ttlSeconds = o.longs === $String ? n.toString() : o.longs === $Number ? n.toNumber() : typeof $BigInt !== "undefined" && o.longs === $BigInt ? n.toBigInt() : n;
+                        } else
+                            d.ttlSeconds = o.longs === $String ? "0" : typeof $BigInt !== "undefined" && o.longs === $BigInt ? $BigInt("0") : 0;
+                        d.id = "";
+                        d.requestId = "";
+                    }
+                    if (m.ttlSeconds != null && $Object.hasOwnProperty.call(m, "ttlSeconds")) {
+                        if (typeof $BigInt !== "undefined" && o.longs === $BigInt)
+                            d.ttlSeconds = typeof m.ttlSeconds === "number" ? $BigInt(m.ttlSeconds) : $util.Long.fromBits(m.ttlSeconds.low >>> 0, m.ttlSeconds.high >>> 0, false).toBigInt();
+                        else if (typeof m.ttlSeconds === "number")
+                            d.ttlSeconds = o.longs === $String ? $String(m.ttlSeconds) : m.ttlSeconds;
+                        else
+                            d.ttlSeconds = o.longs === $String ? $util.Long.prototype.toString.call(m.ttlSeconds) : o.longs === $Number ? new $util.LongBits(m.ttlSeconds.low >>> 0, m.ttlSeconds.high >>> 0).toNumber() : m.ttlSeconds;
+                    }
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        d.id = m.id;
+                    }
+                    if (m.requestId != null && $Object.hasOwnProperty.call(m, "requestId")) {
+                        d.requestId = m.requestId;
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this LeaseGrantRequest to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.LeaseGrantRequest
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                LeaseGrantRequest.prototype.toJSON = function() {
+                    return LeaseGrantRequest.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for LeaseGrantRequest
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.LeaseGrantRequest
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                LeaseGrantRequest.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.LeaseGrantRequest";
+                };
+
+                return LeaseGrantRequest;
+            })();
+
+            v1.LeaseGrantResponse = (function() {
+
+                /**
+                 * Properties of a LeaseGrantResponse.
+                 * @typedef {Object} cairn.resource.v1.LeaseGrantResponse.$Properties
+                 * @property {string|null} [id] LeaseGrantResponse id
+                 * @property {number|Long|null} [ttlSeconds] LeaseGrantResponse ttlSeconds
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a LeaseGrantResponse.
+                 * @memberof cairn.resource.v1
+                 * @interface ILeaseGrantResponse
+                 * @augments cairn.resource.v1.LeaseGrantResponse.$Properties
+                 * @deprecated Use cairn.resource.v1.LeaseGrantResponse.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a LeaseGrantResponse.
+                 * @typedef {cairn.resource.v1.LeaseGrantResponse.$Properties} cairn.resource.v1.LeaseGrantResponse.$Shape
+                 */
+
+                /**
+                 * Constructs a new LeaseGrantResponse.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a LeaseGrantResponse.
+                 * @constructor
+                 * @param {cairn.resource.v1.LeaseGrantResponse.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const LeaseGrantResponse = function (p) {
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * LeaseGrantResponse id.
+                 * @member {string} id
+                 * @memberof cairn.resource.v1.LeaseGrantResponse
+                 * @instance
+                 */
+                LeaseGrantResponse.prototype.id = "";
+
+                /**
+                 * LeaseGrantResponse ttlSeconds.
+                 * @member {number|Long} ttlSeconds
+                 * @memberof cairn.resource.v1.LeaseGrantResponse
+                 * @instance
+                 */
+                LeaseGrantResponse.prototype.ttlSeconds = $util.Long ? $util.Long.fromBits(0,0,false) : 0;
+
+                /**
+                 * Creates a new LeaseGrantResponse instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.LeaseGrantResponse
+                 * @static
+                 * @param {cairn.resource.v1.LeaseGrantResponse.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.LeaseGrantResponse} LeaseGrantResponse instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.LeaseGrantResponse.$Shape): cairn.resource.v1.LeaseGrantResponse & cairn.resource.v1.LeaseGrantResponse.$Shape;
+                 *   (properties?: cairn.resource.v1.LeaseGrantResponse.$Properties): cairn.resource.v1.LeaseGrantResponse;
+                 * }}
+                 */
+                LeaseGrantResponse.create = function(properties) {
+                    return new LeaseGrantResponse(properties);
+                };
+
+                /**
+                 * Encodes the specified LeaseGrantResponse message. Does not implicitly {@link cairn.resource.v1.LeaseGrantResponse.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.LeaseGrantResponse
+                 * @static
+                 * @param {cairn.resource.v1.LeaseGrantResponse.$Properties} m LeaseGrantResponse message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                LeaseGrantResponse.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id") && m.id !== "")
+                        w.uint32(/* id 1, wireType 2 =*/10).string(m.id);
+                    if (m.ttlSeconds != null && $Object.hasOwnProperty.call(m, "ttlSeconds") && (typeof m.ttlSeconds === "object" ? m.ttlSeconds.low || m.ttlSeconds.high : m.ttlSeconds !== 0))
+                        w.uint32(/* id 2, wireType 0 =*/16).int64(m.ttlSeconds);
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified LeaseGrantResponse message, length delimited. Does not implicitly {@link cairn.resource.v1.LeaseGrantResponse.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.LeaseGrantResponse
+                 * @static
+                 * @param {cairn.resource.v1.LeaseGrantResponse.$Properties} message LeaseGrantResponse message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                LeaseGrantResponse.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a LeaseGrantResponse message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.LeaseGrantResponse
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.LeaseGrantResponse & cairn.resource.v1.LeaseGrantResponse.$Shape} LeaseGrantResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                LeaseGrantResponse.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m, v;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.LeaseGrantResponse();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.id = v;
+                                else
+                                    delete m.id;
+                                continue;
+                            }
+                        case 2: {
+                                if (u !== 0)
+                                    break;
+                                if (typeof (v = r.int64()) === "object" ? v.low || v.high : v !== 0)
+                                    m.ttlSeconds = v;
+                                else
+                                    delete m.ttlSeconds;
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a LeaseGrantResponse message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.LeaseGrantResponse
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.LeaseGrantResponse & cairn.resource.v1.LeaseGrantResponse.$Shape} LeaseGrantResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                LeaseGrantResponse.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a LeaseGrantResponse message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.LeaseGrantResponse
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                LeaseGrantResponse.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        if (!$util.isString(m.id))
+                            return "id: string expected";
+                    }
+                    if (m.ttlSeconds != null && $Object.hasOwnProperty.call(m, "ttlSeconds")) {
+                        if (!$util.isInteger(m.ttlSeconds) && !(m.ttlSeconds && $util.isInteger(m.ttlSeconds.low) && $util.isInteger(m.ttlSeconds.high)))
+                            return "ttlSeconds: integer|Long expected";
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a LeaseGrantResponse message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.LeaseGrantResponse
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.LeaseGrantResponse} LeaseGrantResponse
+                 */
+                LeaseGrantResponse.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.LeaseGrantResponse)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.LeaseGrantResponse: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.LeaseGrantResponse();
+                    if (d.id != null) {
+                        if (typeof d.id !== "string" || d.id.length) {
+                            m.id = $String(d.id);
+                        }
+                    }
+                    if (d.ttlSeconds != null) {
+                        if (typeof d.ttlSeconds === "object" ? d.ttlSeconds.low || d.ttlSeconds.high : $Number(d.ttlSeconds) !== 0) {
+                            if ($util.Long)
+                                m.ttlSeconds = $util.Long.fromValue(d.ttlSeconds, false);
+                            else if (typeof d.ttlSeconds === "string")
+                                m.ttlSeconds = $parseInt(d.ttlSeconds, 10);
+                            else if (typeof d.ttlSeconds === "number")
+                                m.ttlSeconds = d.ttlSeconds;
+                            else if (typeof d.ttlSeconds === "object")
+                                m.ttlSeconds = new $util.LongBits(d.ttlSeconds.low >>> 0, d.ttlSeconds.high >>> 0).toNumber();
+                        }
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a LeaseGrantResponse message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.LeaseGrantResponse
+                 * @static
+                 * @param {cairn.resource.v1.LeaseGrantResponse} m LeaseGrantResponse
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                LeaseGrantResponse.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.defaults) {
+                        d.id = "";
+                        if ($util.Long) {
+                            var n = new $util.Long(0, 0, false);
+                            d.ttlSeconds = o.longs === $String ? n.toString() : o.longs === $Number ? n.toNumber() : typeof $BigInt !== "undefined" && o.longs === $BigInt ? n.toBigInt() : n;
+                        } else
+                            d.ttlSeconds = o.longs === $String ? "0" : typeof $BigInt !== "undefined" && o.longs === $BigInt ? $BigInt("0") : 0;
+                    }
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        d.id = m.id;
+                    }
+                    if (m.ttlSeconds != null && $Object.hasOwnProperty.call(m, "ttlSeconds")) {
+                        if (typeof $BigInt !== "undefined" && o.longs === $BigInt)
+                            d.ttlSeconds = typeof m.ttlSeconds === "number" ? $BigInt(m.ttlSeconds) : $util.Long.fromBits(m.ttlSeconds.low >>> 0, m.ttlSeconds.high >>> 0, false).toBigInt();
+                        else if (typeof m.ttlSeconds === "number")
+                            d.ttlSeconds = o.longs === $String ? $String(m.ttlSeconds) : m.ttlSeconds;
+                        else
+                            d.ttlSeconds = o.longs === $String ? $util.Long.prototype.toString.call(m.ttlSeconds) : o.longs === $Number ? new $util.LongBits(m.ttlSeconds.low >>> 0, m.ttlSeconds.high >>> 0).toNumber() : m.ttlSeconds;
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this LeaseGrantResponse to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.LeaseGrantResponse
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                LeaseGrantResponse.prototype.toJSON = function() {
+                    return LeaseGrantResponse.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for LeaseGrantResponse
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.LeaseGrantResponse
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                LeaseGrantResponse.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.LeaseGrantResponse";
+                };
+
+                return LeaseGrantResponse;
+            })();
+
+            v1.LeaseRevokeRequest = (function() {
+
+                /**
+                 * Properties of a LeaseRevokeRequest.
+                 * @typedef {Object} cairn.resource.v1.LeaseRevokeRequest.$Properties
+                 * @property {string|null} [id] LeaseRevokeRequest id
+                 * @property {string|null} [requestId] LeaseRevokeRequest requestId
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a LeaseRevokeRequest.
+                 * @memberof cairn.resource.v1
+                 * @interface ILeaseRevokeRequest
+                 * @augments cairn.resource.v1.LeaseRevokeRequest.$Properties
+                 * @deprecated Use cairn.resource.v1.LeaseRevokeRequest.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a LeaseRevokeRequest.
+                 * @typedef {cairn.resource.v1.LeaseRevokeRequest.$Properties} cairn.resource.v1.LeaseRevokeRequest.$Shape
+                 */
+
+                /**
+                 * Constructs a new LeaseRevokeRequest.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a LeaseRevokeRequest.
+                 * @constructor
+                 * @param {cairn.resource.v1.LeaseRevokeRequest.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const LeaseRevokeRequest = function (p) {
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * LeaseRevokeRequest id.
+                 * @member {string} id
+                 * @memberof cairn.resource.v1.LeaseRevokeRequest
+                 * @instance
+                 */
+                LeaseRevokeRequest.prototype.id = "";
+
+                /**
+                 * LeaseRevokeRequest requestId.
+                 * @member {string} requestId
+                 * @memberof cairn.resource.v1.LeaseRevokeRequest
+                 * @instance
+                 */
+                LeaseRevokeRequest.prototype.requestId = "";
+
+                /**
+                 * Creates a new LeaseRevokeRequest instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.LeaseRevokeRequest
+                 * @static
+                 * @param {cairn.resource.v1.LeaseRevokeRequest.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.LeaseRevokeRequest} LeaseRevokeRequest instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.LeaseRevokeRequest.$Shape): cairn.resource.v1.LeaseRevokeRequest & cairn.resource.v1.LeaseRevokeRequest.$Shape;
+                 *   (properties?: cairn.resource.v1.LeaseRevokeRequest.$Properties): cairn.resource.v1.LeaseRevokeRequest;
+                 * }}
+                 */
+                LeaseRevokeRequest.create = function(properties) {
+                    return new LeaseRevokeRequest(properties);
+                };
+
+                /**
+                 * Encodes the specified LeaseRevokeRequest message. Does not implicitly {@link cairn.resource.v1.LeaseRevokeRequest.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.LeaseRevokeRequest
+                 * @static
+                 * @param {cairn.resource.v1.LeaseRevokeRequest.$Properties} m LeaseRevokeRequest message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                LeaseRevokeRequest.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id") && m.id !== "")
+                        w.uint32(/* id 1, wireType 2 =*/10).string(m.id);
+                    if (m.requestId != null && $Object.hasOwnProperty.call(m, "requestId") && m.requestId !== "")
+                        w.uint32(/* id 2, wireType 2 =*/18).string(m.requestId);
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified LeaseRevokeRequest message, length delimited. Does not implicitly {@link cairn.resource.v1.LeaseRevokeRequest.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.LeaseRevokeRequest
+                 * @static
+                 * @param {cairn.resource.v1.LeaseRevokeRequest.$Properties} message LeaseRevokeRequest message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                LeaseRevokeRequest.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a LeaseRevokeRequest message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.LeaseRevokeRequest
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.LeaseRevokeRequest & cairn.resource.v1.LeaseRevokeRequest.$Shape} LeaseRevokeRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                LeaseRevokeRequest.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m, v;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.LeaseRevokeRequest();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.id = v;
+                                else
+                                    delete m.id;
+                                continue;
+                            }
+                        case 2: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.requestId = v;
+                                else
+                                    delete m.requestId;
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a LeaseRevokeRequest message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.LeaseRevokeRequest
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.LeaseRevokeRequest & cairn.resource.v1.LeaseRevokeRequest.$Shape} LeaseRevokeRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                LeaseRevokeRequest.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a LeaseRevokeRequest message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.LeaseRevokeRequest
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                LeaseRevokeRequest.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        if (!$util.isString(m.id))
+                            return "id: string expected";
+                    }
+                    if (m.requestId != null && $Object.hasOwnProperty.call(m, "requestId")) {
+                        if (!$util.isString(m.requestId))
+                            return "requestId: string expected";
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a LeaseRevokeRequest message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.LeaseRevokeRequest
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.LeaseRevokeRequest} LeaseRevokeRequest
+                 */
+                LeaseRevokeRequest.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.LeaseRevokeRequest)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.LeaseRevokeRequest: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.LeaseRevokeRequest();
+                    if (d.id != null) {
+                        if (typeof d.id !== "string" || d.id.length) {
+                            m.id = $String(d.id);
+                        }
+                    }
+                    if (d.requestId != null) {
+                        if (typeof d.requestId !== "string" || d.requestId.length) {
+                            m.requestId = $String(d.requestId);
+                        }
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a LeaseRevokeRequest message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.LeaseRevokeRequest
+                 * @static
+                 * @param {cairn.resource.v1.LeaseRevokeRequest} m LeaseRevokeRequest
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                LeaseRevokeRequest.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.defaults) {
+                        d.id = "";
+                        d.requestId = "";
+                    }
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        d.id = m.id;
+                    }
+                    if (m.requestId != null && $Object.hasOwnProperty.call(m, "requestId")) {
+                        d.requestId = m.requestId;
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this LeaseRevokeRequest to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.LeaseRevokeRequest
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                LeaseRevokeRequest.prototype.toJSON = function() {
+                    return LeaseRevokeRequest.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for LeaseRevokeRequest
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.LeaseRevokeRequest
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                LeaseRevokeRequest.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.LeaseRevokeRequest";
+                };
+
+                return LeaseRevokeRequest;
+            })();
+
+            v1.LeaseRevokeResponse = (function() {
+
+                /**
+                 * Properties of a LeaseRevokeResponse.
+                 * @typedef {Object} cairn.resource.v1.LeaseRevokeResponse.$Properties
+                 * @property {string|null} [id] LeaseRevokeResponse id
+                 * @property {number|null} [deleted] LeaseRevokeResponse deleted
+                 * @property {string|null} [revision] LeaseRevokeResponse revision
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a LeaseRevokeResponse.
+                 * @memberof cairn.resource.v1
+                 * @interface ILeaseRevokeResponse
+                 * @augments cairn.resource.v1.LeaseRevokeResponse.$Properties
+                 * @deprecated Use cairn.resource.v1.LeaseRevokeResponse.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a LeaseRevokeResponse.
+                 * @typedef {cairn.resource.v1.LeaseRevokeResponse.$Properties} cairn.resource.v1.LeaseRevokeResponse.$Shape
+                 */
+
+                /**
+                 * Constructs a new LeaseRevokeResponse.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a LeaseRevokeResponse.
+                 * @constructor
+                 * @param {cairn.resource.v1.LeaseRevokeResponse.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const LeaseRevokeResponse = function (p) {
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * LeaseRevokeResponse id.
+                 * @member {string} id
+                 * @memberof cairn.resource.v1.LeaseRevokeResponse
+                 * @instance
+                 */
+                LeaseRevokeResponse.prototype.id = "";
+
+                /**
+                 * LeaseRevokeResponse deleted.
+                 * @member {number} deleted
+                 * @memberof cairn.resource.v1.LeaseRevokeResponse
+                 * @instance
+                 */
+                LeaseRevokeResponse.prototype.deleted = 0;
+
+                /**
+                 * LeaseRevokeResponse revision.
+                 * @member {string} revision
+                 * @memberof cairn.resource.v1.LeaseRevokeResponse
+                 * @instance
+                 */
+                LeaseRevokeResponse.prototype.revision = "";
+
+                /**
+                 * Creates a new LeaseRevokeResponse instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.LeaseRevokeResponse
+                 * @static
+                 * @param {cairn.resource.v1.LeaseRevokeResponse.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.LeaseRevokeResponse} LeaseRevokeResponse instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.LeaseRevokeResponse.$Shape): cairn.resource.v1.LeaseRevokeResponse & cairn.resource.v1.LeaseRevokeResponse.$Shape;
+                 *   (properties?: cairn.resource.v1.LeaseRevokeResponse.$Properties): cairn.resource.v1.LeaseRevokeResponse;
+                 * }}
+                 */
+                LeaseRevokeResponse.create = function(properties) {
+                    return new LeaseRevokeResponse(properties);
+                };
+
+                /**
+                 * Encodes the specified LeaseRevokeResponse message. Does not implicitly {@link cairn.resource.v1.LeaseRevokeResponse.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.LeaseRevokeResponse
+                 * @static
+                 * @param {cairn.resource.v1.LeaseRevokeResponse.$Properties} m LeaseRevokeResponse message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                LeaseRevokeResponse.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id") && m.id !== "")
+                        w.uint32(/* id 1, wireType 2 =*/10).string(m.id);
+                    if (m.deleted != null && $Object.hasOwnProperty.call(m, "deleted") && m.deleted !== 0)
+                        w.uint32(/* id 2, wireType 0 =*/16).uint32(m.deleted);
+                    if (m.revision != null && $Object.hasOwnProperty.call(m, "revision") && m.revision !== "")
+                        w.uint32(/* id 3, wireType 2 =*/26).string(m.revision);
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified LeaseRevokeResponse message, length delimited. Does not implicitly {@link cairn.resource.v1.LeaseRevokeResponse.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.LeaseRevokeResponse
+                 * @static
+                 * @param {cairn.resource.v1.LeaseRevokeResponse.$Properties} message LeaseRevokeResponse message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                LeaseRevokeResponse.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a LeaseRevokeResponse message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.LeaseRevokeResponse
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.LeaseRevokeResponse & cairn.resource.v1.LeaseRevokeResponse.$Shape} LeaseRevokeResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                LeaseRevokeResponse.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m, v;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.LeaseRevokeResponse();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.id = v;
+                                else
+                                    delete m.id;
+                                continue;
+                            }
+                        case 2: {
+                                if (u !== 0)
+                                    break;
+                                if (v = r.uint32())
+                                    m.deleted = v;
+                                else
+                                    delete m.deleted;
+                                continue;
+                            }
+                        case 3: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.revision = v;
+                                else
+                                    delete m.revision;
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a LeaseRevokeResponse message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.LeaseRevokeResponse
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.LeaseRevokeResponse & cairn.resource.v1.LeaseRevokeResponse.$Shape} LeaseRevokeResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                LeaseRevokeResponse.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a LeaseRevokeResponse message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.LeaseRevokeResponse
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                LeaseRevokeResponse.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        if (!$util.isString(m.id))
+                            return "id: string expected";
+                    }
+                    if (m.deleted != null && $Object.hasOwnProperty.call(m, "deleted")) {
+                        if (!$util.isInteger(m.deleted))
+                            return "deleted: integer expected";
+                    }
+                    if (m.revision != null && $Object.hasOwnProperty.call(m, "revision")) {
+                        if (!$util.isString(m.revision))
+                            return "revision: string expected";
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a LeaseRevokeResponse message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.LeaseRevokeResponse
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.LeaseRevokeResponse} LeaseRevokeResponse
+                 */
+                LeaseRevokeResponse.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.LeaseRevokeResponse)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.LeaseRevokeResponse: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.LeaseRevokeResponse();
+                    if (d.id != null) {
+                        if (typeof d.id !== "string" || d.id.length) {
+                            m.id = $String(d.id);
+                        }
+                    }
+                    if (d.deleted != null) {
+                        if ($Number(d.deleted) !== 0) {
+                            m.deleted = d.deleted >>> 0;
+                        }
+                    }
+                    if (d.revision != null) {
+                        if (typeof d.revision !== "string" || d.revision.length) {
+                            m.revision = $String(d.revision);
+                        }
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a LeaseRevokeResponse message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.LeaseRevokeResponse
+                 * @static
+                 * @param {cairn.resource.v1.LeaseRevokeResponse} m LeaseRevokeResponse
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                LeaseRevokeResponse.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.defaults) {
+                        d.id = "";
+                        d.deleted = 0;
+                        d.revision = "";
+                    }
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        d.id = m.id;
+                    }
+                    if (m.deleted != null && $Object.hasOwnProperty.call(m, "deleted")) {
+                        d.deleted = m.deleted;
+                    }
+                    if (m.revision != null && $Object.hasOwnProperty.call(m, "revision")) {
+                        d.revision = m.revision;
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this LeaseRevokeResponse to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.LeaseRevokeResponse
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                LeaseRevokeResponse.prototype.toJSON = function() {
+                    return LeaseRevokeResponse.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for LeaseRevokeResponse
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.LeaseRevokeResponse
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                LeaseRevokeResponse.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.LeaseRevokeResponse";
+                };
+
+                return LeaseRevokeResponse;
+            })();
+
+            v1.LeaseKeepAliveRequest = (function() {
+
+                /**
+                 * Properties of a LeaseKeepAliveRequest.
+                 * @typedef {Object} cairn.resource.v1.LeaseKeepAliveRequest.$Properties
+                 * @property {string|null} [id] LeaseKeepAliveRequest id
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a LeaseKeepAliveRequest.
+                 * @memberof cairn.resource.v1
+                 * @interface ILeaseKeepAliveRequest
+                 * @augments cairn.resource.v1.LeaseKeepAliveRequest.$Properties
+                 * @deprecated Use cairn.resource.v1.LeaseKeepAliveRequest.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a LeaseKeepAliveRequest.
+                 * @typedef {cairn.resource.v1.LeaseKeepAliveRequest.$Properties} cairn.resource.v1.LeaseKeepAliveRequest.$Shape
+                 */
+
+                /**
+                 * Constructs a new LeaseKeepAliveRequest.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a LeaseKeepAliveRequest.
+                 * @constructor
+                 * @param {cairn.resource.v1.LeaseKeepAliveRequest.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const LeaseKeepAliveRequest = function (p) {
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * LeaseKeepAliveRequest id.
+                 * @member {string} id
+                 * @memberof cairn.resource.v1.LeaseKeepAliveRequest
+                 * @instance
+                 */
+                LeaseKeepAliveRequest.prototype.id = "";
+
+                /**
+                 * Creates a new LeaseKeepAliveRequest instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.LeaseKeepAliveRequest
+                 * @static
+                 * @param {cairn.resource.v1.LeaseKeepAliveRequest.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.LeaseKeepAliveRequest} LeaseKeepAliveRequest instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.LeaseKeepAliveRequest.$Shape): cairn.resource.v1.LeaseKeepAliveRequest & cairn.resource.v1.LeaseKeepAliveRequest.$Shape;
+                 *   (properties?: cairn.resource.v1.LeaseKeepAliveRequest.$Properties): cairn.resource.v1.LeaseKeepAliveRequest;
+                 * }}
+                 */
+                LeaseKeepAliveRequest.create = function(properties) {
+                    return new LeaseKeepAliveRequest(properties);
+                };
+
+                /**
+                 * Encodes the specified LeaseKeepAliveRequest message. Does not implicitly {@link cairn.resource.v1.LeaseKeepAliveRequest.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.LeaseKeepAliveRequest
+                 * @static
+                 * @param {cairn.resource.v1.LeaseKeepAliveRequest.$Properties} m LeaseKeepAliveRequest message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                LeaseKeepAliveRequest.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id") && m.id !== "")
+                        w.uint32(/* id 1, wireType 2 =*/10).string(m.id);
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified LeaseKeepAliveRequest message, length delimited. Does not implicitly {@link cairn.resource.v1.LeaseKeepAliveRequest.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.LeaseKeepAliveRequest
+                 * @static
+                 * @param {cairn.resource.v1.LeaseKeepAliveRequest.$Properties} message LeaseKeepAliveRequest message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                LeaseKeepAliveRequest.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a LeaseKeepAliveRequest message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.LeaseKeepAliveRequest
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.LeaseKeepAliveRequest & cairn.resource.v1.LeaseKeepAliveRequest.$Shape} LeaseKeepAliveRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                LeaseKeepAliveRequest.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m, v;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.LeaseKeepAliveRequest();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.id = v;
+                                else
+                                    delete m.id;
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a LeaseKeepAliveRequest message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.LeaseKeepAliveRequest
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.LeaseKeepAliveRequest & cairn.resource.v1.LeaseKeepAliveRequest.$Shape} LeaseKeepAliveRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                LeaseKeepAliveRequest.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a LeaseKeepAliveRequest message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.LeaseKeepAliveRequest
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                LeaseKeepAliveRequest.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        if (!$util.isString(m.id))
+                            return "id: string expected";
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a LeaseKeepAliveRequest message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.LeaseKeepAliveRequest
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.LeaseKeepAliveRequest} LeaseKeepAliveRequest
+                 */
+                LeaseKeepAliveRequest.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.LeaseKeepAliveRequest)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.LeaseKeepAliveRequest: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.LeaseKeepAliveRequest();
+                    if (d.id != null) {
+                        if (typeof d.id !== "string" || d.id.length) {
+                            m.id = $String(d.id);
+                        }
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a LeaseKeepAliveRequest message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.LeaseKeepAliveRequest
+                 * @static
+                 * @param {cairn.resource.v1.LeaseKeepAliveRequest} m LeaseKeepAliveRequest
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                LeaseKeepAliveRequest.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.defaults) {
+                        d.id = "";
+                    }
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        d.id = m.id;
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this LeaseKeepAliveRequest to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.LeaseKeepAliveRequest
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                LeaseKeepAliveRequest.prototype.toJSON = function() {
+                    return LeaseKeepAliveRequest.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for LeaseKeepAliveRequest
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.LeaseKeepAliveRequest
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                LeaseKeepAliveRequest.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.LeaseKeepAliveRequest";
+                };
+
+                return LeaseKeepAliveRequest;
+            })();
+
+            v1.LeaseKeepAliveResponse = (function() {
+
+                /**
+                 * Properties of a LeaseKeepAliveResponse.
+                 * @typedef {Object} cairn.resource.v1.LeaseKeepAliveResponse.$Properties
+                 * @property {string|null} [id] LeaseKeepAliveResponse id
+                 * @property {number|Long|null} [ttlSeconds] LeaseKeepAliveResponse ttlSeconds
+                 * @property {string|null} [errorCode] LeaseKeepAliveResponse errorCode
+                 * @property {string|null} [errorMessage] LeaseKeepAliveResponse errorMessage
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a LeaseKeepAliveResponse.
+                 * @memberof cairn.resource.v1
+                 * @interface ILeaseKeepAliveResponse
+                 * @augments cairn.resource.v1.LeaseKeepAliveResponse.$Properties
+                 * @deprecated Use cairn.resource.v1.LeaseKeepAliveResponse.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a LeaseKeepAliveResponse.
+                 * @typedef {cairn.resource.v1.LeaseKeepAliveResponse.$Properties} cairn.resource.v1.LeaseKeepAliveResponse.$Shape
+                 */
+
+                /**
+                 * Constructs a new LeaseKeepAliveResponse.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a LeaseKeepAliveResponse.
+                 * @constructor
+                 * @param {cairn.resource.v1.LeaseKeepAliveResponse.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const LeaseKeepAliveResponse = function (p) {
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * LeaseKeepAliveResponse id.
+                 * @member {string} id
+                 * @memberof cairn.resource.v1.LeaseKeepAliveResponse
+                 * @instance
+                 */
+                LeaseKeepAliveResponse.prototype.id = "";
+
+                /**
+                 * LeaseKeepAliveResponse ttlSeconds.
+                 * @member {number|Long} ttlSeconds
+                 * @memberof cairn.resource.v1.LeaseKeepAliveResponse
+                 * @instance
+                 */
+                LeaseKeepAliveResponse.prototype.ttlSeconds = $util.Long ? $util.Long.fromBits(0,0,false) : 0;
+
+                /**
+                 * LeaseKeepAliveResponse errorCode.
+                 * @member {string} errorCode
+                 * @memberof cairn.resource.v1.LeaseKeepAliveResponse
+                 * @instance
+                 */
+                LeaseKeepAliveResponse.prototype.errorCode = "";
+
+                /**
+                 * LeaseKeepAliveResponse errorMessage.
+                 * @member {string} errorMessage
+                 * @memberof cairn.resource.v1.LeaseKeepAliveResponse
+                 * @instance
+                 */
+                LeaseKeepAliveResponse.prototype.errorMessage = "";
+
+                /**
+                 * Creates a new LeaseKeepAliveResponse instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.LeaseKeepAliveResponse
+                 * @static
+                 * @param {cairn.resource.v1.LeaseKeepAliveResponse.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.LeaseKeepAliveResponse} LeaseKeepAliveResponse instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.LeaseKeepAliveResponse.$Shape): cairn.resource.v1.LeaseKeepAliveResponse & cairn.resource.v1.LeaseKeepAliveResponse.$Shape;
+                 *   (properties?: cairn.resource.v1.LeaseKeepAliveResponse.$Properties): cairn.resource.v1.LeaseKeepAliveResponse;
+                 * }}
+                 */
+                LeaseKeepAliveResponse.create = function(properties) {
+                    return new LeaseKeepAliveResponse(properties);
+                };
+
+                /**
+                 * Encodes the specified LeaseKeepAliveResponse message. Does not implicitly {@link cairn.resource.v1.LeaseKeepAliveResponse.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.LeaseKeepAliveResponse
+                 * @static
+                 * @param {cairn.resource.v1.LeaseKeepAliveResponse.$Properties} m LeaseKeepAliveResponse message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                LeaseKeepAliveResponse.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id") && m.id !== "")
+                        w.uint32(/* id 1, wireType 2 =*/10).string(m.id);
+                    if (m.ttlSeconds != null && $Object.hasOwnProperty.call(m, "ttlSeconds") && (typeof m.ttlSeconds === "object" ? m.ttlSeconds.low || m.ttlSeconds.high : m.ttlSeconds !== 0))
+                        w.uint32(/* id 2, wireType 0 =*/16).int64(m.ttlSeconds);
+                    if (m.errorCode != null && $Object.hasOwnProperty.call(m, "errorCode") && m.errorCode !== "")
+                        w.uint32(/* id 3, wireType 2 =*/26).string(m.errorCode);
+                    if (m.errorMessage != null && $Object.hasOwnProperty.call(m, "errorMessage") && m.errorMessage !== "")
+                        w.uint32(/* id 4, wireType 2 =*/34).string(m.errorMessage);
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified LeaseKeepAliveResponse message, length delimited. Does not implicitly {@link cairn.resource.v1.LeaseKeepAliveResponse.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.LeaseKeepAliveResponse
+                 * @static
+                 * @param {cairn.resource.v1.LeaseKeepAliveResponse.$Properties} message LeaseKeepAliveResponse message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                LeaseKeepAliveResponse.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a LeaseKeepAliveResponse message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.LeaseKeepAliveResponse
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.LeaseKeepAliveResponse & cairn.resource.v1.LeaseKeepAliveResponse.$Shape} LeaseKeepAliveResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                LeaseKeepAliveResponse.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m, v;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.LeaseKeepAliveResponse();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.id = v;
+                                else
+                                    delete m.id;
+                                continue;
+                            }
+                        case 2: {
+                                if (u !== 0)
+                                    break;
+                                if (typeof (v = r.int64()) === "object" ? v.low || v.high : v !== 0)
+                                    m.ttlSeconds = v;
+                                else
+                                    delete m.ttlSeconds;
+                                continue;
+                            }
+                        case 3: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.errorCode = v;
+                                else
+                                    delete m.errorCode;
+                                continue;
+                            }
+                        case 4: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.errorMessage = v;
+                                else
+                                    delete m.errorMessage;
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a LeaseKeepAliveResponse message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.LeaseKeepAliveResponse
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.LeaseKeepAliveResponse & cairn.resource.v1.LeaseKeepAliveResponse.$Shape} LeaseKeepAliveResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                LeaseKeepAliveResponse.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a LeaseKeepAliveResponse message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.LeaseKeepAliveResponse
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                LeaseKeepAliveResponse.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        if (!$util.isString(m.id))
+                            return "id: string expected";
+                    }
+                    if (m.ttlSeconds != null && $Object.hasOwnProperty.call(m, "ttlSeconds")) {
+                        if (!$util.isInteger(m.ttlSeconds) && !(m.ttlSeconds && $util.isInteger(m.ttlSeconds.low) && $util.isInteger(m.ttlSeconds.high)))
+                            return "ttlSeconds: integer|Long expected";
+                    }
+                    if (m.errorCode != null && $Object.hasOwnProperty.call(m, "errorCode")) {
+                        if (!$util.isString(m.errorCode))
+                            return "errorCode: string expected";
+                    }
+                    if (m.errorMessage != null && $Object.hasOwnProperty.call(m, "errorMessage")) {
+                        if (!$util.isString(m.errorMessage))
+                            return "errorMessage: string expected";
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a LeaseKeepAliveResponse message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.LeaseKeepAliveResponse
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.LeaseKeepAliveResponse} LeaseKeepAliveResponse
+                 */
+                LeaseKeepAliveResponse.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.LeaseKeepAliveResponse)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.LeaseKeepAliveResponse: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.LeaseKeepAliveResponse();
+                    if (d.id != null) {
+                        if (typeof d.id !== "string" || d.id.length) {
+                            m.id = $String(d.id);
+                        }
+                    }
+                    if (d.ttlSeconds != null) {
+                        if (typeof d.ttlSeconds === "object" ? d.ttlSeconds.low || d.ttlSeconds.high : $Number(d.ttlSeconds) !== 0) {
+                            if ($util.Long)
+                                m.ttlSeconds = $util.Long.fromValue(d.ttlSeconds, false);
+                            else if (typeof d.ttlSeconds === "string")
+                                m.ttlSeconds = $parseInt(d.ttlSeconds, 10);
+                            else if (typeof d.ttlSeconds === "number")
+                                m.ttlSeconds = d.ttlSeconds;
+                            else if (typeof d.ttlSeconds === "object")
+                                m.ttlSeconds = new $util.LongBits(d.ttlSeconds.low >>> 0, d.ttlSeconds.high >>> 0).toNumber();
+                        }
+                    }
+                    if (d.errorCode != null) {
+                        if (typeof d.errorCode !== "string" || d.errorCode.length) {
+                            m.errorCode = $String(d.errorCode);
+                        }
+                    }
+                    if (d.errorMessage != null) {
+                        if (typeof d.errorMessage !== "string" || d.errorMessage.length) {
+                            m.errorMessage = $String(d.errorMessage);
+                        }
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a LeaseKeepAliveResponse message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.LeaseKeepAliveResponse
+                 * @static
+                 * @param {cairn.resource.v1.LeaseKeepAliveResponse} m LeaseKeepAliveResponse
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                LeaseKeepAliveResponse.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.defaults) {
+                        d.id = "";
+                        if ($util.Long) {
+                            var n = new $util.Long(0, 0, false);
+                            d.ttlSeconds = o.longs === $String ? n.toString() : o.longs === $Number ? n.toNumber() : typeof $BigInt !== "undefined" && o.longs === $BigInt ? n.toBigInt() : n;
+                        } else
+                            d.ttlSeconds = o.longs === $String ? "0" : typeof $BigInt !== "undefined" && o.longs === $BigInt ? $BigInt("0") : 0;
+                        d.errorCode = "";
+                        d.errorMessage = "";
+                    }
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        d.id = m.id;
+                    }
+                    if (m.ttlSeconds != null && $Object.hasOwnProperty.call(m, "ttlSeconds")) {
+                        if (typeof $BigInt !== "undefined" && o.longs === $BigInt)
+                            d.ttlSeconds = typeof m.ttlSeconds === "number" ? $BigInt(m.ttlSeconds) : $util.Long.fromBits(m.ttlSeconds.low >>> 0, m.ttlSeconds.high >>> 0, false).toBigInt();
+                        else if (typeof m.ttlSeconds === "number")
+                            d.ttlSeconds = o.longs === $String ? $String(m.ttlSeconds) : m.ttlSeconds;
+                        else
+                            d.ttlSeconds = o.longs === $String ? $util.Long.prototype.toString.call(m.ttlSeconds) : o.longs === $Number ? new $util.LongBits(m.ttlSeconds.low >>> 0, m.ttlSeconds.high >>> 0).toNumber() : m.ttlSeconds;
+                    }
+                    if (m.errorCode != null && $Object.hasOwnProperty.call(m, "errorCode")) {
+                        d.errorCode = m.errorCode;
+                    }
+                    if (m.errorMessage != null && $Object.hasOwnProperty.call(m, "errorMessage")) {
+                        d.errorMessage = m.errorMessage;
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this LeaseKeepAliveResponse to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.LeaseKeepAliveResponse
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                LeaseKeepAliveResponse.prototype.toJSON = function() {
+                    return LeaseKeepAliveResponse.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for LeaseKeepAliveResponse
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.LeaseKeepAliveResponse
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                LeaseKeepAliveResponse.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.LeaseKeepAliveResponse";
+                };
+
+                return LeaseKeepAliveResponse;
+            })();
+
+            v1.LeaseTimeToLiveRequest = (function() {
+
+                /**
+                 * Properties of a LeaseTimeToLiveRequest.
+                 * @typedef {Object} cairn.resource.v1.LeaseTimeToLiveRequest.$Properties
+                 * @property {string|null} [id] LeaseTimeToLiveRequest id
+                 * @property {boolean|null} [attached] LeaseTimeToLiveRequest attached
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a LeaseTimeToLiveRequest.
+                 * @memberof cairn.resource.v1
+                 * @interface ILeaseTimeToLiveRequest
+                 * @augments cairn.resource.v1.LeaseTimeToLiveRequest.$Properties
+                 * @deprecated Use cairn.resource.v1.LeaseTimeToLiveRequest.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a LeaseTimeToLiveRequest.
+                 * @typedef {cairn.resource.v1.LeaseTimeToLiveRequest.$Properties} cairn.resource.v1.LeaseTimeToLiveRequest.$Shape
+                 */
+
+                /**
+                 * Constructs a new LeaseTimeToLiveRequest.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a LeaseTimeToLiveRequest.
+                 * @constructor
+                 * @param {cairn.resource.v1.LeaseTimeToLiveRequest.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const LeaseTimeToLiveRequest = function (p) {
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * LeaseTimeToLiveRequest id.
+                 * @member {string} id
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveRequest
+                 * @instance
+                 */
+                LeaseTimeToLiveRequest.prototype.id = "";
+
+                /**
+                 * LeaseTimeToLiveRequest attached.
+                 * @member {boolean} attached
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveRequest
+                 * @instance
+                 */
+                LeaseTimeToLiveRequest.prototype.attached = false;
+
+                /**
+                 * Creates a new LeaseTimeToLiveRequest instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveRequest
+                 * @static
+                 * @param {cairn.resource.v1.LeaseTimeToLiveRequest.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.LeaseTimeToLiveRequest} LeaseTimeToLiveRequest instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.LeaseTimeToLiveRequest.$Shape): cairn.resource.v1.LeaseTimeToLiveRequest & cairn.resource.v1.LeaseTimeToLiveRequest.$Shape;
+                 *   (properties?: cairn.resource.v1.LeaseTimeToLiveRequest.$Properties): cairn.resource.v1.LeaseTimeToLiveRequest;
+                 * }}
+                 */
+                LeaseTimeToLiveRequest.create = function(properties) {
+                    return new LeaseTimeToLiveRequest(properties);
+                };
+
+                /**
+                 * Encodes the specified LeaseTimeToLiveRequest message. Does not implicitly {@link cairn.resource.v1.LeaseTimeToLiveRequest.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveRequest
+                 * @static
+                 * @param {cairn.resource.v1.LeaseTimeToLiveRequest.$Properties} m LeaseTimeToLiveRequest message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                LeaseTimeToLiveRequest.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id") && m.id !== "")
+                        w.uint32(/* id 1, wireType 2 =*/10).string(m.id);
+                    if (m.attached != null && $Object.hasOwnProperty.call(m, "attached") && m.attached !== false)
+                        w.uint32(/* id 2, wireType 0 =*/16).bool(m.attached);
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified LeaseTimeToLiveRequest message, length delimited. Does not implicitly {@link cairn.resource.v1.LeaseTimeToLiveRequest.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveRequest
+                 * @static
+                 * @param {cairn.resource.v1.LeaseTimeToLiveRequest.$Properties} message LeaseTimeToLiveRequest message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                LeaseTimeToLiveRequest.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a LeaseTimeToLiveRequest message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveRequest
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.LeaseTimeToLiveRequest & cairn.resource.v1.LeaseTimeToLiveRequest.$Shape} LeaseTimeToLiveRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                LeaseTimeToLiveRequest.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m, v;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.LeaseTimeToLiveRequest();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.id = v;
+                                else
+                                    delete m.id;
+                                continue;
+                            }
+                        case 2: {
+                                if (u !== 0)
+                                    break;
+                                if (v = r.bool())
+                                    m.attached = v;
+                                else
+                                    delete m.attached;
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a LeaseTimeToLiveRequest message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveRequest
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.LeaseTimeToLiveRequest & cairn.resource.v1.LeaseTimeToLiveRequest.$Shape} LeaseTimeToLiveRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                LeaseTimeToLiveRequest.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a LeaseTimeToLiveRequest message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveRequest
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                LeaseTimeToLiveRequest.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        if (!$util.isString(m.id))
+                            return "id: string expected";
+                    }
+                    if (m.attached != null && $Object.hasOwnProperty.call(m, "attached")) {
+                        if (typeof m.attached !== "boolean")
+                            return "attached: boolean expected";
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a LeaseTimeToLiveRequest message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveRequest
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.LeaseTimeToLiveRequest} LeaseTimeToLiveRequest
+                 */
+                LeaseTimeToLiveRequest.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.LeaseTimeToLiveRequest)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.LeaseTimeToLiveRequest: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.LeaseTimeToLiveRequest();
+                    if (d.id != null) {
+                        if (typeof d.id !== "string" || d.id.length) {
+                            m.id = $String(d.id);
+                        }
+                    }
+                    if (d.attached != null) {
+                        if (d.attached) {
+                            m.attached = $Boolean(d.attached);
+                        }
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a LeaseTimeToLiveRequest message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveRequest
+                 * @static
+                 * @param {cairn.resource.v1.LeaseTimeToLiveRequest} m LeaseTimeToLiveRequest
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                LeaseTimeToLiveRequest.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.defaults) {
+                        d.id = "";
+                        d.attached = false;
+                    }
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        d.id = m.id;
+                    }
+                    if (m.attached != null && $Object.hasOwnProperty.call(m, "attached")) {
+                        d.attached = m.attached;
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this LeaseTimeToLiveRequest to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveRequest
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                LeaseTimeToLiveRequest.prototype.toJSON = function() {
+                    return LeaseTimeToLiveRequest.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for LeaseTimeToLiveRequest
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveRequest
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                LeaseTimeToLiveRequest.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.LeaseTimeToLiveRequest";
+                };
+
+                return LeaseTimeToLiveRequest;
+            })();
+
+            v1.LeaseTimeToLiveResponse = (function() {
+
+                /**
+                 * Properties of a LeaseTimeToLiveResponse.
+                 * @typedef {Object} cairn.resource.v1.LeaseTimeToLiveResponse.$Properties
+                 * @property {string|null} [id] LeaseTimeToLiveResponse id
+                 * @property {number|Long|null} [ttlSeconds] LeaseTimeToLiveResponse ttlSeconds
+                 * @property {number|Long|null} [remainingSeconds] LeaseTimeToLiveResponse remainingSeconds
+                 * @property {number|Long|null} [remainingMs] LeaseTimeToLiveResponse remainingMs
+                 * @property {Array.<cairn.resource.v1.ResourceId.$Properties>|null} [attached] LeaseTimeToLiveResponse attached
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a LeaseTimeToLiveResponse.
+                 * @memberof cairn.resource.v1
+                 * @interface ILeaseTimeToLiveResponse
+                 * @augments cairn.resource.v1.LeaseTimeToLiveResponse.$Properties
+                 * @deprecated Use cairn.resource.v1.LeaseTimeToLiveResponse.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a LeaseTimeToLiveResponse.
+                 * @typedef {cairn.resource.v1.LeaseTimeToLiveResponse.$Properties} cairn.resource.v1.LeaseTimeToLiveResponse.$Shape
+                 */
+
+                /**
+                 * Constructs a new LeaseTimeToLiveResponse.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a LeaseTimeToLiveResponse.
+                 * @constructor
+                 * @param {cairn.resource.v1.LeaseTimeToLiveResponse.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const LeaseTimeToLiveResponse = function (p) {
+                    this.attached = [];
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * LeaseTimeToLiveResponse id.
+                 * @member {string} id
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveResponse
+                 * @instance
+                 */
+                LeaseTimeToLiveResponse.prototype.id = "";
+
+                /**
+                 * LeaseTimeToLiveResponse ttlSeconds.
+                 * @member {number|Long} ttlSeconds
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveResponse
+                 * @instance
+                 */
+                LeaseTimeToLiveResponse.prototype.ttlSeconds = $util.Long ? $util.Long.fromBits(0,0,false) : 0;
+
+                /**
+                 * LeaseTimeToLiveResponse remainingSeconds.
+                 * @member {number|Long} remainingSeconds
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveResponse
+                 * @instance
+                 */
+                LeaseTimeToLiveResponse.prototype.remainingSeconds = $util.Long ? $util.Long.fromBits(0,0,false) : 0;
+
+                /**
+                 * LeaseTimeToLiveResponse remainingMs.
+                 * @member {number|Long} remainingMs
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveResponse
+                 * @instance
+                 */
+                LeaseTimeToLiveResponse.prototype.remainingMs = $util.Long ? $util.Long.fromBits(0,0,false) : 0;
+
+                /**
+                 * LeaseTimeToLiveResponse attached.
+                 * @member {Array.<cairn.resource.v1.ResourceId.$Properties>} attached
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveResponse
+                 * @instance
+                 */
+                LeaseTimeToLiveResponse.prototype.attached = $util.emptyArray;
+
+                /**
+                 * Creates a new LeaseTimeToLiveResponse instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveResponse
+                 * @static
+                 * @param {cairn.resource.v1.LeaseTimeToLiveResponse.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.LeaseTimeToLiveResponse} LeaseTimeToLiveResponse instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.LeaseTimeToLiveResponse.$Shape): cairn.resource.v1.LeaseTimeToLiveResponse & cairn.resource.v1.LeaseTimeToLiveResponse.$Shape;
+                 *   (properties?: cairn.resource.v1.LeaseTimeToLiveResponse.$Properties): cairn.resource.v1.LeaseTimeToLiveResponse;
+                 * }}
+                 */
+                LeaseTimeToLiveResponse.create = function(properties) {
+                    return new LeaseTimeToLiveResponse(properties);
+                };
+
+                /**
+                 * Encodes the specified LeaseTimeToLiveResponse message. Does not implicitly {@link cairn.resource.v1.LeaseTimeToLiveResponse.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveResponse
+                 * @static
+                 * @param {cairn.resource.v1.LeaseTimeToLiveResponse.$Properties} m LeaseTimeToLiveResponse message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                LeaseTimeToLiveResponse.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id") && m.id !== "")
+                        w.uint32(/* id 1, wireType 2 =*/10).string(m.id);
+                    if (m.ttlSeconds != null && $Object.hasOwnProperty.call(m, "ttlSeconds") && (typeof m.ttlSeconds === "object" ? m.ttlSeconds.low || m.ttlSeconds.high : m.ttlSeconds !== 0))
+                        w.uint32(/* id 2, wireType 0 =*/16).int64(m.ttlSeconds);
+                    if (m.remainingSeconds != null && $Object.hasOwnProperty.call(m, "remainingSeconds") && (typeof m.remainingSeconds === "object" ? m.remainingSeconds.low || m.remainingSeconds.high : m.remainingSeconds !== 0))
+                        w.uint32(/* id 3, wireType 0 =*/24).int64(m.remainingSeconds);
+                    if (m.remainingMs != null && $Object.hasOwnProperty.call(m, "remainingMs") && (typeof m.remainingMs === "object" ? m.remainingMs.low || m.remainingMs.high : m.remainingMs !== 0))
+                        w.uint32(/* id 4, wireType 0 =*/32).int64(m.remainingMs);
+                    if (m.attached != null && m.attached.length) {
+                        for (var i = 0; i < m.attached.length; ++i)
+                            $root.cairn.resource.v1.ResourceId.encode(m.attached[i], w.uint32(/* id 5, wireType 2 =*/42).fork(), q + 1).ldelim();
+                    }
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified LeaseTimeToLiveResponse message, length delimited. Does not implicitly {@link cairn.resource.v1.LeaseTimeToLiveResponse.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveResponse
+                 * @static
+                 * @param {cairn.resource.v1.LeaseTimeToLiveResponse.$Properties} message LeaseTimeToLiveResponse message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                LeaseTimeToLiveResponse.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a LeaseTimeToLiveResponse message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveResponse
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.LeaseTimeToLiveResponse & cairn.resource.v1.LeaseTimeToLiveResponse.$Shape} LeaseTimeToLiveResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                LeaseTimeToLiveResponse.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m, v;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.LeaseTimeToLiveResponse();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.id = v;
+                                else
+                                    delete m.id;
+                                continue;
+                            }
+                        case 2: {
+                                if (u !== 0)
+                                    break;
+                                if (typeof (v = r.int64()) === "object" ? v.low || v.high : v !== 0)
+                                    m.ttlSeconds = v;
+                                else
+                                    delete m.ttlSeconds;
+                                continue;
+                            }
+                        case 3: {
+                                if (u !== 0)
+                                    break;
+                                if (typeof (v = r.int64()) === "object" ? v.low || v.high : v !== 0)
+                                    m.remainingSeconds = v;
+                                else
+                                    delete m.remainingSeconds;
+                                continue;
+                            }
+                        case 4: {
+                                if (u !== 0)
+                                    break;
+                                if (typeof (v = r.int64()) === "object" ? v.low || v.high : v !== 0)
+                                    m.remainingMs = v;
+                                else
+                                    delete m.remainingMs;
+                                continue;
+                            }
+                        case 5: {
+                                if (u !== 2)
+                                    break;
+                                if (!(m.attached && m.attached.length))
+                                    m.attached = [];
+                                m.attached.push($root.cairn.resource.v1.ResourceId.decode(r, r.size(), $undefined, q + 1));
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a LeaseTimeToLiveResponse message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveResponse
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.LeaseTimeToLiveResponse & cairn.resource.v1.LeaseTimeToLiveResponse.$Shape} LeaseTimeToLiveResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                LeaseTimeToLiveResponse.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a LeaseTimeToLiveResponse message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveResponse
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                LeaseTimeToLiveResponse.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        if (!$util.isString(m.id))
+                            return "id: string expected";
+                    }
+                    if (m.ttlSeconds != null && $Object.hasOwnProperty.call(m, "ttlSeconds")) {
+                        if (!$util.isInteger(m.ttlSeconds) && !(m.ttlSeconds && $util.isInteger(m.ttlSeconds.low) && $util.isInteger(m.ttlSeconds.high)))
+                            return "ttlSeconds: integer|Long expected";
+                    }
+                    if (m.remainingSeconds != null && $Object.hasOwnProperty.call(m, "remainingSeconds")) {
+                        if (!$util.isInteger(m.remainingSeconds) && !(m.remainingSeconds && $util.isInteger(m.remainingSeconds.low) && $util.isInteger(m.remainingSeconds.high)))
+                            return "remainingSeconds: integer|Long expected";
+                    }
+                    if (m.remainingMs != null && $Object.hasOwnProperty.call(m, "remainingMs")) {
+                        if (!$util.isInteger(m.remainingMs) && !(m.remainingMs && $util.isInteger(m.remainingMs.low) && $util.isInteger(m.remainingMs.high)))
+                            return "remainingMs: integer|Long expected";
+                    }
+                    if (m.attached != null && $Object.hasOwnProperty.call(m, "attached")) {
+                        if (!$Array.isArray(m.attached))
+                            return "attached: array expected";
+                        for (var i = 0; i < m.attached.length; ++i) {
+                            {
+                                var e = $root.cairn.resource.v1.ResourceId.verify(m.attached[i], q + 1);
+                                if (e)
+                                    return "attached." + e;
+                            }
+                        }
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a LeaseTimeToLiveResponse message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveResponse
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.LeaseTimeToLiveResponse} LeaseTimeToLiveResponse
+                 */
+                LeaseTimeToLiveResponse.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.LeaseTimeToLiveResponse)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.LeaseTimeToLiveResponse: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.LeaseTimeToLiveResponse();
+                    if (d.id != null) {
+                        if (typeof d.id !== "string" || d.id.length) {
+                            m.id = $String(d.id);
+                        }
+                    }
+                    if (d.ttlSeconds != null) {
+                        if (typeof d.ttlSeconds === "object" ? d.ttlSeconds.low || d.ttlSeconds.high : $Number(d.ttlSeconds) !== 0) {
+                            if ($util.Long)
+                                m.ttlSeconds = $util.Long.fromValue(d.ttlSeconds, false);
+                            else if (typeof d.ttlSeconds === "string")
+                                m.ttlSeconds = $parseInt(d.ttlSeconds, 10);
+                            else if (typeof d.ttlSeconds === "number")
+                                m.ttlSeconds = d.ttlSeconds;
+                            else if (typeof d.ttlSeconds === "object")
+                                m.ttlSeconds = new $util.LongBits(d.ttlSeconds.low >>> 0, d.ttlSeconds.high >>> 0).toNumber();
+                        }
+                    }
+                    if (d.remainingSeconds != null) {
+                        if (typeof d.remainingSeconds === "object" ? d.remainingSeconds.low || d.remainingSeconds.high : $Number(d.remainingSeconds) !== 0) {
+                            if ($util.Long)
+                                m.remainingSeconds = $util.Long.fromValue(d.remainingSeconds, false);
+                            else if (typeof d.remainingSeconds === "string")
+                                m.remainingSeconds = $parseInt(d.remainingSeconds, 10);
+                            else if (typeof d.remainingSeconds === "number")
+                                m.remainingSeconds = d.remainingSeconds;
+                            else if (typeof d.remainingSeconds === "object")
+                                m.remainingSeconds = new $util.LongBits(d.remainingSeconds.low >>> 0, d.remainingSeconds.high >>> 0).toNumber();
+                        }
+                    }
+                    if (d.remainingMs != null) {
+                        if (typeof d.remainingMs === "object" ? d.remainingMs.low || d.remainingMs.high : $Number(d.remainingMs) !== 0) {
+                            if ($util.Long)
+                                m.remainingMs = $util.Long.fromValue(d.remainingMs, false);
+                            else if (typeof d.remainingMs === "string")
+                                m.remainingMs = $parseInt(d.remainingMs, 10);
+                            else if (typeof d.remainingMs === "number")
+                                m.remainingMs = d.remainingMs;
+                            else if (typeof d.remainingMs === "object")
+                                m.remainingMs = new $util.LongBits(d.remainingMs.low >>> 0, d.remainingMs.high >>> 0).toNumber();
+                        }
+                    }
+                    if (d.attached) {
+                        if (!$Array.isArray(d.attached))
+                            throw $TypeError(".cairn.resource.v1.LeaseTimeToLiveResponse.attached: array expected");
+                        m.attached = $Array(d.attached.length);
+                        for (var i = 0; i < d.attached.length; ++i) {
+                            if (!$util.isObject(d.attached[i]))
+                                throw $TypeError(".cairn.resource.v1.LeaseTimeToLiveResponse.attached: object expected");
+                            m.attached[i] = $root.cairn.resource.v1.ResourceId.fromObject(d.attached[i], q + 1);
+                        }
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a LeaseTimeToLiveResponse message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveResponse
+                 * @static
+                 * @param {cairn.resource.v1.LeaseTimeToLiveResponse} m LeaseTimeToLiveResponse
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                LeaseTimeToLiveResponse.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.arrays || o.defaults) {
+                        d.attached = [];
+                    }
+                    if (o.defaults) {
+                        d.id = "";
+                        if ($util.Long) {
+                            var n = new $util.Long(0, 0, false);
+                            d.ttlSeconds = o.longs === $String ? n.toString() : o.longs === $Number ? n.toNumber() : typeof $BigInt !== "undefined" && o.longs === $BigInt ? n.toBigInt() : n;
+                        } else
+                            d.ttlSeconds = o.longs === $String ? "0" : typeof $BigInt !== "undefined" && o.longs === $BigInt ? $BigInt("0") : 0;
+                        if ($util.Long) {
+                            var n = new $util.Long(0, 0, false);
+                            d.remainingSeconds = o.longs === $String ? n.toString() : o.longs === $Number ? n.toNumber() : typeof $BigInt !== "undefined" && o.longs === $BigInt ? n.toBigInt() : n;
+                        } else
+                            d.remainingSeconds = o.longs === $String ? "0" : typeof $BigInt !== "undefined" && o.longs === $BigInt ? $BigInt("0") : 0;
+                        if ($util.Long) {
+                            var n = new $util.Long(0, 0, false);
+                            d.remainingMs = o.longs === $String ? n.toString() : o.longs === $Number ? n.toNumber() : typeof $BigInt !== "undefined" && o.longs === $BigInt ? n.toBigInt() : n;
+                        } else
+                            d.remainingMs = o.longs === $String ? "0" : typeof $BigInt !== "undefined" && o.longs === $BigInt ? $BigInt("0") : 0;
+                    }
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        d.id = m.id;
+                    }
+                    if (m.ttlSeconds != null && $Object.hasOwnProperty.call(m, "ttlSeconds")) {
+                        if (typeof $BigInt !== "undefined" && o.longs === $BigInt)
+                            d.ttlSeconds = typeof m.ttlSeconds === "number" ? $BigInt(m.ttlSeconds) : $util.Long.fromBits(m.ttlSeconds.low >>> 0, m.ttlSeconds.high >>> 0, false).toBigInt();
+                        else if (typeof m.ttlSeconds === "number")
+                            d.ttlSeconds = o.longs === $String ? $String(m.ttlSeconds) : m.ttlSeconds;
+                        else
+                            d.ttlSeconds = o.longs === $String ? $util.Long.prototype.toString.call(m.ttlSeconds) : o.longs === $Number ? new $util.LongBits(m.ttlSeconds.low >>> 0, m.ttlSeconds.high >>> 0).toNumber() : m.ttlSeconds;
+                    }
+                    if (m.remainingSeconds != null && $Object.hasOwnProperty.call(m, "remainingSeconds")) {
+                        if (typeof $BigInt !== "undefined" && o.longs === $BigInt)
+                            d.remainingSeconds = typeof m.remainingSeconds === "number" ? $BigInt(m.remainingSeconds) : $util.Long.fromBits(m.remainingSeconds.low >>> 0, m.remainingSeconds.high >>> 0, false).toBigInt();
+                        else if (typeof m.remainingSeconds === "number")
+                            d.remainingSeconds = o.longs === $String ? $String(m.remainingSeconds) : m.remainingSeconds;
+                        else
+                            d.remainingSeconds = o.longs === $String ? $util.Long.prototype.toString.call(m.remainingSeconds) : o.longs === $Number ? new $util.LongBits(m.remainingSeconds.low >>> 0, m.remainingSeconds.high >>> 0).toNumber() : m.remainingSeconds;
+                    }
+                    if (m.remainingMs != null && $Object.hasOwnProperty.call(m, "remainingMs")) {
+                        if (typeof $BigInt !== "undefined" && o.longs === $BigInt)
+                            d.remainingMs = typeof m.remainingMs === "number" ? $BigInt(m.remainingMs) : $util.Long.fromBits(m.remainingMs.low >>> 0, m.remainingMs.high >>> 0, false).toBigInt();
+                        else if (typeof m.remainingMs === "number")
+                            d.remainingMs = o.longs === $String ? $String(m.remainingMs) : m.remainingMs;
+                        else
+                            d.remainingMs = o.longs === $String ? $util.Long.prototype.toString.call(m.remainingMs) : o.longs === $Number ? new $util.LongBits(m.remainingMs.low >>> 0, m.remainingMs.high >>> 0).toNumber() : m.remainingMs;
+                    }
+                    if (m.attached && m.attached.length) {
+                        d.attached = $Array(m.attached.length);
+                        for (var j = 0; j < m.attached.length; ++j) {
+                            d.attached[j] = $root.cairn.resource.v1.ResourceId.toObject(m.attached[j], o, q + 1);
+                        }
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this LeaseTimeToLiveResponse to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveResponse
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                LeaseTimeToLiveResponse.prototype.toJSON = function() {
+                    return LeaseTimeToLiveResponse.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for LeaseTimeToLiveResponse
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.LeaseTimeToLiveResponse
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                LeaseTimeToLiveResponse.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.LeaseTimeToLiveResponse";
+                };
+
+                return LeaseTimeToLiveResponse;
+            })();
+
+            v1.LeaseListRequest = (function() {
+
+                /**
+                 * Properties of a LeaseListRequest.
+                 * @typedef {Object} cairn.resource.v1.LeaseListRequest.$Properties
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a LeaseListRequest.
+                 * @memberof cairn.resource.v1
+                 * @interface ILeaseListRequest
+                 * @augments cairn.resource.v1.LeaseListRequest.$Properties
+                 * @deprecated Use cairn.resource.v1.LeaseListRequest.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a LeaseListRequest.
+                 * @typedef {cairn.resource.v1.LeaseListRequest.$Properties} cairn.resource.v1.LeaseListRequest.$Shape
+                 */
+
+                /**
+                 * Constructs a new LeaseListRequest.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a LeaseListRequest.
+                 * @constructor
+                 * @param {cairn.resource.v1.LeaseListRequest.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const LeaseListRequest = function (p) {
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * Creates a new LeaseListRequest instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.LeaseListRequest
+                 * @static
+                 * @param {cairn.resource.v1.LeaseListRequest.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.LeaseListRequest} LeaseListRequest instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.LeaseListRequest.$Shape): cairn.resource.v1.LeaseListRequest & cairn.resource.v1.LeaseListRequest.$Shape;
+                 *   (properties?: cairn.resource.v1.LeaseListRequest.$Properties): cairn.resource.v1.LeaseListRequest;
+                 * }}
+                 */
+                LeaseListRequest.create = function(properties) {
+                    return new LeaseListRequest(properties);
+                };
+
+                /**
+                 * Encodes the specified LeaseListRequest message. Does not implicitly {@link cairn.resource.v1.LeaseListRequest.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.LeaseListRequest
+                 * @static
+                 * @param {cairn.resource.v1.LeaseListRequest.$Properties} m LeaseListRequest message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                LeaseListRequest.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified LeaseListRequest message, length delimited. Does not implicitly {@link cairn.resource.v1.LeaseListRequest.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.LeaseListRequest
+                 * @static
+                 * @param {cairn.resource.v1.LeaseListRequest.$Properties} message LeaseListRequest message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                LeaseListRequest.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a LeaseListRequest message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.LeaseListRequest
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.LeaseListRequest & cairn.resource.v1.LeaseListRequest.$Shape} LeaseListRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                LeaseListRequest.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.LeaseListRequest();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        r.skipType(t & 7, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a LeaseListRequest message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.LeaseListRequest
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.LeaseListRequest & cairn.resource.v1.LeaseListRequest.$Shape} LeaseListRequest
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                LeaseListRequest.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a LeaseListRequest message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.LeaseListRequest
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                LeaseListRequest.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    return null;
+                };
+
+                /**
+                 * Creates a LeaseListRequest message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.LeaseListRequest
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.LeaseListRequest} LeaseListRequest
+                 */
+                LeaseListRequest.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.LeaseListRequest)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.LeaseListRequest: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    return new $root.cairn.resource.v1.LeaseListRequest();
+                };
+
+                /**
+                 * Creates a plain object from a LeaseListRequest message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.LeaseListRequest
+                 * @static
+                 * @param {cairn.resource.v1.LeaseListRequest} m LeaseListRequest
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                LeaseListRequest.toObject = function () {
+                    return {};
+                };
+
+                /**
+                 * Converts this LeaseListRequest to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.LeaseListRequest
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                LeaseListRequest.prototype.toJSON = function() {
+                    return LeaseListRequest.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for LeaseListRequest
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.LeaseListRequest
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                LeaseListRequest.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.LeaseListRequest";
+                };
+
+                return LeaseListRequest;
+            })();
+
+            v1.Lease = (function() {
+
+                /**
+                 * Properties of a Lease.
+                 * @typedef {Object} cairn.resource.v1.Lease.$Properties
+                 * @property {string|null} [id] Lease id
+                 * @property {number|Long|null} [ttlSeconds] Lease ttlSeconds
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a Lease.
+                 * @memberof cairn.resource.v1
+                 * @interface ILease
+                 * @augments cairn.resource.v1.Lease.$Properties
+                 * @deprecated Use cairn.resource.v1.Lease.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a Lease.
+                 * @typedef {cairn.resource.v1.Lease.$Properties} cairn.resource.v1.Lease.$Shape
+                 */
+
+                /**
+                 * Constructs a new Lease.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a Lease.
+                 * @constructor
+                 * @param {cairn.resource.v1.Lease.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const Lease = function (p) {
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * Lease id.
+                 * @member {string} id
+                 * @memberof cairn.resource.v1.Lease
+                 * @instance
+                 */
+                Lease.prototype.id = "";
+
+                /**
+                 * Lease ttlSeconds.
+                 * @member {number|Long} ttlSeconds
+                 * @memberof cairn.resource.v1.Lease
+                 * @instance
+                 */
+                Lease.prototype.ttlSeconds = $util.Long ? $util.Long.fromBits(0,0,false) : 0;
+
+                /**
+                 * Creates a new Lease instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.Lease
+                 * @static
+                 * @param {cairn.resource.v1.Lease.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.Lease} Lease instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.Lease.$Shape): cairn.resource.v1.Lease & cairn.resource.v1.Lease.$Shape;
+                 *   (properties?: cairn.resource.v1.Lease.$Properties): cairn.resource.v1.Lease;
+                 * }}
+                 */
+                Lease.create = function(properties) {
+                    return new Lease(properties);
+                };
+
+                /**
+                 * Encodes the specified Lease message. Does not implicitly {@link cairn.resource.v1.Lease.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.Lease
+                 * @static
+                 * @param {cairn.resource.v1.Lease.$Properties} m Lease message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                Lease.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id") && m.id !== "")
+                        w.uint32(/* id 1, wireType 2 =*/10).string(m.id);
+                    if (m.ttlSeconds != null && $Object.hasOwnProperty.call(m, "ttlSeconds") && (typeof m.ttlSeconds === "object" ? m.ttlSeconds.low || m.ttlSeconds.high : m.ttlSeconds !== 0))
+                        w.uint32(/* id 2, wireType 0 =*/16).int64(m.ttlSeconds);
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified Lease message, length delimited. Does not implicitly {@link cairn.resource.v1.Lease.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.Lease
+                 * @static
+                 * @param {cairn.resource.v1.Lease.$Properties} message Lease message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                Lease.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a Lease message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.Lease
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.Lease & cairn.resource.v1.Lease.$Shape} Lease
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                Lease.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m, v;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.Lease();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 2)
+                                    break;
+                                if ((v = r.stringVerify()).length)
+                                    m.id = v;
+                                else
+                                    delete m.id;
+                                continue;
+                            }
+                        case 2: {
+                                if (u !== 0)
+                                    break;
+                                if (typeof (v = r.int64()) === "object" ? v.low || v.high : v !== 0)
+                                    m.ttlSeconds = v;
+                                else
+                                    delete m.ttlSeconds;
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a Lease message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.Lease
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.Lease & cairn.resource.v1.Lease.$Shape} Lease
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                Lease.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a Lease message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.Lease
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                Lease.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        if (!$util.isString(m.id))
+                            return "id: string expected";
+                    }
+                    if (m.ttlSeconds != null && $Object.hasOwnProperty.call(m, "ttlSeconds")) {
+                        if (!$util.isInteger(m.ttlSeconds) && !(m.ttlSeconds && $util.isInteger(m.ttlSeconds.low) && $util.isInteger(m.ttlSeconds.high)))
+                            return "ttlSeconds: integer|Long expected";
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a Lease message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.Lease
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.Lease} Lease
+                 */
+                Lease.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.Lease)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.Lease: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.Lease();
+                    if (d.id != null) {
+                        if (typeof d.id !== "string" || d.id.length) {
+                            m.id = $String(d.id);
+                        }
+                    }
+                    if (d.ttlSeconds != null) {
+                        if (typeof d.ttlSeconds === "object" ? d.ttlSeconds.low || d.ttlSeconds.high : $Number(d.ttlSeconds) !== 0) {
+                            if ($util.Long)
+                                m.ttlSeconds = $util.Long.fromValue(d.ttlSeconds, false);
+                            else if (typeof d.ttlSeconds === "string")
+                                m.ttlSeconds = $parseInt(d.ttlSeconds, 10);
+                            else if (typeof d.ttlSeconds === "number")
+                                m.ttlSeconds = d.ttlSeconds;
+                            else if (typeof d.ttlSeconds === "object")
+                                m.ttlSeconds = new $util.LongBits(d.ttlSeconds.low >>> 0, d.ttlSeconds.high >>> 0).toNumber();
+                        }
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a Lease message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.Lease
+                 * @static
+                 * @param {cairn.resource.v1.Lease} m Lease
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                Lease.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.defaults) {
+                        d.id = "";
+                        if ($util.Long) {
+                            var n = new $util.Long(0, 0, false);
+                            d.ttlSeconds = o.longs === $String ? n.toString() : o.longs === $Number ? n.toNumber() : typeof $BigInt !== "undefined" && o.longs === $BigInt ? n.toBigInt() : n;
+                        } else
+                            d.ttlSeconds = o.longs === $String ? "0" : typeof $BigInt !== "undefined" && o.longs === $BigInt ? $BigInt("0") : 0;
+                    }
+                    if (m.id != null && $Object.hasOwnProperty.call(m, "id")) {
+                        d.id = m.id;
+                    }
+                    if (m.ttlSeconds != null && $Object.hasOwnProperty.call(m, "ttlSeconds")) {
+                        if (typeof $BigInt !== "undefined" && o.longs === $BigInt)
+                            d.ttlSeconds = typeof m.ttlSeconds === "number" ? $BigInt(m.ttlSeconds) : $util.Long.fromBits(m.ttlSeconds.low >>> 0, m.ttlSeconds.high >>> 0, false).toBigInt();
+                        else if (typeof m.ttlSeconds === "number")
+                            d.ttlSeconds = o.longs === $String ? $String(m.ttlSeconds) : m.ttlSeconds;
+                        else
+                            d.ttlSeconds = o.longs === $String ? $util.Long.prototype.toString.call(m.ttlSeconds) : o.longs === $Number ? new $util.LongBits(m.ttlSeconds.low >>> 0, m.ttlSeconds.high >>> 0).toNumber() : m.ttlSeconds;
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this Lease to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.Lease
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                Lease.prototype.toJSON = function() {
+                    return Lease.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for Lease
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.Lease
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                Lease.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.Lease";
+                };
+
+                return Lease;
+            })();
+
+            v1.LeaseListResponse = (function() {
+
+                /**
+                 * Properties of a LeaseListResponse.
+                 * @typedef {Object} cairn.resource.v1.LeaseListResponse.$Properties
+                 * @property {Array.<cairn.resource.v1.Lease.$Properties>|null} [leases] LeaseListResponse leases
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+
+                /**
+                 * Properties of a LeaseListResponse.
+                 * @memberof cairn.resource.v1
+                 * @interface ILeaseListResponse
+                 * @augments cairn.resource.v1.LeaseListResponse.$Properties
+                 * @deprecated Use cairn.resource.v1.LeaseListResponse.$Properties instead.
+                 */
+
+                /**
+                 * Shape of a LeaseListResponse.
+                 * @typedef {cairn.resource.v1.LeaseListResponse.$Properties} cairn.resource.v1.LeaseListResponse.$Shape
+                 */
+
+                /**
+                 * Constructs a new LeaseListResponse.
+                 * @memberof cairn.resource.v1
+                 * @classdesc Represents a LeaseListResponse.
+                 * @constructor
+                 * @param {cairn.resource.v1.LeaseListResponse.$Properties=} [p] Properties to set
+                 * @property {Array.<Uint8Array>} [$unknowns] Unknown fields preserved while decoding when enabled
+                 */
+                const LeaseListResponse = function (p) {
+                    this.leases = [];
+                    if (p)
+                        for (var ks = $Object.keys(p), i = 0; i < ks.length; ++i)
+                            if (p[ks[i]] != null && ks[i] !== "__proto__")
+                                this[ks[i]] = p[ks[i]];
+                };
+
+                /**
+                 * LeaseListResponse leases.
+                 * @member {Array.<cairn.resource.v1.Lease.$Properties>} leases
+                 * @memberof cairn.resource.v1.LeaseListResponse
+                 * @instance
+                 */
+                LeaseListResponse.prototype.leases = $util.emptyArray;
+
+                /**
+                 * Creates a new LeaseListResponse instance using the specified properties.
+                 * @function create
+                 * @memberof cairn.resource.v1.LeaseListResponse
+                 * @static
+                 * @param {cairn.resource.v1.LeaseListResponse.$Properties=} [properties] Properties to set
+                 * @returns {cairn.resource.v1.LeaseListResponse} LeaseListResponse instance
+                 * @type {{
+                 *   (properties: cairn.resource.v1.LeaseListResponse.$Shape): cairn.resource.v1.LeaseListResponse & cairn.resource.v1.LeaseListResponse.$Shape;
+                 *   (properties?: cairn.resource.v1.LeaseListResponse.$Properties): cairn.resource.v1.LeaseListResponse;
+                 * }}
+                 */
+                LeaseListResponse.create = function(properties) {
+                    return new LeaseListResponse(properties);
+                };
+
+                /**
+                 * Encodes the specified LeaseListResponse message. Does not implicitly {@link cairn.resource.v1.LeaseListResponse.verify|verify} messages.
+                 * @function encode
+                 * @memberof cairn.resource.v1.LeaseListResponse
+                 * @static
+                 * @param {cairn.resource.v1.LeaseListResponse.$Properties} m LeaseListResponse message or plain object to encode
+                 * @param {$protobuf.Writer} [w] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                LeaseListResponse.encode = function (m, w, q) {
+                    if (!w)
+                        w = $Writer.create();
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    if (m.leases != null && m.leases.length) {
+                        for (var i = 0; i < m.leases.length; ++i)
+                            $root.cairn.resource.v1.Lease.encode(m.leases[i], w.uint32(/* id 1, wireType 2 =*/10).fork(), q + 1).ldelim();
+                    }
+                    if (m.$unknowns != null && $Object.hasOwnProperty.call(m, "$unknowns"))
+                        for (var i = 0; i < m.$unknowns.length; ++i)
+                            w.raw(m.$unknowns[i]);
+                    return w;
+                };
+
+                /**
+                 * Encodes the specified LeaseListResponse message, length delimited. Does not implicitly {@link cairn.resource.v1.LeaseListResponse.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof cairn.resource.v1.LeaseListResponse
+                 * @static
+                 * @param {cairn.resource.v1.LeaseListResponse.$Properties} message LeaseListResponse message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                LeaseListResponse.encodeDelimited = function(message, writer) {
+                    return this.encode(message, (writer || $Writer.create()).fork()).ldelim();
+                };
+
+                /**
+                 * Decodes a LeaseListResponse message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof cairn.resource.v1.LeaseListResponse
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} r Reader or buffer to decode from
+                 * @param {number} [l] Message length if known beforehand
+                 * @returns {cairn.resource.v1.LeaseListResponse & cairn.resource.v1.LeaseListResponse.$Shape} LeaseListResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                LeaseListResponse.decode = function (r, l, z, q, g) {
+                    if (!(r instanceof $Reader))
+                        r = $Reader.create(r);
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $Reader.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var c, m;
+                    if (l === $undefined)
+                        c = r.len;
+                    else {
+                        c = r.pos + l;
+                        if (c > r.len)
+                            throw $RangeError("index out of range");
+                        l = r.len;
+                        r.len = c;
+                    }
+                    m = g || new $root.cairn.resource.v1.LeaseListResponse();
+                    while (r.pos < c) {
+                        var s = r.pos;
+                        var t = r.tag();
+                        if (t === z) {
+                            z = $undefined;
+                            break;
+                        }
+                        var u = t & 7;
+                        switch (t >>>= 3) {
+                        case 1: {
+                                if (u !== 2)
+                                    break;
+                                if (!(m.leases && m.leases.length))
+                                    m.leases = [];
+                                m.leases.push($root.cairn.resource.v1.Lease.decode(r, r.size(), $undefined, q + 1));
+                                continue;
+                            }
+                        }
+                        r.skipType(u, q, t);
+                        if (!r.discardUnknown) {
+                            $util.makeProp(m, "$unknowns", false);
+                            (m.$unknowns || (m.$unknowns = [])).push(r.raw(s, r.pos));
+                        }
+                    }
+                    if (l !== $undefined) {
+                        if (r.pos !== c)
+                            throw $RangeError("index out of range");
+                        r.len = l;
+                    }
+                    if (z !== $undefined)
+                        throw $Error("missing end group");
+                    return m;
+                };
+
+                /**
+                 * Decodes a LeaseListResponse message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof cairn.resource.v1.LeaseListResponse
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {cairn.resource.v1.LeaseListResponse & cairn.resource.v1.LeaseListResponse.$Shape} LeaseListResponse
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                LeaseListResponse.decodeDelimited = function(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.size());
+                };
+
+                /**
+                 * Verifies a LeaseListResponse message.
+                 * @function verify
+                 * @memberof cairn.resource.v1.LeaseListResponse
+                 * @static
+                 * @param {Object.<string,*>} m Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                LeaseListResponse.verify = function (m, q) {
+                    if (typeof m !== "object" || m === null)
+                        return "object expected";
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        return "max depth exceeded";
+                    if (m.leases != null && $Object.hasOwnProperty.call(m, "leases")) {
+                        if (!$Array.isArray(m.leases))
+                            return "leases: array expected";
+                        for (var i = 0; i < m.leases.length; ++i) {
+                            {
+                                var e = $root.cairn.resource.v1.Lease.verify(m.leases[i], q + 1);
+                                if (e)
+                                    return "leases." + e;
+                            }
+                        }
+                    }
+                    return null;
+                };
+
+                /**
+                 * Creates a LeaseListResponse message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof cairn.resource.v1.LeaseListResponse
+                 * @static
+                 * @param {Object.<string,*>} d Plain object
+                 * @returns {cairn.resource.v1.LeaseListResponse} LeaseListResponse
+                 */
+                LeaseListResponse.fromObject = function (d, q) {
+                    if (d instanceof $root.cairn.resource.v1.LeaseListResponse)
+                        return d;
+                    if (!$util.isObject(d))
+                        throw $TypeError(".cairn.resource.v1.LeaseListResponse: object expected");
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var m = new $root.cairn.resource.v1.LeaseListResponse();
+                    if (d.leases) {
+                        if (!$Array.isArray(d.leases))
+                            throw $TypeError(".cairn.resource.v1.LeaseListResponse.leases: array expected");
+                        m.leases = $Array(d.leases.length);
+                        for (var i = 0; i < d.leases.length; ++i) {
+                            if (!$util.isObject(d.leases[i]))
+                                throw $TypeError(".cairn.resource.v1.LeaseListResponse.leases: object expected");
+                            m.leases[i] = $root.cairn.resource.v1.Lease.fromObject(d.leases[i], q + 1);
+                        }
+                    }
+                    return m;
+                };
+
+                /**
+                 * Creates a plain object from a LeaseListResponse message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof cairn.resource.v1.LeaseListResponse
+                 * @static
+                 * @param {cairn.resource.v1.LeaseListResponse} m LeaseListResponse
+                 * @param {$protobuf.IConversionOptions} [o] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                LeaseListResponse.toObject = function (m, o, q) {
+                    if (!o)
+                        o = {};
+                    if (q === $undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw $Error("max depth exceeded");
+                    var d = {};
+                    if (o.arrays || o.defaults) {
+                        d.leases = [];
+                    }
+                    if (m.leases && m.leases.length) {
+                        d.leases = $Array(m.leases.length);
+                        for (var j = 0; j < m.leases.length; ++j) {
+                            d.leases[j] = $root.cairn.resource.v1.Lease.toObject(m.leases[j], o, q + 1);
+                        }
+                    }
+                    return d;
+                };
+
+                /**
+                 * Converts this LeaseListResponse to JSON.
+                 * @function toJSON
+                 * @memberof cairn.resource.v1.LeaseListResponse
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                LeaseListResponse.prototype.toJSON = function() {
+                    return LeaseListResponse.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the type url for LeaseListResponse
+                 * @function getTypeUrl
+                 * @memberof cairn.resource.v1.LeaseListResponse
+                 * @static
+                 * @param {string} [prefix] Custom type url prefix, defaults to `"type.googleapis.com"`
+                 * @returns {string} The type url
+                 */
+                LeaseListResponse.getTypeUrl = function(prefix) {
+                    if (prefix === $undefined)
+                        prefix = "type.googleapis.com";
+                    return prefix + "/cairn.resource.v1.LeaseListResponse";
+                };
+
+                return LeaseListResponse;
             })();
 
             return v1;

@@ -50,6 +50,13 @@ export interface CoordinatorOptions {
    * docs/security.md "Quotas").
    */
   readonly checkCommand?: (command: DecodedCommand, store: StoreReader) => { readonly body: unknown } | undefined;
+  /**
+   * The leader's answer to a lease request (keep-alive, time-to-live, list: docs/api.md
+   * "Leases"), from the api's lease clock. The request is opaque here and may come from the
+   * network (a follower's forward): the handler checks its shape. Without it, lease requests
+   * are refused.
+   */
+  readonly leaseRequests?: (request: unknown, timeoutMs: number) => Promise<unknown>;
 }
 
 /** Errors after which the operation was certainly not applied, so trying again (elsewhere) is safe. */
@@ -132,6 +139,22 @@ export class Coordinator {
     if (consistency === 'linearizable' && this.opts.plantedStaleRead !== true) await this.timed('read-index', () => this.replica.readIndex());
     const store = this.fsm.store;
     return { value: fn(store), revision: store.revision, lastLeaderContactMs: this.replica.basicStatus().lastLeaderContactMs };
+  }
+
+  /**
+   * A lease request answered by the leader's lease clock (`CoordinatorOptions.leaseRequests`):
+   * here when this node leads, else forwarded to the leader, retried across a leader change
+   * as a proposal is (the requests are idempotent: a keep-alive sets a deadline, the others read).
+   */
+  async leaseRequest(request: unknown, timeoutMs = this.requestTimeoutMs): Promise<unknown> {
+    const handler = this.opts.leaseRequests;
+    if (handler === undefined) throw new CairnError(ErrorCode.UNAVAILABLE, 'this node serves no lease requests');
+    return this.submit({ kind: 'lease', request }, timeoutMs, (ms) => handler(request, ms));
+  }
+
+  /** The replicated lease table as applied on this node and its change counter (`Fsm.leaseTable`, `Fsm.leaseChanges`); for the leader's lease clock. */
+  leaseTable(): { readonly changes: number; readonly leases: Fsm['leaseTable'] } {
+    return { changes: this.fsm.leaseChanges, leases: this.fsm.leaseTable };
   }
 
   /** The local state as it is now, synchronously (access control's periodic re-checks); never a linearizable read. */

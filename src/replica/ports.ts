@@ -132,7 +132,9 @@ export class CorruptLogError extends Error {
 export type ForwardOp =
   | { readonly kind: 'envelope'; readonly envelope: Uint8Array }
   | { readonly kind: 'config-change'; readonly change: ConfigChange }
-  | { readonly kind: 'transfer'; readonly to: NodeId | '' };
+  | { readonly kind: 'transfer'; readonly to: NodeId | '' }
+  /** A lease request the leader answers from its lease clock (`CoordinatorOptions.leaseRequests`); opaque here. */
+  | { readonly kind: 'lease'; readonly request: unknown };
 
 /**
  * Carries an operation from a follower to the leader and brings back the leader's result (the

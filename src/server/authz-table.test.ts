@@ -6,6 +6,7 @@ import {
   appliedIndex,
   closeHttpsAgents,
   grpcUnary,
+  grpcKeepAlive,
   grpcWatch,
   httpWatch,
   makeRole,
@@ -91,6 +92,21 @@ async function deniedFor(t: Test, who: readonly Who[], method: string, p: string
     t.equal(await everything(), before, `${w}: ${method} ${p} changed nothing`);
   }
 }
+
+/** The lease table as this node has applied it: ids and TTLs. */
+function leaseTable(): string {
+  return JSON.stringify([...(node.agent.coordinator()?.leaseTable().leases.entries() ?? [])].map(([id, l]) => [id, l.ttlSeconds]));
+}
+
+/** As `deniedFor`, showing the lease table unchanged too. */
+async function leaseDeniedFor(t: Test, who: readonly Who[], method: string, p: string, body?: unknown): Promise<void> {
+  const before = leaseTable();
+  await deniedFor(t, who, method, p, body);
+  t.equal(leaseTable(), before, `${method} ${p}: the lease table unchanged`);
+}
+
+/** A token whose role may write, read and list leases named svc-* (made by the first lease case). */
+let leaser: string;
 
 const names = (a: HttpAnswer): string[] => ((a.json as { resources?: Res[] } | undefined)?.resources ?? []).map((r) => `${r.id.tenancy.namespace}/${r.id.name}`).sort();
 
@@ -226,6 +242,42 @@ const HTTP_TABLE: Record<string, Case> = {
     // The ACL types need admin, whatever else a token holds.
     await deniedFor(t, ['anonymous', 'reader', 'scoped'], 'PUT', '/v1/resource/cairn.v1.ACLRole/team-a', { data: { rules: [{ verbs: ['admin'], types: ['*'] }] } });
     await deniedFor(t, ['anonymous', 'reader', 'scoped'], 'PUT', '/v1/resource/cairn.v1.ACLToken/evil', { data: { secret_hash: `sha256:${'0'.repeat(64)}`, roles: ['global-management'] } });
+  },
+  // Leases (docs/api.md "Leases"): the pseudo-type cairn.v1.ClusterLease, named by the lease id;
+  // `write` grants, revokes and keeps alive, `read` reads the time to live, `list` lists. The
+  // suite's reader and scoped roles hold nothing on it; a role with a name prefix holds its own.
+  'POST /v1/leases': async (t) => {
+    await leaseDeniedFor(t, ['anonymous', 'reader', 'scoped'], 'POST', '/v1/leases', { ttl_seconds: 60, id: 'svc-denied' });
+    status(t, 'management', await req('management', 'POST', '/v1/leases', { ttl_seconds: 60, id: 'tbl' }), 200, 'grant');
+    await makeRole(node, ids.management, 'leaser', [{ verbs: ['write', 'read', 'list'], types: ['cairn.v1.ClusterLease'], name_prefix: 'svc-' }]);
+    leaser = (await makeToken(node, ids.management, ['leaser'])).secret;
+    t.equal((await node.http('POST', '/v1/leases', { token: leaser, body: JSON.stringify({ ttl_seconds: 60, id: 'svc-1' }) })).status, 200, 'leaser: its own prefix');
+    t.equal((await node.http('POST', '/v1/leases', { token: leaser, body: JSON.stringify({ ttl_seconds: 60, id: 'other' }) })).status, 403, 'leaser: another name');
+    t.equal((await node.http('POST', '/v1/leases', { token: leaser, body: JSON.stringify({ ttl_seconds: 60 }) })).status, 403, 'leaser: a server-chosen id is outside its prefix');
+  },
+  'GET /v1/leases': async (t) => {
+    await leaseDeniedFor(t, ['anonymous', 'reader', 'scoped'], 'GET', '/v1/leases');
+    const all = await req('management', 'GET', '/v1/leases');
+    t.same(((all.json as { leases: Array<{ id: string }> }).leases).map((l) => l.id), ['svc-1', 'tbl']);
+    const own = await node.http('GET', '/v1/leases', { token: leaser });
+    t.same(((own.json as { leases: Array<{ id: string }> }).leases).map((l) => l.id), ['svc-1'], 'leaser: filtered to its own');
+  },
+  'GET /v1/leases/:id': async (t) => {
+    await leaseDeniedFor(t, ['anonymous', 'reader', 'scoped'], 'GET', '/v1/leases/tbl');
+    status(t, 'management', await req('management', 'GET', '/v1/leases/tbl?attached=true'), 200, 'time to live');
+    t.equal((await node.http('GET', '/v1/leases/tbl', { token: leaser })).status, 403, 'leaser: another name');
+    t.equal((await node.http('GET', '/v1/leases/svc-1', { token: leaser })).status, 200, 'leaser: its own');
+  },
+  'POST /v1/leases/:id/keepalive': async (t) => {
+    await leaseDeniedFor(t, ['anonymous', 'reader', 'scoped'], 'POST', '/v1/leases/tbl/keepalive', {});
+    status(t, 'management', await req('management', 'POST', '/v1/leases/tbl/keepalive', {}), 200, 'keep-alive');
+    t.equal((await node.http('POST', '/v1/leases/svc-1/keepalive', { token: leaser, body: '{}' })).status, 200, 'leaser: its own');
+  },
+  'DELETE /v1/leases/:id': async (t) => {
+    await leaseDeniedFor(t, ['anonymous', 'reader', 'scoped'], 'DELETE', '/v1/leases/tbl');
+    t.equal((await node.http('DELETE', '/v1/leases/tbl', { token: leaser })).status, 403, 'leaser: another name');
+    status(t, 'management', await req('management', 'DELETE', '/v1/leases/tbl'), 200, 'revoke');
+    t.equal((await node.http('DELETE', '/v1/leases/svc-1', { token: leaser })).status, 200, 'leaser: its own');
   },
   'POST /v1/txn': async (t) => {
     const cmp = (name: string, namespace: string): object => ({ target: 'exists', type: ARTIST, namespace, name });
@@ -549,6 +601,49 @@ const GRPC_TABLE: Record<string, Case> = {
       }
       t.equal(appliedIndex(node), before, `${who}: Txn without ops proposed nothing (the applied index did not move)`);
     }
+  },
+  // Leases: as their HTTP routes (cairn.v1.ClusterLease; the leaser token made there holds svc-*).
+  LeaseGrant: async (t) => {
+    for (const who of ['anonymous', 'reader', 'scoped'] as const) {
+      const before = leaseTable();
+      grpcStatus(t, who, await grpcUnary(node.grpc, 'LeaseGrant', { ttlSeconds: 60, id: 'g-denied' }, tok(who)), deniedGrpc(who), 'LeaseGrant');
+      t.equal(leaseTable(), before, `${who}: LeaseGrant changed nothing`);
+    }
+    grpcStatus(t, 'management', await grpcUnary(node.grpc, 'LeaseGrant', { ttlSeconds: 60, id: 'g-tbl' }, ids.management), 0, 'LeaseGrant');
+    t.equal((await grpcUnary(node.grpc, 'LeaseGrant', { ttlSeconds: 60, id: 'svc-g' }, leaser)).code, 0, 'leaser: its own prefix');
+    t.equal((await grpcUnary(node.grpc, 'LeaseGrant', { ttlSeconds: 60, id: 'g-other' }, leaser)).code, 7, 'leaser: another name');
+  },
+  LeaseTimeToLive: async (t) => {
+    for (const who of ['anonymous', 'reader', 'scoped'] as const) grpcStatus(t, who, await grpcUnary(node.grpc, 'LeaseTimeToLive', { id: 'g-tbl' }, tok(who)), deniedGrpc(who), 'LeaseTimeToLive');
+    const a = await grpcUnary(node.grpc, 'LeaseTimeToLive', { id: 'g-tbl', attached: true }, ids.management);
+    grpcStatus(t, 'management', a, 0, 'LeaseTimeToLive');
+    t.equal(a.value?.['ttlSeconds'], '60');
+  },
+  LeaseList: async (t) => {
+    for (const who of ['anonymous', 'reader', 'scoped'] as const) grpcStatus(t, who, await grpcUnary(node.grpc, 'LeaseList', {}, tok(who)), deniedGrpc(who), 'LeaseList');
+    const own = await grpcUnary(node.grpc, 'LeaseList', {}, leaser);
+    t.same((own.value?.['leases'] as Array<{ id: string }>).map((l) => l.id), ['svc-g'], 'leaser: filtered to its own');
+  },
+  LeaseKeepAlive: async (t) => {
+    for (const who of ['anonymous', 'reader', 'scoped'] as const) {
+      const r = await grpcKeepAlive(node.grpc, ['g-tbl'], tok(who));
+      t.equal(r.answers[0]?.['errorCode'], who === 'anonymous' ? 'UNAUTHENTICATED' : 'PERMISSION_DENIED', `${who}: keep-alive refused in its answer`);
+      t.equal(r.answers[0]?.['ttlSeconds'], '0');
+    }
+    const m = await grpcKeepAlive(node.grpc, ['g-tbl', 'svc-g', 'nope'], ids.management);
+    t.same(m.answers.map((a) => [a['id'], a['ttlSeconds'], a['errorCode']]), [['g-tbl', '60', ''], ['svc-g', '60', ''], ['nope', '0', 'NOT_FOUND']]);
+    const l = await grpcKeepAlive(node.grpc, ['svc-g', 'g-tbl'], leaser);
+    t.same(l.answers.map((a) => a['errorCode']), ['', 'PERMISSION_DENIED'], 'leaser: its own only');
+  },
+  LeaseRevoke: async (t) => {
+    for (const who of ['anonymous', 'reader', 'scoped'] as const) {
+      const before = leaseTable();
+      grpcStatus(t, who, await grpcUnary(node.grpc, 'LeaseRevoke', { id: 'g-tbl' }, tok(who)), deniedGrpc(who), 'LeaseRevoke');
+      t.equal(leaseTable(), before, `${who}: LeaseRevoke changed nothing`);
+    }
+    t.equal((await grpcUnary(node.grpc, 'LeaseRevoke', { id: 'g-tbl' }, leaser)).code, 7, 'leaser: another name');
+    grpcStatus(t, 'management', await grpcUnary(node.grpc, 'LeaseRevoke', { id: 'g-tbl' }, ids.management), 0, 'LeaseRevoke');
+    t.equal((await grpcUnary(node.grpc, 'LeaseRevoke', { id: 'svc-g' }, leaser)).code, 0, 'leaser: its own');
   },
   WatchList: async (t) => watchDoor(t, 'WatchList'),
   WatchListBatched: async (t) => watchDoor(t, 'WatchListBatched'),

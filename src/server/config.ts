@@ -111,6 +111,8 @@ export interface AgentConfig {
   readonly listMaxPage: number;
   /** Most comparisons, and most ops in each branch, of one transaction (docs/api.md "Transactions"). Default 128 (etcd's --max-txn-ops). */
   readonly txnMaxOps: number;
+  /** Most leases the cluster holds (docs/api.md "Leases"); a grant past it is NO_SPACE. Default 100,000. */
+  readonly maxLeases: number;
   /** Most snapshots held for unfinished paged lists, one per revision; the oldest is dropped first. Default 64. */
   readonly listSnapshots: number;
   /** How long a paged list's snapshot serves its continue tokens, from its first page (ms). Default 300,000. */
@@ -286,6 +288,7 @@ export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertise
   watchBookmarkMs: 5_000,
   listMaxPage: 1_000, // PAGING_DEFAULTS of src/api
   txnMaxOps: 128, // TXN_LIMITS_DEFAULT of src/api
+  maxLeases: 100_000,
   listSnapshots: 64,
   listSnapshotTtlMs: 300_000,
   httpAllowedHosts: [],

@@ -71,9 +71,16 @@ t.test('the leader refuses forwarded envelopes and membership changes a local re
   const env = (bytes: number[]): Partial<ForwardRequestMsg> => ({ op: 'envelope', envelope: Uint8Array.from(bytes) });
 
   await refused('the poison pill (unknown non-ignorable type 0x7f)', env([0x7f, 0xc0]), /type 0x7f is not a command type this version knows/);
-  await refused('an unknown type 0x16 with a write body', { op: 'envelope', envelope: encodeEnvelope(0x16, write('x')) }, /0x16 is not a command type/);
+  await refused('an unknown type 0x18 with a write body', { op: 'envelope', envelope: encodeEnvelope(0x18, write('x')) }, /0x18 is not a command type/);
   // 0x15 is the transaction (Txn): a write body is not one.
   await refused('a transaction (0x15) with a write body', { op: 'envelope', envelope: encodeEnvelope(0x15, write('x')) }, /malformed txn command/);
+  // 0x16 and 0x17 are leases: a write body is neither; only the leader's own clock expires leases.
+  await refused('a lease grant (0x16) with a write body', { op: 'envelope', envelope: encodeEnvelope(0x16, write('x')) }, /malformed lease grant command/);
+  const head = { time: new Date(0).toISOString(), uid: 'u-lease', generation: 'g-lease' };
+  await refused('a forwarded lease expiry', { op: 'envelope', envelope: encodeEnvelope(0x17, { ...head, id: 'l1', reason: 'expired' }) }, /only the leader expires leases/);
+  await refused('a lease grant with TTL 0', { op: 'envelope', envelope: encodeEnvelope(0x16, { ...head, id: 'l1', ttlSeconds: 0 }) }, /ttlSeconds must be an integer/);
+  await refused('a lease request that is not one', { op: 'lease', lease: packValue({ op: 'drop-all' }) }, /op must be keepalive, ttl or list/);
+  await refused('a lease request that is not msgpack', { op: 'lease', lease: Uint8Array.from([0xc1]) }, /./);
   const put = (name: string, extra: Record<string, unknown> = {}): Record<string, unknown> => {
     const { expectedVersion: _, ...body } = write(name, extra);
     return body;

@@ -2,6 +2,7 @@ import { CairnError, DeadlineSweep, ErrorCode, NO_NODE, SeededRandom, nodeId, ty
 import {
   AccessControl,
   AuditLog,
+  LeaseService,
   Metrics,
   RequestLimits,
   ResourceService,
@@ -13,13 +14,14 @@ import {
   registryWriteHooks,
   registerDemoTypes,
   registerLeaseType,
+  minLeaseTtlSeconds,
   type NodeState,
   type ServedNode,
 } from '../api/index.js';
 import { demoArtistController, streamingControllers, type ControllerManager, type ControllerSpec } from '../controller/index.js';
 import { callIdentity, newSecret, nodeChannelCredentials, TlsMaterialStore } from '../auth/index.js';
 import { ClientPool, GrpcForwarder, GrpcTransport, type HelloResponseMsg, type PeerCall } from '../forwarding/index.js';
-import { Fsm, type ApplyResult } from '../fsm/index.js';
+import { Fsm, type ApplyResult, type LeaseGrantCommand } from '../fsm/index.js';
 import { FileSnapshotStore, createLogger, openDataDir, openLogStore, systemClock, systemTimers, type DataDir, type PinoLogger } from '../platform/index.js';
 import { Coordinator, Replica, type ChangePublisher, type Transport } from '../replica/index.js';
 import type { Resource } from '../store/index.js';
@@ -49,6 +51,9 @@ export interface NodeEndpoint {
   readonly grpcAddress: string;
   readonly advertise: string;
 }
+
+/** How often the lease clock looks for expired leases (ms): expiry comes at most this late. */
+const LEASE_TICK_MS = 100;
 
 /** What exists only once the replica runs. */
 interface Opened {
@@ -102,6 +107,10 @@ export class Node implements ServedNode {
   readonly resources: ResourceService;
   /** The watch streams (HTTP and gRPC) over this node's event publisher. */
   readonly watches: WatchService;
+  /** Leases (docs/api.md "Leases"): grant, revoke, keep-alive, time-to-live, list, and the leader's lease clock. */
+  readonly leases: LeaseService;
+  /** Drives the lease clock (expiries are proposed from it while this node leads). */
+  private readonly leaseTicker: ReturnType<typeof setInterval>;
   /** Node-to-node channels: mutual TLS with this node's certificate when it has TLS material. */
   readonly pool: ClientPool;
   /** This node's TLS material (reloaded on SIGHUP), or undefined: plaintext on loopback or `--insecure`. */
@@ -234,6 +243,14 @@ export class Node implements ServedNode {
       snapshotTtlMs: config.listSnapshotTtlMs,
       access: new AccessControl({ enabled: config.acl, clock: systemClock, metricsAnonymous: config.metricsAnonymous, internalSecret: this.internalSecret }),
     });
+    this.leases = new LeaseService(this, this.resources, systemClock, {
+      minTtlSeconds: minLeaseTtlSeconds(config.electionTicks * config.tickMs),
+      maxLeases: config.maxLeases,
+      logger,
+    });
+    // Expiry is decided at most this late after a deadline; the clock does nothing on a follower.
+    this.leaseTicker = setInterval(() => this.leases.tick(), LEASE_TICK_MS);
+    this.leaseTicker.unref();
     if (config.aclInitialManagementTokenFile !== undefined) {
       const r = readInitialTokenFile(config.aclInitialManagementTokenFile);
       // loadAgentConfig checked the file; one that changed since is reported, not fatal.
@@ -501,7 +518,13 @@ export class Node implements ServedNode {
       onStepTimed: (step, seconds) => (step === 'proposal' ? metrics.proposalSeconds : metrics.readIndexSeconds).observe(seconds),
       plantedStaleRead: bugs.staleFollowerRead,
       // The leader checks a forwarded command exactly as a local request (issue 15 item 4).
-      checkCommand: (c, store) => this.resources.checkCommand(c, store),
+      checkCommand: (c, store) => {
+        const replaced = this.resources.checkCommand(c, store);
+        // A forwarded grant gets this leader's minimum TTL and --max-leases.
+        return c.kind === 'lease-grant' ? this.leases.clampForwardedGrant((replaced?.body ?? c.cmd) as LeaseGrantCommand) : replaced;
+      },
+      // Keep-alives, time-to-live and lists are the leader's lease clock's (forwarded here by followers).
+      leaseRequests: (request) => this.leases.handle(request),
     });
     this.opened = { replica, coordinator, publisher };
     if (this.lifecycle !== 'starting') return; // stopped while the log opened: stop() closes the replica
@@ -597,6 +620,7 @@ export class Node implements ServedNode {
     this.settleWaiters();
     clearInterval(this.promoter);
     clearInterval(this.watchTicker);
+    clearInterval(this.leaseTicker);
     await this.controllers?.close();
     this.watches.close();
     await this.handOverLeadership();

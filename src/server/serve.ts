@@ -12,6 +12,7 @@ import {
   addOperatorRoutes,
   addResourceGrpcService,
   addResourceRoutes,
+  addLeaseRoutes,
   addSnapshotRoutes,
   addWatchRoutes,
   createHttpServer,
@@ -152,9 +153,10 @@ export async function serveNode(node: Node, config: AgentConfig, extend?: Extend
   });
   addAclRoutes(router, { resources: node.resources, clock: systemClock });
   addResourceRoutes(router, node.resources);
+  addLeaseRoutes(router, node.leases);
   addWatchRoutes(router, node.watches);
   addSnapshotRoutes(router, node, systemClock);
-  addResourceGrpcService(grpcServer, node.resources, { logger, watches: node.watches, limits: node.limits, audit: node.audit, maxMessageBytes: config.grpcMaxMessageBytes });
+  addResourceGrpcService(grpcServer, node.resources, { logger, watches: node.watches, leases: node.leases, limits: node.limits, audit: node.audit, maxMessageBytes: config.grpcMaxMessageBytes });
   extend?.({ router, grpcServer, node, registry: node.registry, resources: node.resources, watches: node.watches, agentConfig: config });
   const tlsNow = node.tls?.current;
   const httpServer = createHttpServer({

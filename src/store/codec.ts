@@ -22,7 +22,11 @@ import {
  * A resource is a tuple (compact: field names are not repeated 100,000 times):
  *
  *   [group, groupVersion, kind, partition, namespace, name, uid,
- *    owner, version, generation, metadata, finalizers, deletionTimestamp, data, status]
+ *    owner, version, generation, metadata, finalizers, deletionTimestamp, data, status, lease?]
+ *
+ *   lease: the 16th field, present only on a resource attached to a lease (docs/api.md
+ *   "Leases"); a store without leases writes the same bytes as before leases existed, and
+ *   15-field tuples (every older snapshot) read as resources without a lease.
  *
  *   owner:  null | [group, groupVersion, kind, partition, namespace, name, uid]
  *   status: { key: [observedGeneration, updatedAt, [[type, state, reason, message], ...]] }
@@ -51,7 +55,7 @@ function resourceTuple(r: Resource): unknown[] {
   for (const [k, e] of Object.entries(r.status)) {
     status[k] = [e.observedGeneration, e.updatedAt, e.conditions.map((c) => [c.type, c.state, c.reason, c.message])];
   }
-  return [
+  const tuple: unknown[] = [
     ...idTuple(r.id),
     r.owner === null ? null : idTuple(r.owner),
     r.version,
@@ -62,6 +66,9 @@ function resourceTuple(r: Resource): unknown[] {
     r.data,
     status,
   ];
+  // Only an attached resource has the 16th field (no extra work for the others).
+  if (r.lease !== undefined) tuple.push(r.lease);
+  return tuple;
 }
 
 export function* encodeSnapshot(resources: Iterable<Resource>, count: number, revision: Revision, resourcesPerChunk: number): Generator<Uint8Array> {
@@ -242,7 +249,7 @@ function statusFrom(v: unknown, what: string): Readonly<Record<string, StatusEnt
 }
 
 function resourceFrom(t: unknown, what: string): Resource {
-  if (!Array.isArray(t) || t.length !== 15) throw bad(`${what} is not a 15-field resource tuple`);
+  if (!Array.isArray(t) || (t.length !== 15 && t.length !== 16)) throw bad(`${what} is not a 15-field resource tuple (16 with a lease)`);
   const f = t as unknown[];
   const id = idFrom(f.slice(0, 7), `${what}.id`);
   const owner = f[7] === null ? null : idFrom(f[7], `${what}.owner`);
@@ -261,7 +268,13 @@ function resourceFrom(t: unknown, what: string): Resource {
     deletionTimestamp,
     data: adoptJson(f[13], 'data'),
     status: statusFrom(f[14], what),
+    ...(f.length === 16 ? { lease: leaseFrom(f[15], what) } : {}),
   });
+}
+
+function leaseFrom(v: unknown, what: string): string {
+  if (typeof v !== 'string' || v === '' || v.length > 128) throw bad(`${what}.lease is not a lease id`);
+  return v;
 }
 
 /** Rebuilds the indexes from snapshot data; throws a CairnError naming what is wrong. */

@@ -109,5 +109,7 @@ export function resourceBytes(r: Resource): number {
   n += jsonBytes(r.data);
   n += 5;
   for (const [k, s] of Object.entries(r.status)) n += str(k) + statusEntryBytes(s);
+  // Attached to a lease (only then: the sizes of resources without one are unchanged).
+  if (r.lease !== undefined) n += str(r.lease);
   return n;
 }

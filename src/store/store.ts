@@ -178,6 +178,7 @@ export class ResourceStore extends IndexReader {
       deletionTimestamp: null,
       data: w.data,
       status: EMPTY_STATUS,
+      ...(w.lease !== undefined && w.lease !== '' ? { lease: w.lease } : {}),
     });
     const full = this.checkSpace(what, undefined, resource, ctx);
     if (full !== undefined) return err(full);
@@ -215,11 +216,13 @@ export class ResourceStore extends IndexReader {
     const metadataChanged = !jsonEqual(metadata, stored.metadata);
     const finalizersChanged = !stringsEqual(finalizers, stored.finalizers);
     const groupVersionChanged = w.ref.type.groupVersion !== stored.id.type.groupVersion;
+    const lease = w.lease === undefined ? stored.lease : w.lease === '' ? undefined : w.lease;
+    const leaseChanged = lease !== stored.lease;
 
     if (stored.deletionTimestamp !== null) {
       // API.md: while deletion_timestamp is set, the only write accepted removes finalizers.
       const kept = new Set(stored.finalizers);
-      if (dataChanged || metadataChanged || groupVersionChanged || !finalizers.every((f) => kept.has(f))) {
+      if (dataChanged || metadataChanged || groupVersionChanged || leaseChanged || !finalizers.every((f) => kept.has(f))) {
         return err(
           new CairnError(
             ErrorCode.INVALID_ARGUMENT,
@@ -229,10 +232,10 @@ export class ResourceStore extends IndexReader {
         );
       }
     }
-    if (!dataChanged && !metadataChanged && !finalizersChanged && !groupVersionChanged) {
+    if (!dataChanged && !metadataChanged && !finalizersChanged && !groupVersionChanged && !leaseChanged) {
       return ok({ resource: stored, changed: false, changes: [] });
     }
-    const next: Resource = Object.freeze({
+    let next: Resource = Object.freeze({
       ...stored,
       id: groupVersionChanged ? Object.freeze({ ...stored.id, type: w.ref.type }) : stored.id,
       version: ctx.revision,
@@ -244,6 +247,8 @@ export class ResourceStore extends IndexReader {
       finalizers: finalizersChanged ? finalizers : stored.finalizers,
       data: dataChanged ? w.data : stored.data,
     });
+    // Only a write that attaches or detaches pays for a second copy; the common update does not.
+    if (leaseChanged) next = withLease(next, lease);
     if (next.deletionTimestamp !== null && next.finalizers.length === 0) {
       // The last finalizer is gone: the resource is deleted by this same command.
       const refused = this.checkCascade(input.cascadeAllowed, stored, what);
@@ -441,6 +446,7 @@ interface CheckedWrite {
   readonly data: Resource['data'];
   readonly status: Readonly<Record<string, StatusEntry>> | undefined;
   readonly expectedVersion: Revision | undefined;
+  readonly lease: string | undefined;
 }
 
 function checkWrite(input: WriteInput): CheckedWrite {
@@ -452,7 +458,14 @@ function checkWrite(input: WriteInput): CheckedWrite {
     data: checkData(input.data),
     status: input.status === undefined ? undefined : checkStatusMap(input.status),
     expectedVersion: checkExpectedVersion(input.expectedVersion),
+    lease: input.lease === undefined ? undefined : checkLease(input.lease),
   };
+}
+
+/** A lease id as the store keeps it: any string of at most 128 characters ('' detaches); its form and existence are the state machine's to check. */
+function checkLease(v: unknown): string {
+  if (typeof v !== 'string' || v.length > 128) throw new InvalidInput('lease must be a string of at most 128 characters');
+  return v;
 }
 
 /**
@@ -464,6 +477,13 @@ function checkWrite(input: WriteInput): CheckedWrite {
 function markForDeletion(r: Resource, ctx: ApplyContext): Resource {
   assert(r.deletionTimestamp === null, 'a resource is marked for deletion once');
   return Object.freeze({ ...r, version: ctx.revision, generation: ctx.newGeneration, deletionTimestamp: ctx.time });
+}
+
+/** `r` attached to `lease`, or detached when it is undefined (the field absent, not undefined). */
+function withLease(r: Resource, lease: string | undefined): Resource {
+  if (lease !== undefined) return Object.freeze({ ...r, lease });
+  const { lease: _dropped, ...rest } = r;
+  return Object.freeze(rest);
 }
 
 /** Owners compare by identity and uid; the group version of an owner reference is an attribute. */

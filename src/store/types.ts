@@ -63,6 +63,12 @@ export interface Resource {
   readonly data: JsonValue;
   /** Keyed by controller; written only through `writeStatus`. */
   readonly status: Readonly<Record<string, StatusEntry>>;
+  /**
+   * The lease this resource is attached to (docs/api.md "Leases"); absent when none. When the
+   * lease expires or is revoked the resource is deleted. The state machine checks the lease
+   * exists before a write attaches to it; the store only keeps the id.
+   */
+  readonly lease?: string;
 }
 
 /**
@@ -136,6 +142,12 @@ export interface WriteInput {
   readonly status?: Readonly<Record<string, StatusEntry>>;
   /** Absent: unconditional. 0: create only. N: applied only if the stored version is N. */
   readonly expectedVersion?: Revision;
+  /**
+   * Absent: keep the stored attachment (none on create). A lease id: attach to it (the caller,
+   * the state machine, checked it exists). '': detach. A change of attachment is a new version
+   * but not a new generation (it is not desired state), as a group-version-only change.
+   */
+  readonly lease?: string;
   /**
    * When set: the uids the caller was authorized to delete. If this write removes the last
    * finalizer of a resource being deleted, and the cascade would remove or mark anything not

@@ -141,7 +141,36 @@ const METHOD_MESSAGES: Record<string, [unknown, unknown]> = {
   List: [pb.ListRequest, pb.ListResponse],
   ListByOwner: [pb.ListByOwnerRequest, pb.ListByOwnerResponse],
   Txn: [pb.TxnRequest, pb.TxnResponse],
+  LeaseGrant: [pb.LeaseGrantRequest, pb.LeaseGrantResponse],
+  LeaseRevoke: [pb.LeaseRevokeRequest, pb.LeaseRevokeResponse],
+  LeaseTimeToLive: [pb.LeaseTimeToLiveRequest, pb.LeaseTimeToLiveResponse],
+  LeaseList: [pb.LeaseListRequest, pb.LeaseListResponse],
 };
+
+/**
+ * One LeaseKeepAlive stream: sends `ids` one by one (each after the previous answer) and
+ * collects the answers as plain objects; resolves when all are answered or the stream ends.
+ */
+export function grpcKeepAlive(client: grpc.Client, ids: readonly string[], token?: string, deadlineMs = 10_000): Promise<{ answers: Array<Record<string, unknown>>; code: number | undefined }> {
+  const md = new grpc.Metadata();
+  if (token !== undefined) md.set('authorization', `Bearer ${token}`);
+  return new Promise((resolve) => {
+    const answers: Array<Record<string, unknown>> = [];
+    const call = client.makeBidiStreamRequest('/cairn.resource.v1.ResourceService/LeaseKeepAlive', (b: Buffer) => b, (b: Buffer) => b, md, { deadline: Date.now() + deadlineMs });
+    let i = 0;
+    const next = (): void => {
+      if (i < ids.length) call.write(Buffer.from(pb.LeaseKeepAliveRequest.encode({ id: ids[i++] as string }).finish()));
+      else call.end();
+    };
+    call.on('data', (b: Buffer) => {
+      answers.push(pb.LeaseKeepAliveResponse.toObject(pb.LeaseKeepAliveResponse.decode(b), OBJECT) as Record<string, unknown>);
+      next();
+    });
+    call.on('error', (e: grpc.ServiceError) => resolve({ answers, code: e.code }));
+    call.on('end', () => resolve({ answers, code: 0 }));
+    next();
+  });
+}
 
 /** One unary call of cairn.resource.v1.ResourceService (method `Read`, `Write`, ...), request as a plain object, or raw bytes. */
 export function grpcUnary(client: grpc.Client, method: string, request: object | Buffer, token?: string, deadlineMs = 10_000): Promise<GrpcAnswer> {

@@ -5,6 +5,7 @@ export {
   appliedIndex,
   closeHttpsAgents,
   grpcUnary,
+  grpcKeepAlive,
   grpcWatch,
   httpWatch,
   httpsRequest,
