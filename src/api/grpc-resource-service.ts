@@ -869,7 +869,7 @@ export function addResourceGrpcService(server: grpc.Server, svc: ResourceService
     });
     impl['leaseTimeToLive'] = unary<pb.LeaseTimeToLiveRequest, pb.LeaseTimeToLiveResponse.$Properties>('LeaseTimeToLive', edge, async (req, call) => {
       const r = await leases.timeToLive(req.id, req.attached, context(call));
-      return { response: { id: r.id, ttlSeconds: r.ttlSeconds, remainingSeconds: r.remainingSeconds, remainingMs: Math.round(r.remainingMs), attached: (r.attached ?? []).map(idToMsg) } };
+      return { response: { id: r.id, ttlSeconds: r.ttlSeconds, remainingSeconds: r.remainingSeconds, remainingMs: Math.floor(r.remainingMs), attached: (r.attached ?? []).map(idToMsg) } };
     });
     impl['leaseList'] = unary<pb.LeaseListRequest, pb.LeaseListResponse.$Properties>('LeaseList', edge, async (_req, call) => {
       const r = await leases.list(context(call));

@@ -11,11 +11,18 @@ export interface LeaseClockHost {
   /** The replicated lease table as applied on this node, and a counter that moves whenever it changes (`Fsm.leaseChanges`); undefined while the node starts. */
   table(): { readonly changes: number; readonly leases: ReadonlyMap<string, LeaseEntry> } | undefined;
   /**
-   * Proposes `LeaseRevoke {id, reason: 'expired'}` on this node's replica only (never
-   * forwarded: a node that has lost leadership must not expire anything through the new
+   * Proposes `LeaseRevoke {id, reason: 'expired', grantRevision}` on this node's replica only
+   * (never forwarded: a node that has lost leadership must not expire anything through the new
    * leader); resolves once applied, rejects if it was not (NOT_LEADER, timeout).
    */
-  proposeExpiry(id: string): Promise<unknown>;
+  proposeExpiry(id: string, grantRevision: number): Promise<unknown>;
+  /**
+   * The read barrier (ReadIndex, thesis §6.4: `Coordinator.read('linearizable')`): resolves
+   * once a quorum has confirmed, after the call, that this node still leads, and this node has
+   * applied every entry committed before the call; on a new leader that includes its first
+   * entry of the term. Rejects when it cannot (NOT_LEADER, timeout).
+   */
+  barrier(): Promise<unknown>;
 }
 
 export interface LeaseClockOptions {
@@ -43,18 +50,28 @@ interface Deadline {
   readonly grantRevision: number;
 }
 
+/** How the answer to a keep-alive or time-to-live is found once its barrier has passed. */
+type Answer = (id: string, d: Deadline, lease: LeaseEntry, arrivedMs: number, now: number) => LeaseTimeToLive;
+
 /**
  * The leader's lease clock (docs/api.md "Leases"; ARCHITECTURE.md: time reaches the state
  * machine only inside entries). It keeps one deadline per lease, on this node's monotonic
  * clock, only while this node leads:
  *
- * - on becoming leader (a new term), every lease's deadline is now + its full TTL, so a
+ * - the clock of a term starts once this node has applied an entry of that term (a read
+ *   barrier passed in it): everything the previous leaders committed, an expiry or a revoke
+ *   among it, is applied first. Then every lease's deadline is now + its full TTL, so a
  *   failover never expires a lease early (etcd's lessor `Promote`);
  * - a lease it has not seen (a grant applied here) gets now + TTL when it first sees it, which
- *   is never before the grant was applied; a keep-alive sets now + TTL;
+ *   is never before the grant was applied;
+ * - a keep-alive notes when it arrived, then passes a read barrier (this node still leads, and
+ *   has applied what was committed before), then sets the deadline to arrival + TTL: never
+ *   later, so a leader that was paused and lost its term without knowing it renews nothing
+ *   (etcd-io/etcd#15247). A lease revoked or expired by an entry applied meanwhile is NOT_FOUND;
  * - `tick()` (the node calls it periodically) proposes `LeaseRevoke(expired)` for leases past
- *   their deadline, at most `maxExpiriesInFlight` at a time, each retried at a later tick if its
- *   proposal fails; the entry, once applied, removes the lease from the table and the clock;
+ *   their deadline, naming the grant, at most `maxExpiriesInFlight` at a time, each retried at
+ *   a later tick if its proposal fails; the entry, once applied, removes the lease from the
+ *   table and the clock (an expiry for an earlier grant of the id is a no-op);
  * - on losing leadership it forgets every deadline and proposes nothing (etcd's `Demote`).
  *
  * It never reads the wall clock and never changes the replicated state itself: expiry is an
@@ -63,8 +80,12 @@ interface Deadline {
 export class LeaseClock {
   private readonly deadlines = new Map<string, Deadline>();
   private readonly inFlight = new Set<string>();
-  /** The term this node leads in, as last seen; undefined when it does not lead. */
+  /** The term whose deadlines this clock holds; undefined when it holds none. */
   private term: number | undefined;
+  /** The latest term in which a read barrier passed while this node led it: its clock may start. */
+  private appliedInTerm: number | undefined;
+  /** The term a start barrier is in flight for (one at a time). */
+  private starting: number | undefined;
   private seenChanges = -1;
   private readonly maxInFlight: number;
   private readonly logger: Logger;
@@ -84,26 +105,22 @@ export class LeaseClock {
 
   /**
    * Brings the deadlines up to date with the role and the lease table; returns whether this
-   * node leads. Cheap when nothing changed (the table is re-read only when its counter moved).
+   * node leads with its clock started. Cheap when nothing changed (the table is re-read only
+   * when its counter moved).
    */
   private sync(): boolean {
     const term = this.host.leaderTerm();
-    if (term === undefined) {
-      if (this.term !== undefined) {
-        this.logger.info({ term: this.term, leases: this.deadlines.size }, 'lease clock stopped: this node no longer leads');
-        this.deadlines.clear();
-        this.inFlight.clear();
-        this.term = undefined;
-      }
-      return false;
-    }
+    if (term === undefined || term !== this.term) this.stop(term === undefined ? 'this node no longer leads' : 'a new term');
+    if (term === undefined) return false;
     const table = this.host.table();
     if (table === undefined) return false;
+    if (this.appliedInTerm !== term) {
+      this.maybeStart(term);
+      return false;
+    }
     const now = this.opts.clock.monotonicMs();
     if (term !== this.term) {
       // A new term: every lease gets its full TTL from now, whatever an earlier leader had.
-      this.deadlines.clear();
-      this.inFlight.clear();
       this.term = term;
       this.seenChanges = -1;
       this.logger.info({ term, leases: table.leases.size }, 'lease clock started: every lease gets its full TTL');
@@ -119,6 +136,39 @@ export class LeaseClock {
     return true;
   }
 
+  private stop(why: string): void {
+    if (this.term === undefined) return;
+    this.logger.info({ term: this.term, leases: this.deadlines.size }, `lease clock stopped: ${why}`);
+    this.deadlines.clear();
+    this.inFlight.clear();
+    this.term = undefined;
+  }
+
+  /**
+   * Starts a read barrier for `term` unless one is in flight: once it passes with this node
+   * still leading `term`, the node has applied an entry of its own term (ReadIndex waits for
+   * the leader's first commit of the term, §6.4), so the clock may start (see `sync`).
+   */
+  private maybeStart(term: number): void {
+    if (this.starting === term) return;
+    this.starting = term;
+    this.host.barrier().then(
+      () => {
+        if (this.starting === term) this.starting = undefined;
+        this.barrierPassed(term);
+      },
+      (e: unknown) => {
+        if (this.starting === term) this.starting = undefined;
+        this.logger.warn({ term, err: e instanceof Error ? e.message : String(e) }, 'the lease clock could not start (read barrier failed); tried again at a later tick while this node leads');
+      },
+    );
+  }
+
+  /** A read barrier begun while leading `term` has passed: an entry of `term` is applied here if the node still leads it. */
+  private barrierPassed(term: number): void {
+    if (this.host.leaderTerm() === term) this.appliedInTerm = term;
+  }
+
   /** Proposes expiry for leases past their deadline (see the class comment). */
   tick(): void {
     if (!this.sync()) return;
@@ -128,7 +178,7 @@ export class LeaseClock {
       if (this.inFlight.size >= this.maxInFlight) break;
       if (d.atMs > now || this.inFlight.has(id)) continue;
       this.inFlight.add(id);
-      this.host.proposeExpiry(id).then(
+      this.host.proposeExpiry(id, d.grantRevision).then(
         () => {
           if (this.term === term) this.inFlight.delete(id);
         },
@@ -140,35 +190,48 @@ export class LeaseClock {
     }
   }
 
-  private leaderOnly(): void {
-    if (!this.sync()) throw new CairnError(ErrorCode.NOT_LEADER, 'lease keep-alives and time-to-live are answered by the leader');
-  }
-
   /**
-   * Renews lease `id`: its deadline becomes now + its TTL. NOT_FOUND when there is no such
-   * lease or it is past its deadline (its expiry is being proposed: a lost lease is not
-   * brought back). NOT_LEADER on a node that does not lead.
+   * Renews lease `id` (see the class comment): its deadline becomes the request's arrival +
+   * its TTL, after a read barrier. NOT_FOUND when there is no such lease, it is past its
+   * deadline (its expiry is being proposed: a lost lease is not brought back) or an entry
+   * applied during the barrier ended it. NOT_LEADER on a node that does not lead.
    */
-  keepAlive(id: string): LeaseTimeToLive {
-    this.leaderOnly();
-    const d = this.deadlines.get(id);
-    const now = this.opts.clock.monotonicMs();
-    const lease = this.host.table()?.leases.get(id);
-    if (d === undefined || lease === undefined) throw notFound(id);
-    if (d.atMs <= now) throw new CairnError(ErrorCode.NOT_FOUND, `lease ${id} has expired (its expiry is being committed)`, { lease: id });
-    d.atMs = now + lease.ttlSeconds * 1000;
-    return { id, ttlSeconds: lease.ttlSeconds, remainingSeconds: lease.ttlSeconds, remainingMs: lease.ttlSeconds * 1000 };
+  keepAlive(id: string): Promise<LeaseTimeToLive> {
+    return this.afterBarrier(id, (_id, d, lease, arrivedMs, now) => {
+      if (d.atMs <= now) throw new CairnError(ErrorCode.NOT_FOUND, `lease ${id} has expired (its expiry is being committed)`, { lease: id });
+      // Never later than arrival + TTL; a later deadline already set (a newer keep-alive, a new term's full TTL) stays.
+      d.atMs = Math.max(d.atMs, arrivedMs + lease.ttlSeconds * 1000);
+      return answer(id, lease, d.atMs - now);
+    });
   }
 
-  /** The lease's granted TTL and the time left on this leader's clock. NOT_FOUND, NOT_LEADER as `keepAlive`. */
-  timeToLive(id: string): LeaseTimeToLive {
-    this.leaderOnly();
+  /** The lease's granted TTL and the time left on this leader's clock, after a read barrier. NOT_FOUND, NOT_LEADER as `keepAlive`. */
+  timeToLive(id: string): Promise<LeaseTimeToLive> {
+    return this.afterBarrier(id, (_id, d, lease, _arrivedMs, now) => answer(id, lease, Math.max(0, d.atMs - now)));
+  }
+
+  private async afterBarrier(id: string, f: Answer): Promise<LeaseTimeToLive> {
+    const arrivedMs = this.opts.clock.monotonicMs();
+    const term = this.host.leaderTerm();
+    if (term === undefined) throw notLeader();
+    // The grant this request saw on arrival, if the clock was running: one revoked meanwhile (and perhaps granted again) is not renewed.
+    const seen = this.sync() && this.term === term ? this.deadlines.get(id)?.grantRevision : undefined;
+    await this.host.barrier();
+    this.barrierPassed(term);
+    if (!this.sync() || this.term !== term) throw notLeader();
     const d = this.deadlines.get(id);
     const lease = this.host.table()?.leases.get(id);
-    if (d === undefined || lease === undefined) throw notFound(id);
-    const remainingMs = Math.max(0, d.atMs - this.opts.clock.monotonicMs());
-    return { id, ttlSeconds: lease.ttlSeconds, remainingSeconds: Math.ceil(remainingMs / 1000), remainingMs };
+    if (d === undefined || lease === undefined || (seen !== undefined && seen !== d.grantRevision)) throw notFound(id);
+    return f(id, d, lease, arrivedMs, this.opts.clock.monotonicMs());
   }
+}
+
+function answer(id: string, lease: LeaseEntry, remainingMs: number): LeaseTimeToLive {
+  return { id, ttlSeconds: lease.ttlSeconds, remainingSeconds: Math.ceil(remainingMs / 1000), remainingMs };
+}
+
+function notLeader(): CairnError {
+  return new CairnError(ErrorCode.NOT_LEADER, 'lease keep-alives and time-to-live are answered by the leader');
 }
 
 function notFound(id: string): CairnError {

@@ -1,6 +1,6 @@
 import { CairnError, ErrorCode } from '../base/index.js';
 import type { HttpRequest, Router } from './http-server.js';
-import type { LeaseTtlAnswer, LeaseService } from './lease-service.js';
+import { checkTtlSeconds, type LeaseTtlAnswer, type LeaseService } from './lease-service.js';
 import { httpCallContext } from './resource-routes.js';
 
 function invalid(msg: string): CairnError {
@@ -28,7 +28,8 @@ function ttlJson(r: LeaseTtlAnswer): Record<string, unknown> {
     id: r.id,
     ttl_seconds: r.ttlSeconds,
     remaining_seconds: r.remainingSeconds,
-    remaining_ms: r.remainingMs,
+    // Whole milliseconds, rounded down (never more than the leader's clock has left).
+    remaining_ms: Math.floor(r.remainingMs),
     ...(r.attached !== undefined ? { attached: r.attached } : {}),
   };
 }
@@ -39,6 +40,7 @@ export function addLeaseRoutes(router: Router, svc: LeaseService): void {
     queryOnly(req, []);
     const o = bodyObject(req, ['ttl_seconds', 'id'], 'the lease grant');
     if (o['ttl_seconds'] === undefined) throw invalid('ttl_seconds is required');
+    checkTtlSeconds(o['ttl_seconds'], 'ttl_seconds');
     if (o['id'] !== undefined && o['id'] !== null && typeof o['id'] !== 'string') throw invalid('id must be a string');
     const r = await svc.grant({ ttlSeconds: o['ttl_seconds'], id: o['id'] }, httpCallContext(req));
     return { status: 200, json: { id: r.id, ttl_seconds: r.ttlSeconds } };

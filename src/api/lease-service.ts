@@ -1,10 +1,10 @@
 import { CairnError, ErrorCode, silentLogger, type Clock, type Logger } from '../base/index.js';
 import { CommandType, MAX_LEASE_TTL_SECONDS, encodeEnvelope, leaseIdProblem, type LeaseGrantCommand, type LeaseRevokeCommand } from '../fsm/index.js';
-import { authorize, type AclTarget } from '../auth/index.js';
+import { authorize, type AclTarget, type Identity } from '../auth/index.js';
 import { ulid } from './ids.js';
 import { LeaseClock, type LeaseTimeToLive } from './lease-clock.js';
 import { idToJson, type ResourceIdJson } from './resource-json.js';
-import { fromApplyError, type CallContext, type ResourceService } from './resource-service.js';
+import { aclVerb, fromApplyError, type CallContext, type ResourceService } from './resource-service.js';
 import { START_WAIT_DEFAULT_MS, type ServedNode } from './served-node.js';
 
 /**
@@ -45,6 +45,27 @@ function invalid(message: string): CairnError {
   return new CairnError(ErrorCode.INVALID_ARGUMENT, message);
 }
 
+/** A requested TTL, checked (INVALID_ARGUMENT naming the field as the caller spelled it: `ttl_seconds` over HTTP, `ttlSeconds` over gRPC). */
+export function checkTtlSeconds(ttl: unknown, field: 'ttl_seconds' | 'ttlSeconds'): number {
+  if (typeof ttl !== 'number' || !Number.isSafeInteger(ttl) || ttl < 1 || ttl > MAX_LEASE_TTL_SECONDS) {
+    throw invalid(`${field} must be a whole number of seconds from 1 to ${MAX_LEASE_TTL_SECONDS}, got ${JSON.stringify(ttl) ?? String(ttl)}`);
+  }
+  return ttl;
+}
+
+/**
+ * Whether `identity` may `read` the resource `a` names (an attached list shows only those).
+ * The ACL check only: a type's own access hook is consulted by the resource routes, which the
+ * attached list does not go through.
+ */
+function mayRead(identity: Identity, a: ResourceIdJson): boolean {
+  const parts = a.type.split('.');
+  const kind = parts.pop() ?? '';
+  const groupVersion = parts.pop() ?? '';
+  const group = parts.join('.');
+  return authorize(identity, aclVerb(group, kind, 'read'), { group, groupVersion, kind, partition: a.tenancy.partition, namespace: a.tenancy.namespace, name: a.name });
+}
+
 /** A lease id from a request, checked (INVALID_ARGUMENT naming what is wrong). */
 export function checkLeaseId(v: unknown): string {
   const problem = leaseIdProblem(v);
@@ -79,7 +100,13 @@ export class LeaseService {
           return st.role === 'leader' ? (st.term as number) : undefined;
         },
         table: () => this.node.coordinatorNow()?.leaseTable(),
-        proposeExpiry: (id) => this.proposeExpiry(id),
+        proposeExpiry: (id, grantRevision) => this.proposeExpiry(id, grantRevision),
+        barrier: async () => {
+          const c = this.node.coordinatorNow();
+          if (c === undefined) throw new CairnError(ErrorCode.UNAVAILABLE, 'the node is not running');
+          // Concurrent barriers share one heartbeat round (read-index.ts), so a burst of keep-alives costs one round.
+          await c.read('linearizable', () => undefined);
+        },
       },
       { clock: time, logger: this.logger },
     );
@@ -99,21 +126,19 @@ export class LeaseService {
   }
 
   /** An expiry, proposed on this node's replica only: never forwarded (see LeaseClockHost). */
-  private async proposeExpiry(id: string): Promise<unknown> {
+  private async proposeExpiry(id: string, grantRevision: number): Promise<unknown> {
     const c = this.node.coordinatorNow();
     if (c === undefined) throw new CairnError(ErrorCode.UNAVAILABLE, 'the node is not running');
-    const cmd: LeaseRevokeCommand = { ...this.resources.header({}, { kind: 'open' }), id, reason: 'expired' };
+    const cmd: LeaseRevokeCommand = { ...this.resources.header({}, { kind: 'open' }), id, reason: 'expired', grantRevision };
     const r = await c.replica.propose(encodeEnvelope(CommandType.LeaseRevoke, cmd), this.opts.expiryTimeoutMs ?? 10_000);
-    if (r.ok && r.kind === 'lease-revoke') this.logger.info({ lease: id, deleted: r.deleted, revision: r.revision }, 'lease expired');
+    if (r.ok && r.kind === 'lease-revoke') this.logger.info({ lease: id, grantRevision, deleted: r.deleted, revision: r.revision }, 'lease expired');
+    else if (r.ok && r.kind === 'none') this.logger.info({ lease: id, grantRevision }, 'lease expiry was for an earlier grant of this id; the lease stays');
     return r;
   }
 
   /** Grants a lease: TTL in whole seconds (raised to the minimum), the id given or a new lowercase ULID. */
   async grant(req: { readonly ttlSeconds: unknown; readonly id?: unknown }, ctx: CallContext = {}): Promise<LeaseAnswer> {
-    const ttl = req.ttlSeconds;
-    if (typeof ttl !== 'number' || !Number.isSafeInteger(ttl) || ttl < 1 || ttl > MAX_LEASE_TTL_SECONDS) {
-      throw invalid(`ttlSeconds must be a whole number of seconds from 1 to ${MAX_LEASE_TTL_SECONDS}, got ${JSON.stringify(ttl) ?? String(ttl)}`);
-    }
+    const ttl = checkTtlSeconds(req.ttlSeconds, 'ttlSeconds');
     const id = req.id === undefined || req.id === null || req.id === '' ? ulid().toLowerCase() : checkLeaseId(req.id);
     const ttlSeconds = Math.max(ttl, this.opts.minTtlSeconds);
     const identity = await this.resources.authorizeCall(ctx, 'write', leaseAclTarget(id));
@@ -144,11 +169,16 @@ export class LeaseService {
     return (await this.ask({ op: 'keepalive', id }, ctx)) as LeaseTimeToLive;
   }
 
-  /** The lease's granted and remaining TTL, from the leader; with `attached`, the attached resources too. */
+  /**
+   * The lease's granted and remaining TTL, from the leader; with `attached`, the attached
+   * resources the caller may `read` (the others are left out, as a list leaves them out).
+   */
   async timeToLive(idIn: unknown, attached: boolean, ctx: CallContext = {}): Promise<LeaseTtlAnswer> {
     const id = checkLeaseId(idIn);
-    await this.resources.authorizeCall(ctx, 'read', leaseAclTarget(id));
-    return (await this.ask({ op: 'ttl', id, attached }, ctx)) as LeaseTtlAnswer;
+    const identity = await this.resources.authorizeCall(ctx, 'read', leaseAclTarget(id));
+    const r = (await this.ask({ op: 'ttl', id, attached }, ctx)) as LeaseTtlAnswer;
+    if (r.attached === undefined) return r;
+    return { ...r, attached: r.attached.filter((a) => mayRead(identity, a)) };
   }
 
   /** Every lease the caller may `list`, in id order, with its granted TTL (as the leader has applied them). */
@@ -175,9 +205,9 @@ export class LeaseService {
     if (c === undefined) throw new CairnError(ErrorCode.UNAVAILABLE, 'the node is not running');
     switch (r.op) {
       case 'keepalive':
-        return retryAfterBarrier(c, () => this.clock.keepAlive(r.id));
+        return this.clock.keepAlive(r.id);
       case 'ttl': {
-        const ttl = await retryAfterBarrier(c, () => this.clock.timeToLive(r.id));
+        const ttl = await this.clock.timeToLive(r.id);
         if (!r.attached) return ttl;
         const lease = c.leaseTable().leases.get(r.id);
         const store = c.storeNow();
@@ -198,24 +228,6 @@ export class LeaseService {
       }
     }
   }
-}
-
-/**
- * Runs `f`; when it finds no such lease, once more after a read barrier. A new leader may not
- * yet have applied every committed entry (a grant committed by the previous leader, applied
- * only after this leader commits an entry of its term): without the barrier it would answer a
- * keep-alive for a live lease NOT_FOUND, and the client would give the lease up. The barrier
- * (ReadIndex, thesis §6.4) waits until this leader has applied everything committed before
- * the call, as etcd's LeaseRenew waits for its applied index. Only a miss pays for it.
- */
-async function retryAfterBarrier<T>(c: { read(consistency: 'linearizable', fn: () => undefined): Promise<unknown> }, f: () => T): Promise<T> {
-  try {
-    return f();
-  } catch (e) {
-    if (!(e instanceof CairnError) || e.code !== ErrorCode.NOT_FOUND) throw e;
-  }
-  await c.read('linearizable', () => undefined);
-  return f();
 }
 
 function parseLeaseRequest(v: unknown): LeaseRequest {

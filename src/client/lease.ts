@@ -52,6 +52,8 @@ export interface KeepAliveOptions {
   readonly ttlSeconds?: number;
   /** Told after each renewal the leader confirmed. */
   readonly onRenewed?: (ttlSeconds: number) => void;
+  /** The monotonic clock the watchdog reads, in ms (default `performance.now()`; tests pass a fake). */
+  readonly nowMs?: () => number;
 }
 
 /** What the keep-alive helper needs of the client: its endpoints and the stream call. */
@@ -82,6 +84,9 @@ export class LeaseKeepAlive {
   private lastConfirmedMs: number;
   private endpoint: number;
   private call: ReturnType<KeepAliveTransport['open']> | undefined;
+  /** When each unanswered request on `call` was sent (monotonic ms), oldest first: the stream answers in order. */
+  private sentAtMs: number[] = [];
+  private readonly nowMs: () => number;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private watchdog: ReturnType<typeof setTimeout> | undefined;
   private reconnects = 0;
@@ -94,7 +99,9 @@ export class LeaseKeepAlive {
   ) {
     this.lost = new Promise((resolve) => (this.resolveLost = resolve));
     this.ttlMs = opts.ttlSeconds !== undefined ? opts.ttlSeconds * 1000 : undefined;
-    this.lastConfirmedMs = Date.now();
+    // The monotonic clock: a wall-clock step must not stretch or cut the watchdog.
+    this.nowMs = opts.nowMs ?? (() => performance.now());
+    this.lastConfirmedMs = this.nowMs();
     this.endpoint = transport.firstEndpoint();
     this.armWatchdog();
     this.connect();
@@ -121,13 +128,17 @@ export class LeaseKeepAlive {
     this.controller.abort(new CairnClientError(reason === 'gone' ? ClientErrorCode.NOT_FOUND : ClientErrorCode.CANCELLED, `lease ${this.id} lost: ${message}`));
   }
 
-  /** Lost when nothing was confirmed for a whole TTL (once the TTL is known). */
+  /**
+   * Lost when nothing was confirmed for a whole TTL (once the TTL is known), counted from when
+   * the last confirmed request was sent: the leader renewed from when that request reached it,
+   * which was no earlier, so the client gives the lease up no later than the leader may expire it.
+   */
   private armWatchdog(): void {
     clearTimeout(this.watchdog);
     if (this.done || this.ttlMs === undefined) return;
-    const left = this.lastConfirmedMs + this.ttlMs - Date.now();
+    const left = this.lastConfirmedMs + this.ttlMs - this.nowMs();
     this.watchdog = setTimeout(() => {
-      if (Date.now() - this.lastConfirmedMs >= (this.ttlMs ?? 0)) this.finish('unconfirmed', `no keep-alive confirmed for ${(this.ttlMs ?? 0) / 1000} s (its TTL): the leader may have expired it`);
+      if (this.nowMs() - this.lastConfirmedMs >= (this.ttlMs ?? 0)) this.finish('unconfirmed', `no keep-alive confirmed for ${(this.ttlMs ?? 0) / 1000} s (its TTL): the leader may have expired it`);
       else this.armWatchdog();
     }, Math.max(0, left));
   }
@@ -140,6 +151,8 @@ export class LeaseKeepAlive {
     }
     const call = this.transport.open(this.endpoint);
     this.call = call;
+    const sent: number[] = [];
+    this.sentAtMs = sent;
     let broken = false;
     const onBroken = (): void => {
       if (broken || this.call !== call) return;
@@ -153,7 +166,7 @@ export class LeaseKeepAlive {
       const wait = this.reconnects <= this.transport.endpoints ? 0 : Math.min(1000, 50 * 2 ** Math.min(5, this.reconnects - this.transport.endpoints));
       this.timer = setTimeout(() => this.connect(), wait);
     };
-    call.on('data', (a: pb.LeaseKeepAliveResponse) => this.answer(a));
+    call.on('data', (a: pb.LeaseKeepAliveResponse) => this.answer(a, sent.shift()));
     call.on('error', onBroken);
     call.on('end', onBroken);
     this.send();
@@ -161,15 +174,18 @@ export class LeaseKeepAlive {
 
   private send(): void {
     if (this.done || this.call === undefined) return;
+    this.sentAtMs.push(this.nowMs());
     this.call.write({ id: this.id });
   }
 
-  private answer(a: pb.LeaseKeepAliveResponse): void {
+  /** An answer on the stream; `sentAtMs` is when the request it answers was sent. */
+  private answer(a: pb.LeaseKeepAliveResponse, sentAtMs: number | undefined): void {
     if (this.done) return;
     const ttl = typeof a.ttlSeconds === 'number' ? a.ttlSeconds : Number(a.ttlSeconds.toString());
     if (ttl > 0) {
       this.reconnects = 0;
-      this.lastConfirmedMs = Date.now();
+      // An answer with no request of ours outstanding cannot be placed in time: it confirms nothing new.
+      if (sentAtMs !== undefined) this.lastConfirmedMs = Math.max(this.lastConfirmedMs, sentAtMs);
       this.ttlMs = ttl * 1000;
       this.armWatchdog();
       this.opts.onRenewed?.(ttl);

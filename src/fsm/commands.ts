@@ -183,9 +183,17 @@ export type LeaseRevokeReason = 'revoked' | 'expired';
  * Revokes a lease (envelope `LeaseRevoke`, 0x17): removes it from the table and deletes every
  * resource attached to it at this log position, through the ordinary delete (finalizers and
  * owner cascade as a single delete), all at this entry's revision. Carries only the id: what
- * is deleted is the replicated attachment set, never a list the proposer saw.
+ * is deleted is the replicated attachment set, never a list the proposer saw. An expiry also
+ * names the grant it was decided for (`grantRevision`).
  */
 export interface LeaseRevokeCommand extends CommandHeader {
   readonly id: string;
   readonly reason: LeaseRevokeReason;
+  /**
+   * Required with reason `expired`, absent otherwise: the grant (`LeaseEntry.grantRevision`)
+   * whose deadline passed. The entry expires the lease only if the table still holds that
+   * grant; a lease revoked and granted again under the same id before the entry applies keeps
+   * its new grant (the entry is a no-op). A client's revoke ends whatever grant holds the id.
+   */
+  readonly grantRevision?: number;
 }

@@ -19,7 +19,7 @@ import { AssertionError } from '../base/index.js';
  * | 0x14 | ResourcePut     | fsm   | CommandHeader & WriteBody, no version  |
  * | 0x15 | Txn             | fsm   | CommandHeader & { compare, then, else } |
  * | 0x16 | LeaseGrant      | fsm   | CommandHeader & { id, ttlSeconds, maxLeases? } |
- * | 0x17 | LeaseRevoke     | fsm   | CommandHeader & { id, reason }          |
+ * | 0x17 | LeaseRevoke     | fsm   | CommandHeader & { id, reason, grantRevision? } |
  *
  * 0x14 is an unconditional write whose type hooks run at apply (`PutCommand`, `WriteHooks`).
  * It is a new type rather than a flag on 0x10 so that an older node, which would apply it

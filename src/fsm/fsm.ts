@@ -458,6 +458,9 @@ export class Fsm {
     if (lease === undefined) {
       return { result: failure(new CairnError(ErrorCode.NOT_FOUND, `revoke lease ${cmd.id}: no such lease (never granted, or already revoked or expired)`, { lease: cmd.id })), changes: [] };
     }
+    // An expiry decided for an earlier grant of this id (revoked and granted again before the
+    // entry applied, or an expiry proposed twice): the grant now in the table keeps its TTL.
+    if (cmd.reason === 'expired' && cmd.grantRevision !== lease.grantRevision) return { result: NONE, changes: [] };
     const targets: Resource[] = [];
     for (const uid of lease.attached) {
       const r = this.store.getByUid(uid);

@@ -23,7 +23,7 @@ function header(extra: Record<string, unknown> = {}): Record<string, unknown> {
 }
 const entry = (index: number, data: Uint8Array): Entry => ({ index: index as LogIndex, term: 1 as Term, data });
 const grant = (lid: string, ttlSeconds: number, extra: Record<string, unknown> = {}) => encodeEnvelope(CommandType.LeaseGrant, { ...header(), id: lid, ttlSeconds, ...extra });
-const revoke = (lid: string, reason = 'revoked') => encodeEnvelope(CommandType.LeaseRevoke, { ...header(), id: lid, reason });
+const revoke = (lid: string, reason = 'revoked', extra: Record<string, unknown> = {}) => encodeEnvelope(CommandType.LeaseRevoke, { ...header(), id: lid, reason, ...extra });
 const write = (name: string, extra: Record<string, unknown> = {}) => encodeEnvelope(CommandType.ResourceWrite, { ...header(), id: id(name), data: { n: name }, ...extra });
 const del = (name: string) => encodeEnvelope(CommandType.ResourceDelete, { ...header(), id: id(name) });
 
@@ -80,11 +80,29 @@ t.test('an unconditional write (0x14) attaches too, and a missing lease fails it
   t.equal(failed(out.result).code, ErrorCode.NOT_FOUND);
 });
 
+t.test('an expiry ends only the grant it was decided for: a later grant of the same id stays (a no-op)', async (t) => {
+  // Grant svc (revision 1), attach a; the client revokes and grants svc again (revision 4)
+  // while the leader's expiry for the first grant is in the log behind them.
+  const { fsm, outs } = run([grant('svc', 10), write('a', { lease: 'svc' }), revoke('svc'), grant('svc', 10), write('b', { lease: 'svc' }), revoke('svc', 'expired', { grantRevision: 1 })]);
+  t.same(outs[5]?.result, { ok: true, kind: 'none' }, 'the stale expiry changes nothing');
+  t.same(outs[5]?.changes, []);
+  t.same(leasesOf(fsm), ['svc:10:[b]'], 'the second grant and its attachment stay');
+  const second = fsm.leaseTable.get('svc')?.grantRevision;
+  t.equal(second, 4);
+  const now = fsm.apply(entry(7, revoke('svc', 'expired', { grantRevision: second })));
+  t.same(now.result, { ok: true, kind: 'lease-revoke', id: 'svc', reason: 'expired', deleted: 1, revision: 7 }, 'an expiry for the grant in the table expires it');
+  t.same(leasesOf(fsm), []);
+  for (const bad of [{}, { grantRevision: 0 }, { grantRevision: '4' }]) {
+    t.equal(failed(run([grant('x', 10), revoke('x', 'expired', bad)]).outs[1]!.result).code, ErrorCode.INTERNAL, `an expiry with ${JSON.stringify(bad)} is refused as malformed`);
+  }
+  t.equal(failed(run([grant('x', 10), revoke('x', 'revoked', { grantRevision: 1 })]).outs[1]!.result).code, ErrorCode.INTERNAL, 'a client revoke carries no grant revision');
+});
+
 t.test('revoke deletes every attached resource, with its owned children, in one entry at one revision; others stay', async (t) => {
   const { fsm } = run([grant('l1', 10), grant('l2', 10), write('a', { lease: 'l1' }), write('b', { lease: 'l1' }), write('c', { lease: 'l2' }), write('d')]);
   const b = fsm.store.get({ group: 'test', kind: 'Topic', tenancy, name: 'b' }) as Resource;
   fsm.apply(entry(7, encodeEnvelope(CommandType.ResourceWrite, { ...header(), id: id('child'), data: {}, owner: b.id })));
-  const out = fsm.apply(entry(8, revoke('l1', 'expired')));
+  const out = fsm.apply(entry(8, revoke('l1', 'expired', { grantRevision: 1 })));
   t.same(out.result, { ok: true, kind: 'lease-revoke', id: 'l1', reason: 'expired', deleted: 3, revision: 8 });
   t.same(
     out.changes.map((c) => `${c.kind}:${c.resource.id.name}@${c.revision}`),

@@ -346,7 +346,7 @@ export function validateLeaseGrant(body: unknown): Checked | string {
   });
 }
 
-/** A lease revoke (0x17): the header, a lease id and a reason (`revoked` or `expired`). */
+/** A lease revoke (0x17): the header, a lease id and a reason (`revoked` or `expired`); an expiry also carries the `grantRevision` it was decided for. */
 export function validateLeaseRevoke(body: unknown): Checked | string {
   return guard(() => {
     const o = rec(body, 'lease revoke command');
@@ -355,6 +355,12 @@ export function validateLeaseRevoke(body: unknown): Checked | string {
     const reason = o['reason'];
     if (reason !== 'revoked' && reason !== 'expired') throw new Invalid('reason must be revoked or expired');
     cmd.reason = reason;
+    const grantRevision = o['grantRevision'];
+    if (reason === 'expired') {
+      // An expiry without the grant it was decided for could end a later grant of the same id.
+      if (typeof grantRevision !== 'number' || !Number.isSafeInteger(grantRevision) || grantRevision < 1) throw new Invalid('an expiry needs grantRevision, a positive integer');
+      cmd.grantRevision = grantRevision;
+    } else if (grantRevision !== undefined && grantRevision !== null) throw new Invalid('grantRevision is only for an expiry');
     return { kind: 'lease-revoke', cmd: cmd as LeaseRevokeCommand };
   });
 }

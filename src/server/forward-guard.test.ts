@@ -77,7 +77,7 @@ t.test('the leader refuses forwarded envelopes and membership changes a local re
   // 0x16 and 0x17 are leases: a write body is neither; only the leader's own clock expires leases.
   await refused('a lease grant (0x16) with a write body', { op: 'envelope', envelope: encodeEnvelope(0x16, write('x')) }, /malformed lease grant command/);
   const head = { time: new Date(0).toISOString(), uid: 'u-lease', generation: 'g-lease' };
-  await refused('a forwarded lease expiry', { op: 'envelope', envelope: encodeEnvelope(0x17, { ...head, id: 'l1', reason: 'expired' }) }, /only the leader expires leases/);
+  await refused('a forwarded lease expiry', { op: 'envelope', envelope: encodeEnvelope(0x17, { ...head, id: 'l1', reason: 'expired', grantRevision: 1 }) }, /only the leader expires leases/);
   await refused('a lease grant with TTL 0', { op: 'envelope', envelope: encodeEnvelope(0x16, { ...head, id: 'l1', ttlSeconds: 0 }) }, /ttlSeconds must be an integer/);
   await refused('a lease request that is not one', { op: 'lease', lease: packValue({ op: 'drop-all' }) }, /op must be keepalive, ttl or list/);
   await refused('a lease request that is not msgpack', { op: 'lease', lease: Uint8Array.from([0xc1]) }, /./);
