@@ -564,11 +564,14 @@ export class Fsm {
    * raised when the command was refused for space or the data is at or over the quota;
    * cleared when the data is at or below the low-water mark (90% of the quota), so it does not
    * flap on every small write; otherwise unchanged. Depends only on the entry and the state,
-   * so every replica agrees. Commands without a quota (older entries) leave it as it is.
+   * so every replica agrees. Commands without a quota (older entries) leave it as it is. A grant
+   * refused for `--max-leases` (NO_SPACE, details `max_leases`) is a count, not space: it
+   * raises nothing (else one grant too many froze every growing write cluster-wide).
    */
   private evaluateNoSpace(quotaBytes: number, result: ApplyResult): void {
     const data = this.store.dataBytes + this.leaseBytes;
-    if ((!result.ok && result.error.code === ErrorCode.NO_SPACE) || data >= quotaBytes) this.noSpace = true;
+    const forSpace = !result.ok && result.error.code === ErrorCode.NO_SPACE && result.error.details['max_leases'] === undefined;
+    if (forSpace || data >= quotaBytes) this.noSpace = true;
     else if (data <= lowWaterBytes(quotaBytes)) this.noSpace = false;
   }
 

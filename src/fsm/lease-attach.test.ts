@@ -135,3 +135,11 @@ t.test('a resource marked while attached leaves its lease: it no longer counts a
   t.equal(failed(a[1]).code, ErrorCode.TOO_LARGE);
   t.same(a, b);
 });
+
+t.test('a grant refused for --max-leases does not raise the NO_SPACE alarm (it is a count, not space)', async (t) => {
+  const q = { quotaBytes: 1 << 30 };
+  const g = (lid: string) => encodeEnvelope(CommandType.LeaseGrant, { ...header(q), id: lid, ttlSeconds: 10, maxLeases: 1 });
+  const { outs } = run([g('a'), g('b'), write('w', q)]);
+  t.equal(failed(outs[1]).code, ErrorCode.NO_SPACE, 'the second grant is refused');
+  t.ok(outs[2]?.ok, `a write after it is not refused for space (${JSON.stringify(outs[2]).slice(0, 160)})`);
+});
