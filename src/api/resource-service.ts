@@ -598,7 +598,7 @@ export class ResourceService {
   }
 
   /**
-   * Attaching a resource to a lease schedules its delete (docs/security.md "Leases"): besides
+   * Attaching a resource to a lease schedules its delete (docs/security.md "Every door checks"): besides
    * `write` on the resource (checked by the caller), `write` on the lease and `delete` on the
    * resource. Detaching ('') and keeping the attachment (absent) need nothing more. The
    * cascade is `attachCascade`'s, against the stored state.
