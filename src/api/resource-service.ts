@@ -459,12 +459,33 @@ export interface ResourceServiceOptions {
   readonly access?: AccessControl;
   /** Limits on one transaction (`--txn-max-ops` sets both counts). Default TXN_LIMITS_DEFAULT. */
   readonly txnLimits?: TxnLimits;
+  /**
+   * The most resources one lease may have attached (`--lease-max-attached`; docs/api.md
+   * "Leases"), stamped into every write and transaction that attaches; the FSM decides on it
+   * at apply. Default LEASE_MAX_ATTACHED_DEFAULT.
+   */
+  readonly leaseMaxAttached?: number;
+}
+
+/**
+ * The default of `--lease-max-attached`: the default subscriber buffer (`--watch-buffer-events`),
+ * so the deletes of one revoke (one entry, one revision) fit one watcher's buffer.
+ */
+export const LEASE_MAX_ATTACHED_DEFAULT = 10_000;
+
+/**
+ * The ACL target of lease `id`, as lease-service.ts `leaseAclTarget` (which imports this
+ * module, so it cannot be imported here): `cairn.v1.ClusterLease` named by the lease id.
+ */
+function leaseTarget(id: string): AclTarget {
+  return { group: 'cairn', groupVersion: 'v1', kind: 'ClusterLease', partition: '', namespace: '', name: id };
 }
 
 export class ResourceService {
   /** Access control (docs/security.md); off unless the node was given one. */
   readonly access: AccessControl;
   private readonly quotaBytes: number | undefined;
+  private readonly leaseMaxAttached: number;
   readonly txnLimits: TxnLimits;
   private readonly paging: Required<PagingOptions>;
   /** Snapshots serving the later pages of unfinished paged lists (paging.ts). */
@@ -478,6 +499,7 @@ export class ResourceService {
   ) {
     this.access = opts.access ?? new AccessControl({ enabled: false, clock });
     this.quotaBytes = opts.quotaBytes;
+    this.leaseMaxAttached = opts.leaseMaxAttached ?? LEASE_MAX_ATTACHED_DEFAULT;
     this.txnLimits = opts.txnLimits ?? TXN_LIMITS_DEFAULT;
     this.paging = pagingLimits({ maxPageItems: opts.maxPageItems, maxPageBytes: opts.maxPageBytes, maxSnapshots: opts.maxSnapshots, snapshotTtlMs: opts.snapshotTtlMs });
     this.snapshots = new SnapshotCache(clock, this.paging.maxSnapshots, this.paging.snapshotTtlMs);
@@ -575,6 +597,41 @@ export class ResourceService {
     return uids;
   }
 
+  /**
+   * Attaching a resource to a lease schedules its delete (docs/security.md "Every door checks"): besides
+   * `write` on the resource (checked by the caller), `write` on the lease and `delete` on the
+   * resource. Detaching ('') and keeping the attachment (absent) need nothing more. The
+   * cascade is `attachCascade`'s, against the stored state.
+   */
+  private authorizeAttach(identity: Identity, t: RegisteredType, target: { partition: string; namespace: string; name: string }, lease: string | undefined, ctx: CallContext): void {
+    if (lease === undefined || lease === '') return;
+    this.access.check(identity, 'write', leaseTarget(lease));
+    this.authorize(identity, t, 'delete', target, ctx);
+  }
+
+  /**
+   * The cascade of attaching: a restricted caller must be allowed to delete everything a delete
+   * of the resource would remove or mark now (`checkCascade`, as a delete checks it). What is
+   * added to the cascade after the attach is deleted by the revoke regardless (the owner's
+   * writer chose the owner, as in Kubernetes' garbage collection).
+   */
+  private attachCascade(identity: Identity, s: StoreReader, key: { group: string; kind: string; tenancy: Tenancy; name: string }, lease: string | undefined): void {
+    if (lease === undefined || lease === '' || !this.restricted(identity)) return;
+    const current = s.get(key);
+    if (current === undefined) return;
+    try {
+      this.checkCascade(identity, s, current);
+    } catch (e) {
+      if (!isCairnError(e, ErrorCode.PERMISSION_DENIED)) throw e;
+      throw new CairnError(ErrorCode.PERMISSION_DENIED, `attaching ${current.id.name} to lease ${lease} schedules its delete, which would also delete owned resources this token may not delete`, e.details);
+    }
+  }
+
+  /** `--lease-max-attached`, stamped into a command that attaches a resource to a lease (docs/api.md "Leases"). */
+  private attachLimit(attaches: boolean): { leaseMaxAttached?: number } {
+    return attaches ? { leaseMaxAttached: this.leaseMaxAttached } : {};
+  }
+
   private typeRef(t: RegisteredType): TypeRef {
     return { group: t.group, groupVersion: t.groupVersion, kind: t.kind };
   }
@@ -665,8 +722,10 @@ export class ResourceService {
     [c, ctx] = await this.coord(ctx);
     const identity = await this.identify(c, ctx);
     this.authorize(identity, t, 'write', { ...tenancy, name }, ctx);
-    const header = this.header(ctx, identity);
+    this.authorizeAttach(identity, t, { ...tenancy, name }, lease, ctx);
+    const header = { ...this.header(ctx, identity), ...this.attachLimit(lease !== undefined && lease !== '') };
     const key = { group: t.group, kind: t.kind, tenancy, name };
+    if (lease !== undefined && lease !== '' && this.restricted(identity)) await c.read('stale', (s) => this.attachCascade(identity, s, key, lease));
     if (expected === undefined) {
       // An unconditional write: one entry, its hooks run at apply (docs/api.md "Unconditional writes").
       const id = { type: this.typeRef(t), tenancy, name, ...(uid !== undefined ? { uid } : {}) };
@@ -875,8 +934,10 @@ export class ResourceService {
     for (const [branch, ops] of [['then', thenOps], ['else', elseOps]] as const) {
       ops.forEach((o, i) => {
         try {
-          if (o.op === 'write') this.authorize(identity, o.t, 'write', { ...o.w.tenancy, name: o.w.name }, ctx);
-          else if (o.op === 'delete') this.authorize(identity, o.t, 'delete', { ...o.d.tenancy, name: o.d.name }, ctx);
+          if (o.op === 'write') {
+            this.authorize(identity, o.t, 'write', { ...o.w.tenancy, name: o.w.name }, ctx);
+            this.authorizeAttach(identity, o.t, { ...o.w.tenancy, name: o.w.name }, o.w.lease, ctx);
+          } else if (o.op === 'delete') this.authorize(identity, o.t, 'delete', { ...o.d.tenancy, name: o.d.name }, ctx);
           else this.authorize(identity, o.t, 'status', { ...o.s.tenancy, name: o.s.name }, ctx);
         } catch (e) {
           throw atPart(`${branch}[${i}]`, e);
@@ -891,7 +952,8 @@ export class ResourceService {
       const out = await c.read('linearizable', (s) => compares.findIndex(({ cmp }) => !txnCompareHolds(cmp, s.get({ group: cmp.id.type.group, kind: cmp.id.type.kind, tenancy: cmp.id.tenancy, name: cmp.id.name }))));
       return { succeeded: out.value < 0, revision: out.revision, ...(out.value >= 0 ? { failedComparison: out.value } : {}), results: [] };
     }
-    const header = this.header(ctx, identity);
+    const attaches = [...thenOps, ...elseOps].some((o) => o.op === 'write' && o.w.lease !== undefined && o.w.lease !== '');
+    const header = { ...this.header(ctx, identity), ...this.attachLimit(attaches) };
     // One ULID per op, made where the header's uid is (monotonic): a resource an op creates gets its op's.
     const uids = { thenUids: thenOps.map(() => ulid()), elseUids: elseOps.map(() => ulid()) };
     const restricted = this.restricted(identity);
@@ -985,6 +1047,7 @@ export class ResourceService {
       case 'write': {
         const w = o.w;
         const key = { group: o.t.group, kind: o.t.kind, tenancy: w.tenancy, name: w.name };
+        if (restricted) this.attachCascade(identity, s, key, w.lease);
         let cascadeAllowed: string[] | undefined;
         if (restricted && w.finalizers !== undefined && w.finalizers.length === 0) {
           // As `put`: all of the current cascade when being deleted, else what the caller may delete.
@@ -1169,10 +1232,17 @@ export class ResourceService {
     }
     const own = this.quotaBytes;
     const clamp = own !== undefined && (command.cmd.quotaBytes === undefined || command.cmd.quotaBytes > own);
+    // The attachment limit likewise: a forwarded write that attaches gets at most this leader's
+    // --lease-max-attached (one stamped with none, from an older follower, gets it too).
+    const attaches =
+      command.kind === 'txn'
+        ? [...command.cmd.then, ...command.cmd.else].some((op) => op.op === 'write' && op.lease !== undefined && op.lease !== '')
+        : (command.kind === 'write' || command.kind === 'put') && command.cmd.lease !== undefined && command.cmd.lease !== '';
+    const limit = attaches && (command.cmd.leaseMaxAttached === undefined || command.cmd.leaseMaxAttached > this.leaseMaxAttached);
     // The hooks see the decoded data itself unless the body is re-encoded from it below.
-    this.checkForwardedContent(command, store, clamp);
-    if (!clamp) return undefined;
-    return { body: { ...command.cmd, quotaBytes: own } };
+    this.checkForwardedContent(command, store, clamp || limit);
+    if (!clamp && !limit) return undefined;
+    return { body: { ...command.cmd, ...(clamp ? { quotaBytes: own } : {}), ...(limit ? { leaseMaxAttached: this.leaseMaxAttached } : {}) } };
   }
 
   private checkForwardedContent(command: Exclude<DecodedCommand, { kind: 'restore' }>, store: StoreReader, protectData: boolean): void {

@@ -80,6 +80,7 @@ export const AGENT_FLAG_HELP: readonly (readonly [string, string])[] = [
   ['--list-max-page <n>', 'most resources in one List page; a larger limit is clamped to it, no limit means it (default 1000)'],
   ['--txn-max-ops <n>', 'most comparisons, and most ops in each branch, of one transaction (default 128)'],
   ['--max-leases <n>', 'most leases the cluster holds; a grant past it is refused (default 100000)'],
+  ['--lease-max-attached <n>', 'most resources attached to one lease; a write attaching one more is refused (default 10000)'],
   ['--list-snapshots <n>', 'most snapshots held for unfinished paged lists (one per revision); the oldest is dropped first (default 64)'],
   ['--list-snapshot-ttl-ms <ms>', "how long a paged list's continue tokens work, from its first page; then COMPACTED (default 300000)"],
   ['--http-allowed-hosts <host,...>', 'Host names the HTTP API answers besides loopback names, IP addresses and its own addresses; others get 403 (DNS rebinding); * = any (repeatable)'],

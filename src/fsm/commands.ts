@@ -22,6 +22,14 @@ export interface CommandHeader {
    * NO_SPACE alarm. Absent (entries written before quotas existed): no quota, alarm unchanged.
    */
   readonly quotaBytes?: number;
+  /**
+   * The most resources one lease may have attached, of the node that built the command
+   * (`--lease-max-attached`; docs/api.md "Leases"), stamped into a write, put or transaction
+   * that attaches a resource to a lease, so every replica reaches the same verdict: a write
+   * that would attach one more is refused (TOO_LARGE). Absent (entries written before the
+   * limit existed): no limit.
+   */
+  readonly leaseMaxAttached?: number;
 }
 
 export interface NameRef {

@@ -232,7 +232,7 @@ export class Fsm {
     let changes: readonly ChangeRecord[] = [];
     switch (checked.kind) {
       case 'write': {
-        const missing = this.missingLease(checked.cmd.lease, checked.cmd.id);
+        const missing = this.leaseRefusal(checked.cmd.lease, checked.cmd.id, cmd.leaseMaxAttached);
         const r = missing !== undefined ? err(missing) : this.store.write(toStoreWrite(checked.cmd), ctx);
         if (r.ok) {
           result = { ok: true, kind: 'write', resource: r.value.resource, changed: r.value.changed };
@@ -241,7 +241,7 @@ export class Fsm {
         break;
       }
       case 'put': {
-        const missing = this.missingLease(checked.cmd.lease, checked.cmd.id);
+        const missing = this.leaseRefusal(checked.cmd.lease, checked.cmd.id, cmd.leaseMaxAttached);
         const r = missing !== undefined ? err(missing) : this.applyPut(checked.cmd, ctx, entry.index);
         if (r.ok) {
           result = { ok: true, kind: 'write', resource: r.value.resource, changed: r.value.changed };
@@ -346,6 +346,9 @@ export class Fsm {
     const applied = this.store.atomically((): Result<undefined, CairnError> => {
       const dataBytesBefore = this.store.dataBytes;
       const named = new Set<string>();
+      // Attachments this branch's earlier ops made, per lease (the attachment sets are updated
+      // from the change records after the entry): each counts against the limit.
+      const attaching = new Map<string, number>();
       const changed = new Set<string>();
       for (let i = 0; i < branch.length; i++) {
         const op = branch[i] as TxnOp;
@@ -357,7 +360,7 @@ export class Fsm {
           results.push(results[results.length - 1] as TxnOpResult);
           continue;
         }
-        const r = this.applyTxnOp(op, { ...opCtx, newUid: (branchName === 'then' ? cmd.thenUids : cmd.elseUids)?.[i] ?? txnOpUid(cmd.uid, i) }, index);
+        const r = this.applyTxnOp(op, { ...opCtx, newUid: (branchName === 'then' ? cmd.thenUids : cmd.elseUids)?.[i] ?? txnOpUid(cmd.uid, i) }, index, cmd.leaseMaxAttached, attaching);
         if (!r.ok) return at(r.error);
         for (const c of r.value.changes) {
           const k = identityKey(c.resource.id);
@@ -392,10 +395,10 @@ export class Fsm {
     return txnCompareHolds(c, stored);
   }
 
-  private applyTxnOp(op: TxnOp, ctx: ApplyContext, index: LogIndex): Result<{ result: TxnOpResult; changes: readonly ChangeRecord[] }, CairnError> {
+  private applyTxnOp(op: TxnOp, ctx: ApplyContext, index: LogIndex, leaseMaxAttached: number | undefined, attaching: Map<string, number>): Result<{ result: TxnOpResult; changes: readonly ChangeRecord[] }, CairnError> {
     switch (op.op) {
       case 'write': {
-        const missing = this.missingLease(op.lease, op.id);
+        const missing = this.leaseRefusal(op.lease, op.id, leaseMaxAttached, attaching);
         if (missing !== undefined) return err(missing);
         const r = this.applyPut({ ...op, ...HEADERLESS }, ctx, index, op.expectedVersion);
         return r.ok ? ok({ result: { kind: 'write', resource: txnResourceRef(r.value.resource), changed: r.value.changed }, changes: r.value.changes }) : r;
@@ -413,10 +416,41 @@ export class Fsm {
     }
   }
 
-  /** NOT_FOUND when a write names a lease (not '': detach) that is not in the table at this log position. */
-  private missingLease(lease: string | undefined, id: { readonly type: { readonly group: string; readonly groupVersion: string; readonly kind: string }; readonly tenancy: Tenancy; readonly name: string }): CairnError | undefined {
-    if (lease === undefined || lease === '' || this.leases.has(lease)) return undefined;
-    return new CairnError(ErrorCode.NOT_FOUND, `write ${formatName(id.type, id.tenancy, id.name)}: lease ${lease} does not exist (never granted, revoked or expired); nothing was written`, { lease });
+  /**
+   * Why a write naming `lease` (not '': detach) is refused at this log position, or undefined:
+   * NOT_FOUND when the lease is not in the table; TOO_LARGE when the write would attach a
+   * resource to a lease that already has `maxAttached` attached (`--lease-max-attached`,
+   * stamped into the entry; docs/api.md "Leases"), counting `attaching`, the attachments a
+   * transaction branch's earlier ops made (a write that succeeds is added to it). A resource
+   * already attached to that lease, or marked for deletion (never tracked as attached), adds
+   * nothing. The limit keeps a revoke's deletes (one entry, one revision) within a watcher's
+   * buffer and the apply of one entry short.
+   */
+  private leaseRefusal(
+    lease: string | undefined,
+    id: { readonly type: { readonly group: string; readonly groupVersion: string; readonly kind: string }; readonly tenancy: Tenancy; readonly name: string },
+    maxAttached: number | undefined,
+    attaching?: Map<string, number>,
+  ): CairnError | undefined {
+    if (lease === undefined || lease === '') return undefined;
+    const entry = this.leases.get(lease);
+    if (entry === undefined) {
+      return new CairnError(ErrorCode.NOT_FOUND, `write ${formatName(id.type, id.tenancy, id.name)}: lease ${lease} does not exist (never granted, revoked or expired); nothing was written`, { lease });
+    }
+    if (maxAttached === undefined) return undefined;
+    const stored = this.store.get({ group: id.type.group, kind: id.type.kind, tenancy: id.tenancy, name: id.name });
+    if (stored !== undefined && (stored.deletionTimestamp !== null || this.attachedTo.get(stored.id.uid) === lease)) return undefined;
+    const pending = attaching?.get(lease) ?? 0;
+    const count = entry.attached.size + pending;
+    if (count >= maxAttached) {
+      return new CairnError(
+        ErrorCode.TOO_LARGE,
+        `write ${formatName(id.type, id.tenancy, id.name)}: lease ${lease} has ${count} resources attached, the most --lease-max-attached (${maxAttached}) allows; nothing was written (attach to another lease, or detach some first)`,
+        { lease, attached: count, lease_max_attached: maxAttached },
+      );
+    }
+    attaching?.set(lease, pending + 1);
+    return undefined;
   }
 
   /**
@@ -499,7 +533,9 @@ export class Fsm {
     for (const c of changes) {
       const uid = c.resource.id.uid;
       const before = this.attachedTo.get(uid);
-      const named = c.kind === 'delete' ? undefined : c.resource.lease;
+      // A resource marked for deletion (finalizers) is attached to nothing, as restoreLeases
+      // rebuilds it: a later grant of the id it names must attach it on no replica.
+      const named = c.kind === 'delete' || c.resource.deletionTimestamp !== null ? undefined : c.resource.lease;
       const after = named !== undefined && this.leases.has(named) ? named : undefined;
       if (before === after) continue;
       if (before !== undefined) this.leases.get(before)?.attached.delete(uid);
@@ -510,7 +546,10 @@ export class Fsm {
     }
   }
 
-  /** Rebuilds the lease table from a snapshot header's `leases` and the store's resources (their `lease` fields). */
+  /**
+   * Rebuilds the lease table from a snapshot header's `leases` and the store's resources (their
+   * `lease` fields; a resource marked for deletion is attached to nothing, as in trackLeases).
+   */
   private restoreLeases(rows: unknown): void {
     this.leases = new Map();
     this.attachedTo = new Map();
@@ -525,7 +564,8 @@ export class Fsm {
     }
     if (this.leases.size === 0) return;
     for (const r of this.store.all()) {
-      if (r.lease === undefined) continue;
+      // Marked for deletion: attached to nothing, as trackLeases keeps it.
+      if (r.lease === undefined || r.deletionTimestamp !== null) continue;
       const lease = this.leases.get(r.lease);
       if (lease === undefined) continue;
       lease.attached.add(r.id.uid);
@@ -538,11 +578,14 @@ export class Fsm {
    * raised when the command was refused for space or the data is at or over the quota;
    * cleared when the data is at or below the low-water mark (90% of the quota), so it does not
    * flap on every small write; otherwise unchanged. Depends only on the entry and the state,
-   * so every replica agrees. Commands without a quota (older entries) leave it as it is.
+   * so every replica agrees. Commands without a quota (older entries) leave it as it is. A grant
+   * refused for `--max-leases` (NO_SPACE, details `max_leases`) is a count, not space: it
+   * raises nothing (else one grant too many froze every growing write cluster-wide).
    */
   private evaluateNoSpace(quotaBytes: number, result: ApplyResult): void {
     const data = this.store.dataBytes + this.leaseBytes;
-    if ((!result.ok && result.error.code === ErrorCode.NO_SPACE) || data >= quotaBytes) this.noSpace = true;
+    const forSpace = !result.ok && result.error.code === ErrorCode.NO_SPACE && result.error.details['max_leases'] === undefined;
+    if (forSpace || data >= quotaBytes) this.noSpace = true;
     else if (data <= lowWaterBytes(quotaBytes)) this.noSpace = false;
   }
 

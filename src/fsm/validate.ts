@@ -152,12 +152,15 @@ type Building = { -readonly [K in keyof WriteCommand | keyof DeleteCommand | key
 function header(o: Record<string, unknown>): Building {
   const requestId = optStr(o['requestId'], 'requestId');
   const quotaBytes = optQuota(o['quotaBytes']);
+  const leaseMaxAttached = o['leaseMaxAttached'];
+  if (leaseMaxAttached !== undefined && (typeof leaseMaxAttached !== 'number' || !Number.isSafeInteger(leaseMaxAttached) || leaseMaxAttached < 1)) throw new Invalid('leaseMaxAttached must be a positive integer');
   const out: Building = {};
   if (requestId !== undefined) out.requestId = requestId;
   out.time = str(o['time'], 'time');
   out.uid = str(o['uid'], 'uid');
   out.generation = str(o['generation'], 'generation');
   if (quotaBytes !== undefined) out.quotaBytes = quotaBytes;
+  if (leaseMaxAttached !== undefined) out.leaseMaxAttached = leaseMaxAttached;
   return out;
 }
 
@@ -284,7 +287,7 @@ function txnOp(v: unknown, what: string): TxnOp {
       throw new Invalid(`${what}.op must be write, delete or status`);
   }
   if (typeof c === 'string') throw new Invalid(`${what}: ${c}`);
-  if (c.kind === 'txn' || 'requestId' in c.cmd || 'quotaBytes' in c.cmd) throw new Invalid(`${what} carries header fields (requestId, quotaBytes): they belong to the transaction`);
+  if (c.kind === 'txn' || 'requestId' in c.cmd || 'quotaBytes' in c.cmd || 'leaseMaxAttached' in c.cmd) throw new Invalid(`${what} carries header fields (requestId, quotaBytes, leaseMaxAttached): they belong to the transaction`);
   const { time: _t, uid: _u, generation: _g, ...body } = c.cmd;
   return { op, ...body } as TxnOp;
 }

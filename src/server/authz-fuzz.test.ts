@@ -81,9 +81,13 @@ function scopedMay(r: Resource): boolean {
   return ['write', 'write-status', 'delete'].some((v) => refAuthorize(SCOPED_MODEL, v, target));
 }
 
-/** The lease table (ids and TTLs): no caller of the fuzz holds a grant on leases, so it never changes after the fixture's. */
+/**
+ * The lease table (ids, TTLs and attached uids): no caller of the fuzz holds a grant on leases,
+ * so it never changes after the fixture's, nor may any caller attach a resource to a lease
+ * (attaching needs write on the lease; docs/security.md "Leases").
+ */
 function leaseTable(): string {
-  return JSON.stringify([...(node.agent.coordinator()?.leaseTable().leases.entries() ?? [])].map(([id, l]) => [id, l.ttlSeconds]));
+  return JSON.stringify([...(node.agent.coordinator()?.leaseTable().leases.entries() ?? [])].map(([id, l]) => [id, l.ttlSeconds, [...l.attached]]));
 }
 let fixtureLeases = '';
 
@@ -331,6 +335,8 @@ const grpcRequestArb = fc.record({
     tenancy: fc.record({ partition: fc.constantFrom('*', '*', 'default', ''), namespace: fc.constantFrom('*', 'team-a', 'team-b', '') }),
     namePrefix: fc.constantFrom('', 'a', 'A', '-'),
     ownerUid: fc.constantFrom('', 'x', 'zzzz'),
+    // A write's lease: absent, the fixture's lease (attaching needs write on it: none may), or detach.
+    lease: fc.option(fc.constantFrom('fz', ''), { nil: undefined }),
     // Never a key another request used: a caller reusing its own key for another operation gets
     // 500 INTERNAL (a bug, a todo test in authz-table.test.ts), which would end every run here.
     // (Reuse across callers, which leaked the first caller's result, is fixed and tested there.)

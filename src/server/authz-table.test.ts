@@ -883,3 +883,66 @@ t.test('certificates: a node certificate on gRPC acts as a cluster node; a clien
     asClient.close();
   }
 });
+
+t.test('attaching to a lease is a scheduled delete: it needs write on the lease and delete on the resource and its cascade; detaching needs write only (review findings 4 and 6)', async (t) => {
+  // The reviewer's scenario (scratch/authz-lease.mjs): management's Artist lp owns Album lc.
+  const lp = await put(ARTIST, 'default', 'lp', { name: 'lp' });
+  await put(ALBUM, 'default', 'lc', { title: 'lc' }, lp);
+  await put(ARTIST, 'default', 'lq', { name: 'lq' });
+  const leases = [{ verbs: ['write', 'read'], types: ['cairn.v1.ClusterLease'], name_prefix: 'svc-' }];
+  await makeRole(node, ids.management, 'lease-writer', [{ verbs: ['read', 'write'], types: [ARTIST] }, ...leases]);
+  await makeRole(node, ids.management, 'lease-artist-deleter', [{ verbs: ['read', 'write', 'delete'], types: [ARTIST] }, ...leases]);
+  await makeRole(node, ids.management, 'lease-deleter', [{ verbs: ['read', 'write', 'delete'], types: [ARTIST, ALBUM] }, ...leases]);
+  const writer = (await makeToken(node, ids.management, ['lease-writer'])).secret;
+  const artistDeleter = (await makeToken(node, ids.management, ['lease-artist-deleter'])).secret;
+  const deleter = (await makeToken(node, ids.management, ['lease-deleter'])).secret;
+  t.equal((await req('management', 'POST', '/v1/leases', { ttl_seconds: 600, id: 'svc-att' })).status, 200);
+  t.equal((await req('management', 'POST', '/v1/leases', { ttl_seconds: 600, id: 'ops-att' })).status, 200);
+  const attach = (token: string, name: string, lease: string): Promise<HttpAnswer> =>
+    node.http('PUT', `/v1/resource/${ARTIST}/${name}`, { token, body: JSON.stringify({ data: { name }, lease }) });
+  const attachCas = async (token: string, name: string, lease: string): Promise<HttpAnswer> => {
+    const cur = (await req('management', 'GET', `/v1/resource/${ARTIST}/${name}`)).json as Res;
+    return node.http('PUT', `/v1/resource/${ARTIST}/${name}`, { token, body: JSON.stringify({ data: { name }, lease, version: cur.version }) });
+  };
+  const artistId = (n: string): object => ({ type: ARTIST, tenancy: { partition: 'default', namespace: 'default' }, name: n });
+  const grpcAttach = (token: string, name: string, lease: string): Promise<GrpcAnswer> => grpcUnary(node.grpc, 'Write', { id: artistId(name), dataJson: JSON.stringify({ name }), lease }, token);
+  const txnAttach = (token: string, name: string, lease: string): Promise<HttpAnswer> =>
+    node.http('POST', '/v1/txn', { token, body: JSON.stringify({ then: [{ op: 'write', type: ARTIST, name, data: { name }, lease }] }) });
+  const grpcTxnAttach = (token: string, name: string, lease: string): Promise<GrpcAnswer> => grpcUnary(node.grpc, 'Txn', { thenOps: [{ write: { id: artistId(name), dataJson: JSON.stringify({ name }), lease } }] }, token);
+  const attached = (): string => JSON.stringify([...(node.agent.coordinator()?.leaseTable().leases.entries() ?? [])].map(([id, l]) => [id, l.attached]));
+
+  const before = await everything();
+  const leasesBefore = attached();
+  // Finding 4: write without delete on the resource.
+  for (const [what, a] of [
+    ['PUT', await attach(writer, 'lq', 'svc-att')],
+    ['PUT with a version', await attachCas(writer, 'lq', 'svc-att')],
+    ['POST /v1/txn', await txnAttach(writer, 'lq', 'svc-att')],
+  ] as const) t.equal(a.status, 403, `writer (no delete): ${what} attaching lq -> 403 (${a.text.slice(0, 160)})`);
+  t.equal((await grpcAttach(writer, 'lq', 'svc-att')).code, 7, 'writer: gRPC Write attaching -> PERMISSION_DENIED');
+  t.equal((await grpcTxnAttach(writer, 'lq', 'svc-att')).code, 7, 'writer: gRPC Txn attaching -> PERMISSION_DENIED');
+  // Finding 4: delete on the resource but not on what it owns (lp owns Album lc).
+  const cascade = await attach(artistDeleter, 'lp', 'svc-att');
+  t.equal(cascade.status, 403, 'artist deleter: attaching lp, whose delete would delete Album lc -> 403');
+  t.match(cascade.text, /schedules its delete, which would also delete owned resources/);
+  t.equal((await txnAttach(artistDeleter, 'lp', 'svc-att')).status, 403, 'artist deleter: the same in a transaction');
+  t.equal((await grpcTxnAttach(artistDeleter, 'lp', 'svc-att')).code, 7, 'artist deleter: the same in a gRPC transaction');
+  // Finding 6: no write on the lease.
+  t.equal((await attach(deleter, 'lq', 'ops-att')).status, 403, 'deleter: attaching to ops-att (no write on that lease) -> 403');
+  t.equal((await grpcAttach(deleter, 'lq', 'ops-att')).code, 7, 'deleter: gRPC Write attaching to ops-att -> PERMISSION_DENIED');
+  t.equal((await txnAttach(deleter, 'lq', 'ops-att')).status, 403, 'deleter: a transaction attaching to ops-att -> 403');
+  t.equal(await everything(), before, 'the refused attachments changed nothing');
+  t.equal(attached(), leasesBefore, 'nothing was attached');
+
+  // Allowed: delete on the resource and its whole cascade, and write on the lease.
+  t.equal((await attach(artistDeleter, 'lq', 'svc-att')).status, 200, 'artist deleter: lq owns nothing -> 200');
+  t.equal((await grpcAttach(deleter, 'lp', 'svc-att')).code, 0, 'deleter: lp with its Album -> allowed');
+  // Detaching needs write only.
+  t.equal((await attach(writer, 'lq', '')).status, 200, 'writer: detaching lq -> 200');
+  t.equal((await txnAttach(deleter, 'lq', 'svc-att')).status, 200, 'deleter: a transaction attaching lq -> 200');
+  const revoked = await node.http('DELETE', '/v1/leases/svc-att', { token: writer });
+  t.equal(revoked.status, 200, 'writer may revoke (write on the lease)');
+  t.equal((revoked.json as { deleted: number }).deleted, 3, 'what the revoke deleted was allowed when attached: lp, its Album lc, lq');
+  t.notOk(await exists(ALBUM, 'default', 'lc'));
+  t.equal((await req('management', 'DELETE', '/v1/leases/ops-att')).status, 200);
+});

@@ -113,6 +113,12 @@ export interface AgentConfig {
   readonly txnMaxOps: number;
   /** Most leases the cluster holds (docs/api.md "Leases"); a grant past it is NO_SPACE. Default 100,000. */
   readonly maxLeases: number;
+  /**
+   * Most resources attached to one lease (docs/api.md "Leases"); a write that would attach one
+   * more is TOO_LARGE. Default 10,000, the default `watchBufferEvents`, so one revoke's deletes
+   * fit one watcher's buffer.
+   */
+  readonly leaseMaxAttached: number;
   /** Most snapshots held for unfinished paged lists, one per revision; the oldest is dropped first. Default 64. */
   readonly listSnapshots: number;
   /** How long a paged list's snapshot serves its continue tokens, from its first page (ms). Default 300,000. */
@@ -289,6 +295,7 @@ export const AGENT_DEFAULTS: Omit<AgentConfig, 'nodeId' | 'dataDir' | 'advertise
   listMaxPage: 1_000, // PAGING_DEFAULTS of src/api
   txnMaxOps: 128, // TXN_LIMITS_DEFAULT of src/api
   maxLeases: 100_000,
+  leaseMaxAttached: 10_000,
   listSnapshots: 64,
   listSnapshotTtlMs: 300_000,
   httpAllowedHosts: [],

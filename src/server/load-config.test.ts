@@ -144,6 +144,7 @@ t.test('every option can be set from flags, env and file with the same names', a
     listMaxPage: { flag: '500', file: 500, want: 500 },
     txnMaxOps: { flag: '16', file: 16, want: 16 },
     maxLeases: { flag: '500', file: 500, want: 500 },
+    leaseMaxAttached: { flag: '300', file: 300, want: 300 },
     listSnapshots: { flag: '8', file: 8, want: 8 },
     listSnapshotTtlMs: { flag: '60000', file: 60000, want: 60000 },
     httpAllowedHosts: { flag: 'cairn.internal,10.0.0.9:7501', file: ['cairn.internal', '10.0.0.9:7501'], want: ['cairn.internal', '10.0.0.9:7501'] },

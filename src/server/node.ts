@@ -237,6 +237,7 @@ export class Node implements ServedNode {
     registerAclTypes(this.registry);
     this.resources = new ResourceService(this, this.registry, systemClock, {
       quotaBytes: config.quotaBytes,
+      leaseMaxAttached: config.leaseMaxAttached,
       maxPageItems: config.listMaxPage,
       txnLimits: { ...TXN_LIMITS_DEFAULT, maxCompares: config.txnMaxOps, maxOps: config.txnMaxOps },
       maxSnapshots: config.listSnapshots,
