@@ -16,6 +16,11 @@ for tool in pbjs pbts; do
   [ -x "$bin/$tool" ] || { echo "gen-proto: $bin/$tool is missing; run 'make install' first" >&2; exit 2; }
 done
 mkdir -p "$out"
+# The generators must not inherit a test runner's node options (tap's --import hooks): under
+# them pbts's jsdoc child exited before its piped output was flushed, and a declaration file
+# past about 64 KiB came out truncated (scripts/check-gen.test.mjs failed once resource.d.ts
+# grew with the lease messages).
+unset NODE_OPTIONS
 gen() { # name proto-files...
   local name=$1; shift
   # Each module gets its own protobuf.roots entry (--root): with the shared "default" root, the
