@@ -1,21 +1,14 @@
 import { CairnError, ErrorCode, silentLogger, type Clock, type Logger } from '../base/index.js';
 import { CommandType, MAX_LEASE_TTL_SECONDS, encodeEnvelope, leaseIdProblem, type LeaseGrantCommand, type LeaseRevokeCommand } from '../fsm/index.js';
-import { authorize, type AclTarget, type Identity } from '../auth/index.js';
+import { authorize, type Identity } from '../auth/index.js';
 import { ulid } from './ids.js';
+import { leaseAclTarget } from './lease-acl.js';
 import { LeaseClock, type LeaseTimeToLive } from './lease-clock.js';
 import { idToJson, type ResourceIdJson } from './resource-json.js';
 import { aclVerb, fromApplyError, type CallContext, type ResourceService } from './resource-service.js';
 import { START_WAIT_DEFAULT_MS, type ServedNode } from './served-node.js';
 
-/**
- * The ACL target of lease `id` (docs/security.md "Every door checks"): the pseudo-type
- * `cairn.v1.ClusterLease`, cluster-scoped, named by the lease id, so a rule's `name_prefix`
- * can give a token its own leases. `write` grants, revokes and keeps alive; `read` reads its
- * time to live; `list` lists (filtered lease by lease).
- */
-export function leaseAclTarget(id: string): AclTarget {
-  return { group: 'cairn', groupVersion: 'v1', kind: 'ClusterLease', partition: '', namespace: '', name: id };
-}
+export { leaseAclTarget };
 
 export interface LeaseServiceOptions {
   /** The shortest TTL granted, in seconds (`minLeaseTtlSeconds` of the election timeout): a grant asking for less gets this. */

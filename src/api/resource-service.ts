@@ -1,4 +1,5 @@
 import { ulid } from './ids.js';
+import { leaseAclTarget } from './lease-acl.js';
 import { CairnError, ErrorCode, isCairnError, parseErrorCode, type Clock, type Revision } from '../base/index.js';
 import { CommandType, leaseIdProblem, txnCompareHolds, type ApplyResult, type TxnResourceRef, type DecodedCommand, type DeleteCommand, type PutCommand, type TxnCommand, type TxnCompare, type TxnOp, type WriteCommand, type WriteStatusCommand } from '../fsm/index.js';
 import type { Coordinator, Consistency } from '../replica/index.js';
@@ -473,14 +474,6 @@ export interface ResourceServiceOptions {
  */
 export const LEASE_MAX_ATTACHED_DEFAULT = 10_000;
 
-/**
- * The ACL target of lease `id`, as lease-service.ts `leaseAclTarget` (which imports this
- * module, so it cannot be imported here): `cairn.v1.ClusterLease` named by the lease id.
- */
-function leaseTarget(id: string): AclTarget {
-  return { group: 'cairn', groupVersion: 'v1', kind: 'ClusterLease', partition: '', namespace: '', name: id };
-}
-
 export class ResourceService {
   /** Access control (docs/security.md); off unless the node was given one. */
   readonly access: AccessControl;
@@ -605,7 +598,7 @@ export class ResourceService {
    */
   private authorizeAttach(identity: Identity, t: RegisteredType, target: { partition: string; namespace: string; name: string }, lease: string | undefined, ctx: CallContext): void {
     if (lease === undefined || lease === '') return;
-    this.access.check(identity, 'write', leaseTarget(lease));
+    this.access.check(identity, 'write', leaseAclTarget(lease));
     this.authorize(identity, t, 'delete', target, ctx);
   }
 
