@@ -12,8 +12,8 @@ import * as path from 'node:path';
 import { CairnClient, Op, isCairnClientError } from '../client/index.js';
 import { cairn } from '../gen/resource.js';
 import { createLogger } from '../platform/index.js';
-import { startAgent, type Agent } from './agent.js';
-import { clusterConfigs, devConfig, grpcUnary, waitForAgreedLeader, waitUntil } from './testing/index.js';
+import { startAgent } from './agent.js';
+import { devConfig, grpcUnary, startTestCluster, waitForAgreedLeader, waitUntil } from './testing/index.js';
 
 import pb = cairn.resource.v1;
 const ARTIST = 'demo.v1.Artist';
@@ -120,15 +120,7 @@ t.test('a dev node: the client library over gRPC', async (t) => {
 });
 
 t.test('three nodes: the keep-alive helper survives the loss of the node its stream is on', async (t) => {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-lease-client-'));
-  const agents: Agent[] = [];
-  t.teardown(async () => {
-    for (const a of agents) await a.close();
-    await rm(dir, { recursive: true, force: true });
-  });
-  for (const cfg of await clusterConfigs(dir, 3, { demoTypes: true })) agents.push(await startAgent(cfg, { logger: createLogger({ level: 'silent', nodeId: cfg.nodeId }) }));
-  await Promise.all(agents.map((a) => a.ready));
-  const leader = await waitForAgreedLeader(agents, 15_000);
+  const { agents, leader } = await startTestCluster(t, 3, 'cairn-lease-client-');
   // The stream goes to the leader first (listed first), so losing it is a failover too.
   const ordered = [leader, ...agents.filter((a) => a !== leader)];
   const client = new CairnClient({ endpoints: ordered.map((a) => a.grpcAddress), endpointOrder: 'listed', timeoutMs: 10_000 });

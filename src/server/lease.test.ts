@@ -10,7 +10,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { createLogger } from '../platform/index.js';
 import { startAgent, type Agent } from './agent.js';
-import { clusterConfigs, devConfig, waitForAgreedLeader, waitUntil } from './testing/index.js';
+import { devConfig, startTestCluster, waitForAgreedLeader, waitUntil } from './testing/index.js';
 
 const ARTIST = 'demo.v1.Artist';
 
@@ -164,15 +164,7 @@ t.test('a dev node: grant, attach, keep alive, time to live, list, revoke', asyn
 });
 
 t.test('three nodes: a follower forwards lease requests; a lease survives the leader\'s loss with its full TTL', async (t) => {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-lease-'));
-  const agents: Agent[] = [];
-  t.teardown(async () => {
-    for (const a of agents) await a.close();
-    await rm(dir, { recursive: true, force: true });
-  });
-  for (const cfg of await clusterConfigs(dir, 3, { demoTypes: true })) agents.push(await startAgent(cfg, { logger: createLogger({ level: 'silent', nodeId: cfg.nodeId }) }));
-  await Promise.all(agents.map((a) => a.ready));
-  const leader = await waitForAgreedLeader(agents, 15_000);
+  const { agents, leader } = await startTestCluster(t, 3, 'cairn-lease-');
   const followers = agents.filter((a) => a !== leader);
   const f = followers[0] as Agent;
   const TTL = 4;

@@ -1,5 +1,6 @@
 export { freePorts, freePort, waitUntil } from './net.js';
 export { agreedLeader, waitForAgreedLeader } from './leader.js';
+export { startTestCluster } from './cluster.js';
 export { devConfig, clusterConfigs, TEST_WAL_SEGMENT_BYTES } from './agents.js';
 export {
   appliedIndex,
