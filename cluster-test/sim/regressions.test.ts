@@ -21,6 +21,14 @@ interface Regression {
 }
 
 const REGRESSIONS: readonly Regression[] = [
+  // Found by the 10,000-seed swarm on 28 Nov, once leaders read snapshot chunks back from disk:
+  {
+    options: { seed: 570 },
+    why:
+      'a leader whose snapshot file was pruned started a follower over on its newest snapshot while the follower was still installing the previous one; ' +
+      'the follower took the new one, replacing the snapshot its driver was installing, and the driver stopped the node (src/raft/step-follower.ts: no chunks while an install is pending)',
+  },
+  { options: { seed: 444 }, why: 'same bug (a second snapshot taken while the first was being installed)' },
   {
     options: { seed: 287, durationMs: 20_000 },
     why:

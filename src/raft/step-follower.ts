@@ -62,6 +62,11 @@ export function handleHeartbeat(r: RaftState, m: MsgHeartbeat): void {
 
 /** InstallSnapshot (Raft §7), reassembled from chunks that arrive one at a time. */
 export function handleSnapChunk(r: RaftState, m: MsgSnap): void {
+  // A snapshot is waiting for the driver to persist and install it (a Ready carries it): take
+  // no other until then, or the one being installed would be replaced under the driver. The
+  // leader resends once the transfer stalls for a heartbeat interval. (Found by the simulator
+  // once a leader whose snapshot file was pruned starts a follower over on its newest one.)
+  if (r.log.pendingSnapshot !== undefined) return;
   const meta = m.meta;
   if (meta.index <= r.log.committed) {
     r.incomingSnapshot = undefined;

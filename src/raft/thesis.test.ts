@@ -815,6 +815,23 @@ t.test('§7 a leader that released its snapshot’s bytes sends chunks its drive
   t.same(c.appliedCommands('n3'), ['d']);
 });
 
+t.test('§7 a follower whose driver is installing a snapshot ignores chunks of a newer one until it is installed', async (t) => {
+  const { c } = snapshotSetup({ snapshotChunkBytes: 64 });
+  const n1 = c.node('n1');
+  const five = n1.disk.snapshot as Snapshot;
+  const term = n1.raw.status().term;
+  const chunk = (s: Snapshot): Message => ({ type: 'snap', from: n('n1'), to: n('n3'), term, meta: s.meta, offset: 0, totalBytes: s.data.length, chunk: s.data });
+  c.inject(chunk(five));
+  const n3 = c.node('n3');
+  const rd = n3.raw.ready();
+  t.equal(rd.snapshot?.meta.index, 5, 'the driver takes snapshot 5 to persist and install');
+  // While it writes, a newer snapshot arrives whole (as after a leader starts the follower over).
+  c.inject(chunk({ meta: { ...five.meta, index: logIndex(6) }, data: new TextEncoder().encode('SIX') }));
+  t.doesNotThrow(() => n3.raw.advance(rd), 'the install of snapshot 5 finishes');
+  t.equal(n3.raw.status().commit, 5, 'the newer snapshot was not taken meanwhile');
+  t.equal(n3.raw.hasReady() && n3.raw.ready().snapshot !== undefined, false, 'and no second install is pending');
+});
+
 t.test('§7 a released snapshot replaced in the store mid-transfer: the follower is probed again and gets the newest', async (t) => {
   const { c } = snapshotSetup({ snapshotChunkBytes: 4 });
   c.node('n1').raw.releaseSnapshotData(logIndex(5));
